@@ -1,0 +1,77 @@
+"""Bytes in, assembled response and view ops out: the per-event path the relay and replay share.
+
+    chunk ─▶ SSEDecoder ─▶ parse_event ─▶ Assembler (+ ViewModel ops)
+
+Bad input never stops the stream: an oversized or malformed event is counted, described in
+`problems` (bounded) and skipped; everything around it is still applied.
+Pure: no Django, no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .assembler import Assembler
+from .errors import EventTooLarge, MalformedEvent
+from .events import parse_event
+from .sse import SSEDecoder
+
+MAX_PROBLEMS = 50
+
+
+@dataclass(frozen=True)
+class Problem:
+    kind: str  # "malformed" | "oversized"
+    message: str
+    data: str  # the offending payload (truncated), so nothing is silently lost
+
+
+class StreamPipeline:
+    def __init__(
+        self,
+        *,
+        max_event_bytes: int = 8 * 1024 * 1024,
+        hold_window: int = 8,
+        starting_after: int | None = None,
+        assembler: Assembler | None = None,
+    ) -> None:
+        self.decoder = SSEDecoder(max_event_bytes=max_event_bytes)
+        self.assembler = assembler or Assembler(hold_window=hold_window, starting_after=starting_after)
+        self.problems: list[Problem] = []
+        self.malformed = 0
+        self.oversized = 0
+
+    def feed(self, chunk: bytes) -> list[dict[str, Any]]:
+        """Decode and apply one chunk; returns the parsed events (for the raw event log)."""
+        try:
+            messages = self.decoder.decode(chunk)
+        except EventTooLarge as exc:
+            self.oversized += 1
+            self._problem("oversized", str(exc), "")
+            messages = list(getattr(exc, "events", ()))
+        return self._apply(messages)
+
+    def finish(self) -> list[dict[str, Any]]:
+        """End of stream: flush the decoder and stop waiting for gaps to fill."""
+        events = self._apply(self.decoder.flush())
+        self.assembler.release_held()
+        return events
+
+    def _apply(self, messages: list[Any]) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = []
+        feed = self.assembler.feed
+        for message in messages:
+            try:
+                event = parse_event(message.data)
+            except MalformedEvent as exc:
+                self.malformed += 1
+                self._problem("malformed", str(exc), message.data[:2000])
+                continue
+            feed(event)  # type: ignore[arg-type]
+            events.append(event)  # type: ignore[arg-type]
+        return events
+
+    def _problem(self, kind: str, message: str, data: str) -> None:
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append(Problem(kind, message, data))

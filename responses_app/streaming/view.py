@@ -1,0 +1,168 @@
+"""The view model: a render-oriented projection of an assembled response, and its patches.
+
+A view is `meta` (response id, status, error, usage ...) plus ordered `blocks` (message text with
+citations, refusal, reasoning, one block per tool call with its honest state). Every change is an
+*op*, a small JSON-ready list, and every op bumps `revision` by one:
+
+    ["add", block]                 a new block (a dict with at least "id" and "kind")
+    ["append", block_id, text]     text appended to block["text"]
+    ["set", block_id, fields]      fields of a block replaced
+    ["meta", fields]               fields of meta replaced
+
+`apply_op` is the reducer: applying a view's ops, in order, to an empty view yields the same view
+(tests hold the assembler to this, and `chat.js` implements the same four cases). A batch of ops
+travels as a patch `{"base": r0, "revision": r1, "ops": [...]}`; a client holding revision r0
+applies it, anything else is a duplicate (r1 <= held) or a gap (ask for a snapshot).
+
+Pure: no Django, no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Block = dict[str, Any]
+Op = list[Any]
+
+
+class ViewModel:
+    """Blocks and meta, with text kept as chunk lists so appending stays O(delta)."""
+
+    __slots__ = ("revision", "meta", "_blocks", "_order", "_chunks", "_ops", "_ops_base")
+
+    def __init__(self) -> None:
+        self.revision = 0
+        self.meta: dict[str, Any] = {"response_id": None, "status": None}
+        self._blocks: dict[str, Block] = {}
+        self._order: list[str] = []
+        self._chunks: dict[str, list[str]] = {}
+        self._ops: list[Op] = []
+        self._ops_base = 0
+
+    # --- writers (used by the assembler) --------------------------------------------------
+
+    def add(self, block: Block) -> None:
+        block_id = block["id"]
+        if block_id in self._blocks:
+            self.set(block_id, {k: v for k, v in block.items() if k != "id"})
+            return
+        stored = dict(block)
+        text = stored.pop("text", "")
+        self._blocks[block_id] = stored
+        self._order.append(block_id)
+        self._chunks[block_id] = [text] if text else []
+        self._ops.append(["add", dict(block, text=text)])
+        self.revision += 1
+
+    def append(self, block_id: str, text: str) -> None:
+        if not text:
+            return
+        self._chunks[block_id].append(text)
+        self._ops.append(["append", block_id, text])
+        self.revision += 1
+
+    def set(self, block_id: str, fields: dict[str, Any]) -> None:
+        """Replace fields, emitting an op only for those that change."""
+        block = self._blocks[block_id]
+        changed: dict[str, Any] = {}
+        for key, value in fields.items():
+            if key == "text":
+                if self.text(block_id) != value:
+                    self._chunks[block_id] = [value] if value else []
+                    changed[key] = value
+            elif block.get(key, _MISSING) != value:
+                block[key] = value
+                changed[key] = value
+        if changed:
+            self._ops.append(["set", block_id, changed])
+            self.revision += 1
+
+    def set_meta(self, fields: dict[str, Any]) -> None:
+        changed = {k: v for k, v in fields.items() if self.meta.get(k, _MISSING) != v}
+        if changed:
+            self.meta.update(changed)
+            self._ops.append(["meta", changed])
+            self.revision += 1
+
+    # --- readers ----------------------------------------------------------------------------
+
+    def has(self, block_id: str) -> bool:
+        return block_id in self._blocks
+
+    def block(self, block_id: str) -> Block:
+        return self._blocks[block_id]
+
+    def text(self, block_id: str) -> str:
+        chunks = self._chunks[block_id]
+        if len(chunks) > 1:
+            joined = "".join(chunks)
+            chunks[:] = [joined]  # later reads and joins start from one string: linear overall
+            return joined
+        return chunks[0] if chunks else ""
+
+    def take_ops(self) -> tuple[int, list[Op]]:
+        """The ops since the last call and the revision they apply on top of."""
+        base, ops = self._ops_base, self._ops
+        self._ops = []
+        self._ops_base = self.revision
+        return base, ops
+
+    def to_dict(self) -> dict[str, Any]:
+        blocks = []
+        for block_id in self._order:
+            block = dict(self._blocks[block_id])
+            block["text"] = self.text(block_id)
+            blocks.append(block)
+        return {"revision": self.revision, "meta": dict(self.meta), "blocks": blocks}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ViewModel:
+        view = cls()
+        view.meta = dict(data.get("meta") or {})
+        for block in data.get("blocks") or ():
+            stored = dict(block)
+            text = stored.pop("text", "")
+            view._blocks[stored["id"]] = stored
+            view._order.append(stored["id"])
+            view._chunks[stored["id"]] = [text] if text else []
+        view.revision = view._ops_base = int(data.get("revision", 0))
+        return view
+
+
+_MISSING = object()
+
+
+def apply_op(view: dict[str, Any], op: Op) -> None:
+    """The reducer on the plain-dict form of a view (`ViewModel.to_dict()`); revision not touched."""
+    kind = op[0]
+    if kind == "append":
+        _find(view, op[1])["text"] += op[2]
+    elif kind == "set":
+        _find(view, op[1]).update(op[2])
+    elif kind == "add":
+        existing = [b for b in view["blocks"] if b["id"] == op[1]["id"]]
+        if existing:
+            existing[0].update(op[1])
+        else:
+            view["blocks"].append(dict(op[1]))
+    elif kind == "meta":
+        view["meta"].update(op[1])
+    else:
+        raise ValueError(f"unknown view op {kind!r}")
+
+
+def apply_patch(view: dict[str, Any], patch: dict[str, Any]) -> bool:
+    """Apply a patch if it continues the view's revision; False when it is stale or leaves a gap."""
+    if patch["base"] != view["revision"]:
+        return False
+    for op in patch["ops"]:
+        apply_op(view, op)
+    view["revision"] = patch["revision"]
+    return True
+
+
+def _find(view: dict[str, Any], block_id: str) -> Block:
+    for block in reversed(view["blocks"]):
+        if block["id"] == block_id:
+            return block  # type: ignore[no-any-return]
+    raise KeyError(f"no block {block_id!r} in view")
