@@ -1,0 +1,130 @@
+"""What the simulated model says: a small multilingual corpus and a word-ish tokenizer."""
+
+from __future__ import annotations
+
+import base64
+import random
+import re
+import struct
+import zlib
+
+PARAGRAPHS: tuple[str, ...] = (
+    "Streaming a response is a little like watching a river: the water you see now was upstream a "
+    "moment ago, and the relay’s job is to keep every drop in order, even when the bank gives way.",
+    "A naïve client reads until the socket closes and hopes for the best. A careful one counts "
+    "sequence numbers, notices the gap, and asks for everything *after* the last event it trusted.",
+    "In Zürich the café on the corner serves crème brûlée at noon; in Kraków they call the same "
+    "idea “deser”, and nobody argues about the spelling — the dessert speaks for itself.",
+    "日本語のテキストも正しく流れるべきです。"
+    "文字化けは許されません。Every byte of UTF-8 has to survive "
+    "the trip, whether it is a kana, an emoji like 🚀 or a humble ASCII letter.",
+    "Ελληνικά, русский и español: the tokenizer splits words, the wire carries them, and the "
+    "assembler glues them back together without losing a single accent.",
+    "Background mode changes the contract. The server keeps generating after you leave, so a "
+    "reconnect is not a retry: it is a resume, and `starting_after` is the bookmark.",
+    "Keep-alive comments are the heartbeat of a quiet stream. They carry no data, yet without them "
+    "a proxy somewhere decides the conversation is over and hangs up.",
+    "Fault injection is a rehearsal for bad days: duplicated events, stalls, a truncated JSON "
+    "object, or an `error` that arrives after the user has already read half an answer.",
+    "A good simulator is boring in the best way — deterministic, fast and honest about the wire "
+    "format — so that every surprise in a test comes from the code under test.",
+    "Numbers help too: 3.14159, 42, 1 000 000 and −7 °C all have to round-trip exactly, as do "
+    "tabs,\tcurly quotes “like these” and the occasional non-breaking space.",
+    "When the model calls a tool it stops talking and waits. The client runs the function, sends "
+    "back the result with the same `call_id`, and the conversation continues from there.",
+    "Reasoning summaries arrive in parts. Each part is announced, filled delta by delta, and "
+    "closed, before the visible answer even begins.",
+)
+
+SUMMARY_PARTS: tuple[str, ...] = (
+    "**Planning the answer**\n\nThe user wants a clear explanation. I should outline the key ideas "
+    "first, then pick an example that makes the mechanism concrete.",
+    "**Checking the details**\n\nBefore answering I want to verify the ordering rules: items are "
+    "added before their deltas, and every part is closed before its item is done.",
+    "**Choosing a tone**\n\nA short, friendly answer with one concrete example will work best "
+    "here.",
+)
+
+REFUSAL = "I’m sorry, but I can’t help with that request."
+
+CODE = (
+    "import statistics\n\n"
+    "values = [3, 1, 4, 1, 5, 9, 2, 6]\n"
+    "mean = statistics.mean(values)\n"
+    "stdev = statistics.stdev(values)\n"
+    'print(f"mean={mean:.3f} stdev={stdev:.3f}")\n'
+)
+CODE_LOGS = "mean=3.875 stdev=2.800\n"
+
+_TOKEN = re.compile(r"\s*[\w'’.-]+|\s*[^\w\s]|\s+")
+_MAX_TOKEN = 12
+_CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af]")
+
+
+def tokenize(text: str) -> list[str]:
+    """Word-ish tokens that concatenate back to exactly `text` (long runs, e.g. CJK, are cut)."""
+    tokens: list[str] = []
+    for piece in _TOKEN.findall(text):
+        size = 3 if _CJK.search(piece) else _MAX_TOKEN
+        if len(piece) <= size:
+            tokens.append(piece)
+        else:
+            tokens.extend(piece[i : i + size] for i in range(0, len(piece), size))
+    return tokens
+
+
+def paragraphs(rng: random.Random, count: int) -> list[str]:
+    return rng.sample(PARAGRAPHS, k=min(count, len(PARAGRAPHS)))
+
+
+def long_text(rng: random.Random, tokens: int) -> str:
+    """Paragraphs drawn with replacement until about `tokens` tokens."""
+    out: list[str] = []
+    total = 0
+    while total < tokens:
+        para = PARAGRAPHS[rng.randrange(len(PARAGRAPHS))]
+        out.append(para)
+        total += len(tokenize(para)) + 1
+    return "\n\n".join(out)
+
+
+def truncate_tokens(text: str, tokens: int) -> str:
+    return "".join(tokenize(text)[:tokens])
+
+
+def prompt_text(value: object) -> str:
+    """The user's last words, whatever shape `input` had."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        for item in reversed(value):
+            if not isinstance(item, dict):
+                continue
+            content = item.get("content")
+            if isinstance(content, str):
+                return content
+            if isinstance(content, list):
+                texts = [c.get("text", "") for c in content if isinstance(c, dict)]
+                if any(texts):
+                    return " ".join(t for t in texts if t)
+    return ""
+
+
+def tiny_png(rng: random.Random, size: int = 16, fill: float = 1.0) -> str:
+    """A real, decodable PNG (base64): a colour block; `fill` < 1 leaves the lower rows blank."""
+    r, g, b = (rng.randrange(256) for _ in range(3))
+    rows = []
+    filled = int(size * fill)
+    for y in range(size):
+        pixel = bytes((r, g, b)) if y < filled else b"\xff\xff\xff"
+        rows.append(b"\x00" + pixel * size)
+    raw = zlib.compress(b"".join(rows), 9)
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
+
+    ihdr = struct.pack(">IIBBBBB", size, size, 8, 2, 0, 0, 0)
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", raw) + chunk(b"IEND", b"")
+    return base64.b64encode(png).decode("ascii")
