@@ -10,12 +10,35 @@ django_asgi_app = get_asgi_application()  # first: sets up apps before anything 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.conf import settings  # noqa: E402
 
 from responses_app.routing import websocket_urlpatterns  # noqa: E402
 
+SIMULATOR_PREFIX = "/simulator/v1"
+
+
+def _http_app():  # type: ignore[no-untyped-def]
+    """Django for everything, except /simulator/v1/* which goes to the pure-ASGI simulator."""
+    if not settings.SIMULATOR_ENABLED:
+        return django_asgi_app
+    from responses_app.simulator import create_app
+
+    simulator = create_app()
+
+    async def http(scope, receive, send):  # type: ignore[no-untyped-def]
+        path = scope["path"]
+        if path.startswith(SIMULATOR_PREFIX + "/") or path == SIMULATOR_PREFIX:
+            inner = dict(scope, path=path[len("/simulator") :],
+                         root_path=scope.get("root_path", "") + "/simulator")
+            return await simulator(inner, receive, send)
+        return await django_asgi_app(scope, receive, send)
+
+    return http
+
+
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": _http_app(),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
