@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["tests.servers"]
+
 ROOT = Path(__file__).resolve().parent.parent
 REAL_STREAMS = ROOT.parent / "shared" / "real-streams"
 IN_CI = os.environ.get("CI", "").lower() == "true"

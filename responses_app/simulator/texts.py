@@ -83,8 +83,9 @@ def long_text(rng: random.Random, tokens: int) -> str:
     total = 0
     while total < tokens:
         para = PARAGRAPHS[rng.randrange(len(PARAGRAPHS))]
+        # The separator's whitespace joins the next word's token, as it would on its own.
+        total += len(tokenize(("\n\n" if out else "") + para))
         out.append(para)
-        total += len(tokenize(para)) + 1
     return "\n\n".join(out)
 
 

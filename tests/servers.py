@@ -1,0 +1,79 @@
+"""Real servers for tests: the standalone simulator in its own process, on a free port."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def start_simulator(deadline_s: float = 30.0) -> tuple[subprocess.Popen[str], str]:
+    """Start `python -m responses_app.simulator --port 0`; return the process and its base URL."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "responses_app.simulator", "--host", "127.0.0.1", "--port", "0"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    found: list[str] = []
+    ready = threading.Event()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # keep draining so the child never blocks on a full pipe
+            if line.startswith("SIMULATOR_LISTENING ") and not found:
+                found.append(line.split()[1])
+                ready.set()
+        ready.set()
+
+    threading.Thread(target=pump, daemon=True).start()
+    deadline = time.monotonic() + deadline_s
+    if not ready.wait(deadline_s) or not found:
+        proc.kill()
+        raise RuntimeError("the simulator did not announce its address")
+    url = found[0]
+    while True:
+        try:
+            if httpx.get(f"{url}/models", timeout=2).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            raise RuntimeError(f"the simulator at {url} never answered GET /models")
+        time.sleep(0.05)
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(scope="session")
+def simulator_process() -> Iterator[tuple[subprocess.Popen[str], str]]:
+    proc, url = start_simulator()
+    try:
+        yield proc, url
+    finally:
+        stop(proc)
+
+
+@pytest.fixture(scope="session")
+def simulator_url(simulator_process: tuple[subprocess.Popen[str], str]) -> str:
+    """Base URL of a standalone simulator, e.g. http://127.0.0.1:PORT/v1."""
+    return simulator_process[1]
