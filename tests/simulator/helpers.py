@@ -17,7 +17,9 @@ FAST = {"sim.tokens_per_s": "0", "sim.seed": "7"}
 T = TypeVar("T")
 
 
-def body(model: str, *, stream: bool = True, input: Any = "Tell me something.", **extra: Any) -> dict[str, Any]:
+def body(
+    model: str, *, stream: bool = True, input: Any = "Tell me something.", **extra: Any
+) -> dict[str, Any]:
     metadata = {**FAST, **extra.pop("metadata", {})}
     return {"model": model, "input": input, "stream": stream, "metadata": metadata, **extra}
 
@@ -63,10 +65,22 @@ _STREAMED = {
     # delta type -> (done type, done field, key of the part index)
     "response.output_text.delta": ("response.output_text.done", "text", "content_index"),
     "response.refusal.delta": ("response.refusal.done", "refusal", "content_index"),
-    "response.function_call_arguments.delta": ("response.function_call_arguments.done", "arguments", None),
+    "response.function_call_arguments.delta": (
+        "response.function_call_arguments.done",
+        "arguments",
+        None,
+    ),
     "response.mcp_call_arguments.delta": ("response.mcp_call_arguments.done", "arguments", None),
-    "response.code_interpreter_call_code.delta": ("response.code_interpreter_call_code.done", "code", None),
-    "response.reasoning_summary_text.delta": ("response.reasoning_summary_text.done", "text", "summary_index"),
+    "response.code_interpreter_call_code.delta": (
+        "response.code_interpreter_call_code.done",
+        "code",
+        None,
+    ),
+    "response.reasoning_summary_text.delta": (
+        "response.reasoning_summary_text.done",
+        "text",
+        "summary_index",
+    ),
 }
 _DONE = {done: (delta, field, key) for delta, (done, field, key) in _STREAMED.items()}
 
@@ -113,7 +127,9 @@ def check_invariants(events: list[dict[str, Any]]) -> None:
         elif kind in _DONE:
             delta, field, key = _DONE[kind]
             index = e[key] if key else 0
-            assert e[field] == acc.get((item_id, delta, index), ""), f"{kind} differs from its deltas"
+            assert e[field] == acc.get((item_id, delta, index), ""), (
+                f"{kind} differs from its deltas"
+            )
     final = events[-1]["response"]
     assert final["output"] == [done[i] for i in order if i in done]
     assert final["status"] == events[-1]["type"].removeprefix("response.")

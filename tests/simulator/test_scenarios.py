@@ -15,9 +15,15 @@ from tests.simulator.helpers import (
 )
 
 ID_PREFIX = {
-    "message": "msg_", "function_call": "fc_", "reasoning": "rs_", "web_search_call": "ws_",
-    "file_search_call": "fs_", "code_interpreter_call": "ci_", "image_generation_call": "ig_",
-    "mcp_call": "mcp_", "mcp_list_tools": "mcpl_",
+    "message": "msg_",
+    "function_call": "fc_",
+    "reasoning": "rs_",
+    "web_search_call": "ws_",
+    "file_search_call": "fs_",
+    "code_interpreter_call": "ci_",
+    "image_generation_call": "ig_",
+    "mcp_call": "mcp_",
+    "mcp_list_tools": "mcpl_",
 }
 
 
@@ -36,26 +42,33 @@ def test_scenario_terminal_states(simulator_url: str) -> None:
     def last(model: str) -> dict:
         return parse(stream_raw(simulator_url, body(model)))[-1]
 
-    assert last("sim-incomplete")["response"]["incomplete_details"] == {"reason": "max_output_tokens"}
+    assert last("sim-incomplete")["response"]["incomplete_details"] == {
+        "reason": "max_output_tokens"
+    }
     assert last("sim-failed")["response"]["error"]["code"] == "server_error"
     events = parse(stream_raw(simulator_url, body("sim-error")))
     assert [e["type"] for e in events[-2:]] == ["error", "response.failed"]
     assert events[-2]["message"] and events[-2]["error"]["message"] == events[-2]["message"]
-    text = [e for e in parse(stream_raw(simulator_url, body("sim-failed")))
-            if e["type"] == "response.output_text.delta"]
+    text = [
+        e
+        for e in parse(stream_raw(simulator_url, body("sim-failed")))
+        if e["type"] == "response.output_text.delta"
+    ]
     assert text, "sim-failed shows text before failing"
 
 
 def test_citations_follow_the_web_search(simulator_url: str) -> None:
     events = parse(stream_raw(simulator_url, body("sim-citations")))
     types = [e["type"] for e in events]
-    assert types.index("response.web_search_call.completed") < types.index("response.content_part.added")
+    assert types.index("response.web_search_call.completed") < types.index(
+        "response.content_part.added"
+    )
     notes = [e for e in events if e["type"] == "response.output_text.annotation.added"]
     assert [n["annotation_index"] for n in notes] == [0, 1, 2]
     text = next(e["text"] for e in events if e["type"] == "response.output_text.done")
     for note in notes:
         a = note["annotation"]
-        assert a["type"] == "url_citation" and a["url"] in text[a["start_index"]:a["end_index"]]
+        assert a["type"] == "url_citation" and a["url"] in text[a["start_index"] : a["end_index"]]
 
 
 def test_long_text_has_thousands_of_deltas(simulator_url: str) -> None:
@@ -88,8 +101,12 @@ def test_non_stream_returns_the_final_response(simulator_url: str) -> None:
 
 
 def test_logprobs_when_included(simulator_url: str) -> None:
-    events = parse(stream_raw(simulator_url, body("sim-text", include=["message.output_text.logprobs"],
-                                                  top_logprobs=2)))
+    events = parse(
+        stream_raw(
+            simulator_url,
+            body("sim-text", include=["message.output_text.logprobs"], top_logprobs=2),
+        )
+    )
     deltas = [e for e in events if e["type"] == "response.output_text.delta"]
     assert all(len(d["logprobs"]) == 1 and d["logprobs"][0]["token"] == d["delta"] for d in deltas)
     assert all(len(d["logprobs"][0]["top_logprobs"]) == 2 for d in deltas)
