@@ -23,6 +23,9 @@ logger = logging.getLogger("responses_app.simulator")
 
 _BATCH = 512  # events generated between yields to the loop when running flat out
 _SLACK = 0.002  # tokens due within this many seconds go out with the current batch
+# Never wake more often than this per stream: each wake costs a write (and, under Twisted, an epoll
+# registration), so at demo paces two or three tokens share one write, as on real TCP streams.
+_TICK = 0.05
 
 
 class Clock:
@@ -167,7 +170,7 @@ async def generate(
                 now = loop.time()
                 if due > now + _SLACK:
                     flush()
-                    await asyncio.sleep(due - now)
+                    await asyncio.sleep(max(due - now, _TICK))
                     since_yield = 0
             elif cost:
                 tokens += cost
