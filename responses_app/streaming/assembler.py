@@ -21,7 +21,7 @@ Pure: no Django, no I/O, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,6 +67,11 @@ _BUFFER_DONES = {
     "response.code_interpreter_call_code.done": ("code", "code"),
 }
 
+# Text deltas of a content part, taken by the fast path in `_apply` (see `_text_target`).
+_TEXT_DELTAS = frozenset({
+    "response.output_text.delta", "response.refusal.delta", "response.reasoning_text.delta",
+})
+
 _TERMINAL_EVENTS = {
     "response.completed": "completed",
     "response.failed": "failed",
@@ -102,6 +107,11 @@ class Assembler:
         self._held: dict[int, dict[str, Any]] = {}
         self.last_sequence_number: int | None = starting_after
         self._handlers: dict[str, Callable[[dict[str, Any]], None]] = self._build_handlers()
+        self._anomaly_count = 0  # unbounded, unlike stats.anomalies: tells a repair happened
+        # Where the last text delta went, while no other event has changed the structure since:
+        # (output_index, item_id, content_index, part text append, part data, view block chunk
+        # append, block id). Any event that is not a text delta clears it.
+        self._fast: _TextTarget | None = None
 
     # --- public ---------------------------------------------------------------------------
 
@@ -120,13 +130,73 @@ class Assembler:
             self._apply(event)
             return
         expected = self._next_seq
-        if expected is None or seq == expected:
+        if seq == expected or expected is None:
             self._next_seq = seq + 1
             self.last_sequence_number = seq
             self._apply(event)
             if self._held:
                 self._drain()
-        elif seq < expected:
+        else:
+            self._out_of_order(event, seq, expected)
+
+    def feed_many(self, events: Iterable[dict[str, Any]]) -> None:
+        """`feed` each event in turn; the same result, with the common case inlined.
+
+        The common case is a text delta that is next in sequence, nothing is held, and the part
+        it addresses is the one the previous delta went to (`_fast`). Anything else is `feed`.
+        """
+        feed = self.feed
+        held = self._held  # the same dict for the assembler's life
+        text_deltas = _TEXT_DELTAS
+        ops_append = self.view._ops.append  # take_ops cannot run while this loop does
+        expected = self._next_seq  # a local while on the fast path, stored before leaving it
+        fast = 0  # events applied here: stats.events and the sequence are updated once
+        shown = 0  # view ops appended here: view.revision is bumped once
+        try:
+            for event in events:
+                seq = event.get("sequence_number")
+                target = self._fast
+                if (
+                    seq != expected
+                    or target is None
+                    or held
+                    or type(seq) is not int
+                    or event["type"] not in text_deltas
+                    or target[0] != (index := event.get("output_index"))
+                    or target[1] != event.get("item_id")
+                    or target[2] != event.get("content_index", 0)
+                    or type(index) is not int
+                    or type(delta := event.get("delta", "")) is not str
+                ):
+                    if fast:
+                        self._sync_fast(expected, fast)
+                        fast = 0
+                    feed(event)
+                    expected = self._next_seq
+                    continue
+                expected = seq + 1
+                fast += 1
+                target[3](delta)
+                logprobs = event.get("logprobs")
+                if logprobs:
+                    target[4].setdefault("logprobs", []).extend(logprobs)
+                if delta:  # as ViewModel.append, inlined
+                    target[5](delta)
+                    ops_append(["append", target[6], delta])
+                    shown += 1
+        finally:
+            if fast:
+                self._sync_fast(expected, fast)
+            self.view.revision += shown
+
+    def _sync_fast(self, expected: int | None, applied: int) -> None:
+        assert expected is not None  # the fast path only runs on sequenced events
+        self._next_seq = expected
+        self.last_sequence_number = expected - 1
+        self.stats.events += applied
+
+    def _out_of_order(self, event: dict[str, Any], seq: int, expected: int) -> None:
+        if seq < expected:
             self.stats.duplicates += 1
         elif seq in self._held:
             self.stats.duplicates += 1
@@ -167,6 +237,34 @@ class Assembler:
     def _apply(self, event: dict[str, Any]) -> None:
         self.stats.events += 1
         event_type = event["type"]
+        if event_type in _TEXT_DELTAS:
+            # The hot path: most events of a stream are text deltas for the part the previous
+            # delta went to. Same addressing, no structural event since: same target.
+            target = self._fast
+            index = event.get("output_index")
+            if (
+                target is None
+                or target[0] != index
+                or target[1] != event.get("item_id")
+                or target[2] != event.get("content_index", 0)
+                or type(index) is not int
+            ):
+                target = self._text_target(event)
+            delta = event.get("delta", "")
+            if type(delta) is not str:
+                self._anomaly(f"{event_type} with a delta that is not a string")
+                return
+            target[3](delta)
+            logprobs = event.get("logprobs")
+            if logprobs:
+                target[4].setdefault("logprobs", []).extend(logprobs)
+            if delta:  # as ViewModel.append, inlined
+                target[5](delta)
+                view = self.view
+                view._ops.append(["append", target[6], delta])
+                view.revision += 1
+            return
+        self._fast = None
         handler = self._handlers.get(event_type)
         if handler is not None:
             handler(event)
@@ -176,6 +274,7 @@ class Assembler:
         # known types without a handler (audio.done and the like) change nothing
 
     def _anomaly(self, message: str) -> None:
+        self._anomaly_count += 1
         if len(self.stats.anomalies) < 100:  # bounded: a broken stream must not grow memory
             self.stats.anomalies.append(message)
 
@@ -189,7 +288,9 @@ class Assembler:
         self._take_response(response)
         if not self.terminal:
             self.status = response.get("status") or self.status
-        self.view.set_meta({"response_id": self.response_id, "status": self.status, "model": response.get("model")})
+        self.view.set_meta(
+            {"response_id": self.response_id, "status": self.status, "model": response.get("model")}
+        )
 
     def _on_terminal(self, event: dict[str, Any]) -> None:
         response = event.get("response")
@@ -287,7 +388,8 @@ class Assembler:
         part = item.part(index, summary=summary)
         if part is None:
             self._anomaly(f"{event['type']} before its part was added")
-            part = item.add_part(index, {"type": _implied_part_type(event["type"])}, summary=summary)
+            implied = {"type": _implied_part_type(event["type"])}
+            part = item.add_part(index, implied, summary=summary)
             self._add_part_block(item, index, part, summary=summary)
         return item, index, part
 
@@ -338,14 +440,23 @@ class Assembler:
             part.data.update(final.data)
         self._sync_part_view(item, index, part, summary, done=True)
 
-    def _on_text_delta(self, event: dict[str, Any]) -> None:
+    def _text_target(self, event: dict[str, Any]) -> _TextTarget:
+        """Resolve (and repair) where a text delta goes; remember it unless that took a repair."""
+        anomalies = self._anomaly_count
         item, index, part = self._part(event)
-        delta = event.get("delta", "")
-        part.text.append(delta)
-        logprobs = event.get("logprobs")
-        if logprobs:
-            part.data.setdefault("logprobs", []).extend(logprobs)
-        self.view.append(_part_block_id(item, index, False), delta)
+        block_id = _part_block_id(item, index, False)
+        view = self.view
+        if not view.has(block_id):  # e.g. an item added with its parts already in it
+            self._add_part_block(item, index, part)
+        output_index = event.get("output_index")
+        target: _TextTarget = (
+            output_index, event.get("item_id"), event.get("content_index", 0),
+            part.text._parts.append, part.data, view._chunks[block_id].append, block_id,
+        )
+        # Only a clean lookup is repeatable: a repair must run again for the next event.
+        clean = anomalies == self._anomaly_count and type(output_index) is int
+        self._fast = target if clean else None
+        return target
 
     def _on_text_done(self, event: dict[str, Any], field: str = "text") -> None:
         item, index, part = self._part(event)
@@ -380,9 +491,6 @@ class Assembler:
         if isinstance(value, str):
             part.text.replace(value)
         self._sync_part_view(item, index, part, True, done=True)
-
-    def _on_reasoning_delta(self, event: dict[str, Any]) -> None:
-        self._on_text_delta(event)
 
     def _on_buffer_delta(self, event: dict[str, Any]) -> None:
         item = self._item(event)
@@ -461,8 +569,10 @@ class Assembler:
             for index in sorted(item.parts):
                 self._add_part_block(item, index, item.parts[index])
             return
-        block: dict[str, Any] = {"id": _item_block_id(item), "kind": kind, "item_id": item.id,
-                                 "tool": item.type, "state": item.data.get("status") or "in_progress"}
+        block: dict[str, Any] = {
+            "id": _item_block_id(item), "kind": kind, "item_id": item.id, "tool": item.type,
+            "state": item.data.get("status") or "in_progress",
+        }
         block.update(_tool_fields(item.materialize()))
         self.view.add(block)
         if kind == "reasoning":
@@ -475,13 +585,17 @@ class Assembler:
             return
         kind = "reasoning" if summary or part.data.get("type") == "reasoning_text" else (
             "refusal" if part.field == "refusal" else "text")
-        block: dict[str, Any] = {"id": block_id, "kind": kind, "item_id": item.id, "state": "streaming",
-                                 "text": part.text.value}
+        block: dict[str, Any] = {
+            "id": block_id, "kind": kind, "item_id": item.id, "state": "streaming",
+            "text": part.text.value,
+        }
         if kind == "text":
             block["annotations"] = list(part.data.get("annotations") or [])
         self.view.add(block)
 
-    def _sync_part_view(self, item: Item, index: int, part: Part, summary: bool, *, done: bool) -> None:
+    def _sync_part_view(
+        self, item: Item, index: int, part: Part, summary: bool, *, done: bool
+    ) -> None:
         block_id = _part_block_id(item, index, summary)
         if not self.view.has(block_id):
             self._add_part_block(item, index, part, summary=summary)
@@ -526,12 +640,9 @@ class Assembler:
             "response.content_part.done": self._on_part_done,
             "response.reasoning_summary_part.added": lambda e: self._on_part_added(e, True),
             "response.reasoning_summary_part.done": lambda e: self._on_part_done(e, True),
-            "response.output_text.delta": self._on_text_delta,
             "response.output_text.done": self._on_text_done,
             "response.output_text.annotation.added": self._on_annotation,
-            "response.refusal.delta": self._on_text_delta,
             "response.refusal.done": self._on_refusal_done,
-            "response.reasoning_text.delta": self._on_reasoning_delta,
             "response.reasoning_text.done": self._on_text_done,
             "response.reasoning_summary_text.delta": self._on_summary_delta,
             "response.reasoning_summary_text.done": self._on_summary_text_done,
@@ -555,11 +666,17 @@ class Assembler:
         return h
 
 
+_TextTarget = tuple[
+    Any, Any, Any, Callable[[str], None], dict[str, Any], Callable[[str], None], str
+]
+
 _BLOCK_KINDS = {"message": "message", "reasoning": "reasoning", "image_generation_call": "image"}
 
 # Fields of a tool item worth showing, copied into its block when present.
-_TOOL_FIELDS = ("name", "call_id", "server_label", "arguments", "input", "queries", "output", "error",
-                "approval_request_id", "result", "container_id")
+_TOOL_FIELDS = (
+    "name", "call_id", "server_label", "arguments", "input", "queries", "output", "error",
+    "approval_request_id", "result", "container_id",
+)
 
 
 def _tool_fields(data: dict[str, Any]) -> dict[str, Any]:

@@ -13,11 +13,17 @@ import copy
 from typing import Any
 
 # Where a content part keeps its text, by part type.
-PART_TEXT_FIELD = {"output_text": "text", "refusal": "refusal", "reasoning_text": "text", "summary_text": "text"}
+PART_TEXT_FIELD = {
+    "output_text": "text", "refusal": "refusal", "reasoning_text": "text", "summary_text": "text",
+}
 
 
 class Chunks:
-    """An append-only string built from deltas; `value` joins once and caches."""
+    """An append-only string built from deltas; `value` joins once and caches.
+
+    The list in `_parts` keeps its identity for the life of the object (joins and replacements
+    happen in place), so a hot loop may hold `chunks._parts.append` across events.
+    """
 
     __slots__ = ("_parts",)
 
@@ -28,14 +34,14 @@ class Chunks:
         self._parts.append(delta)
 
     def replace(self, value: str) -> None:
-        self._parts = [value] if value else []
+        self._parts[:] = [value] if value else ()
 
     @property
     def value(self) -> str:
         parts = self._parts
         if len(parts) > 1:
             joined = "".join(parts)
-            self._parts = [joined]
+            parts[:] = (joined,)  # later reads and joins start from one string: linear overall
             return joined
         return parts[0] if parts else ""
 
@@ -61,7 +67,8 @@ class Item:
     """One output item, addressed by its output index."""
 
     __slots__ = (
-        "data", "index", "parts", "summary", "buffers", "commands", "done", "_has_content", "_has_summary",
+        "data", "index", "parts", "summary", "buffers", "commands", "done",
+        "_has_content", "_has_summary",
     )
 
     def __init__(self, data: dict[str, Any], index: int) -> None:

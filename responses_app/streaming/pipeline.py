@@ -15,7 +15,7 @@ from typing import Any
 from .assembler import Assembler
 from .errors import EventTooLarge, MalformedEvent
 from .events import parse_event
-from .sse import SSEDecoder
+from .sse import ServerSentEvent, SSEDecoder
 
 MAX_PROBLEMS = 50
 
@@ -37,7 +37,9 @@ class StreamPipeline:
         assembler: Assembler | None = None,
     ) -> None:
         self.decoder = SSEDecoder(max_event_bytes=max_event_bytes)
-        self.assembler = assembler or Assembler(hold_window=hold_window, starting_after=starting_after)
+        self.assembler = assembler or Assembler(
+            hold_window=hold_window, starting_after=starting_after
+        )
         self.problems: list[Problem] = []
         self.malformed = 0
         self.oversized = 0
@@ -58,18 +60,18 @@ class StreamPipeline:
         self.assembler.release_held()
         return events
 
-    def _apply(self, messages: list[Any]) -> list[dict[str, Any]]:
+    def _apply(self, messages: list[ServerSentEvent]) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
-        feed = self.assembler.feed
+        append = events.append
+        parse = parse_event
         for message in messages:
             try:
-                event = parse_event(message.data)
+                append(parse(message.data))  # type: ignore[arg-type]
             except MalformedEvent as exc:
                 self.malformed += 1
                 self._problem("malformed", str(exc), message.data[:2000])
-                continue
-            feed(event)  # type: ignore[arg-type]
-            events.append(event)  # type: ignore[arg-type]
+        # Parse problems never depend on assembler state, so the batch is applied in one go.
+        self.assembler.feed_many(events)
         return events
 
     def _problem(self, kind: str, message: str, data: str) -> None:

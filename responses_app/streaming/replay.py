@@ -25,7 +25,9 @@ class ReplayResult:
     patches: int  # view ops produced, as the relay would coalesce and send them
 
 
-def replay_bytes(data: bytes, chunk_size: int | None = None, *, hold_window: int = 8) -> ReplayResult:
+def replay_bytes(
+    data: bytes, chunk_size: int | None = None, *, hold_window: int = 8
+) -> ReplayResult:
     pipeline = StreamPipeline(hold_window=hold_window)
     view = pipeline.assembler.view
     ops = 0

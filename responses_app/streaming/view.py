@@ -68,7 +68,9 @@ class ViewModel:
         for key, value in fields.items():
             if key == "text":
                 if self.text(block_id) != value:
-                    self._chunks[block_id] = [value] if value else []
+                    # In place: a block's chunk list keeps its identity (the assembler's delta
+                    # fast path holds its `append`).
+                    self._chunks[block_id][:] = [value] if value else ()
                     changed[key] = value
             elif block.get(key, _MISSING) != value:
                 block[key] = value
@@ -133,7 +135,9 @@ _MISSING = object()
 
 
 def apply_op(view: dict[str, Any], op: Op) -> None:
-    """The reducer on the plain-dict form of a view (`ViewModel.to_dict()`); revision not touched."""
+    """The reducer on the plain-dict form of a view (`ViewModel.to_dict()`).
+
+    It does not touch the revision."""
     kind = op[0]
     if kind == "append":
         _find(view, op[1])["text"] += op[2]
