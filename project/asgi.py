@@ -12,6 +12,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+from responses_app.relay.worker import runner_application  # noqa: E402
 from responses_app.routing import websocket_urlpatterns  # noqa: E402
 
 SIMULATOR_PREFIX = "/simulator/v1"
@@ -40,5 +41,7 @@ application = ProtocolTypeRouter(
     {
         "http": _http_app(),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        # `manage.py runworker relay-runner` serves this when runners are scaled out
+        "channel": runner_application,
     }
 )

@@ -1,5 +1,9 @@
 from __future__ import annotations
 
-from typing import Any
+from django.urls import path
 
-websocket_urlpatterns: list[Any] = []
+from .consumers import RequestConsumer
+
+websocket_urlpatterns = [
+    path("ws/requests/<uuid:request_id>/", RequestConsumer.as_asgi()),
+]

@@ -1,0 +1,206 @@
+"""Persistence for the relay: one row per logical request, its upstream segments, committed
+checkpoints, the raw event log (in batches) and tool calls. Writes go through services.py, reads
+through selectors.py."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class Conversation(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
+    title = models.CharField(max_length=200, blank=True)
+    created = models.DateTimeField(default=timezone.now)
+    updated = models.DateTimeField(default=timezone.now)
+    # Chained into the next request as previous_response_id; cleared when the upstream forgets it.
+    last_response_id = models.CharField(max_length=128, blank=True)
+
+    class Meta:
+        ordering = ["-updated"]
+        indexes = [
+            # the conversation list: a user's conversations, most recent first
+            models.Index(fields=["owner", "-updated"], name="conv_owner_updated"),
+        ]
+
+    def __str__(self) -> str:
+        return self.title or f"Conversation {str(self.id)[:8]}"
+
+
+class ResponseRequest(models.Model):
+    """One logical request: counted once, however many tabs, reconnects or segments it has."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        STREAMING = "streaming"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        INCOMPLETE = "incomplete"
+        ERROR = "error"
+        CANCELLED = "cancelled"
+        UNKNOWN = "unknown"  # the stream was lost and reconciliation could not tell the outcome
+
+    TERMINAL = frozenset({Status.COMPLETED, Status.FAILED, Status.INCOMPLETE, Status.ERROR, Status.CANCELLED})
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="requests", null=True, blank=True
+    )
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="response_requests")
+    client_request_id = models.CharField(max_length=100)
+    model = models.CharField(max_length=100)
+    input = models.JSONField()
+    params = models.JSONField(default=dict, blank=True)  # metadata, background, previous_response_id ...
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    response_id = models.CharField(max_length=128, blank=True, db_index=True)
+    error_code = models.CharField(max_length=100, blank=True)
+    error_message = models.TextField(blank=True)
+    incomplete_reason = models.CharField(max_length=100, blank=True)
+    usage = models.JSONField(null=True, blank=True)  # from the terminal Response only, never summed
+    final_text = models.TextField(blank=True)  # the answer's text, for listing and search
+
+    # Single-flight: a runner owns the request while its lease is unexpired.
+    runner_token = models.UUIDField(null=True, blank=True)
+    lease_expires = models.DateTimeField(null=True, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+
+    created = models.DateTimeField(default=timezone.now)
+    upstream_created_at = models.DateTimeField(null=True, blank=True)
+    first_text_at = models.DateTimeField(null=True, blank=True)
+    first_tool_at = models.DateTimeField(null=True, blank=True)
+    terminal_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+
+    events = models.PositiveIntegerField(default=0)
+    duplicates = models.PositiveIntegerField(default=0)
+    out_of_order = models.PositiveIntegerField(default=0)
+    gaps = models.PositiveIntegerField(default=0)
+    unknown_events = models.PositiveIntegerField(default=0)
+    malformed_events = models.PositiveIntegerField(default=0)
+    disconnects = models.PositiveIntegerField(default=0)
+    retries = models.PositiveIntegerField(default=0)
+    viewer_connections = models.PositiveIntegerField(default=0)
+    reconnects = models.PositiveIntegerField(default=0)
+    cancels = models.PositiveIntegerField(default=0)
+    last_sequence_number = models.IntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+        constraints = [
+            # Idempotency: a resubmitted form or retried API call finds the existing request.
+            models.UniqueConstraint(fields=["owner", "client_request_id"], name="request_idempotency_key"),
+        ]
+        indexes = [
+            # analytics: requests per day by status and model
+            models.Index(fields=["created", "status"], name="request_created_status"),
+            # a conversation's messages in order
+            models.Index(fields=["conversation", "created"], name="request_conversation"),
+            # recovery: streaming requests whose lease ran out
+            models.Index(fields=["status", "lease_expires"], name="request_lease"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model} {self.status} {str(self.id)[:8]}"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in self.TERMINAL
+
+    @property
+    def prompt_text(self) -> str:
+        if isinstance(self.input, str):
+            return self.input
+        texts = []
+        for item in self.input or []:
+            if isinstance(item, dict) and isinstance(item.get("content"), str):
+                texts.append(item["content"])
+        return "\n".join(texts)
+
+    def ms_since_created(self, moment: object) -> int | None:
+        if moment is None:
+            return None
+        return int((moment - self.created).total_seconds() * 1000)  # type: ignore[operator]
+
+
+class Segment(models.Model):
+    """One upstream HTTP stream that served a request: the first POST, a resume, a continuation."""
+
+    class Kind(models.TextChoices):
+        INITIAL = "initial"
+        RESUME = "resume"
+        CONTINUATION = "continuation"  # a new response after tool results
+        RECONCILE = "reconcile"  # a GET of the response after the stream was lost
+
+    request = models.ForeignKey(ResponseRequest, on_delete=models.CASCADE, related_name="segments")
+    index = models.PositiveIntegerField()
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    response_id = models.CharField(max_length=128, blank=True)
+    starting_after = models.IntegerField(null=True, blank=True)
+    started_at = models.DateTimeField(default=timezone.now)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=32, blank=True)  # completed, failed, dropped, http_429 ...
+    http_status = models.PositiveIntegerField(null=True, blank=True)
+    events = models.PositiveIntegerField(default=0)
+    detail = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["request", "index"]
+        constraints = [models.UniqueConstraint(fields=["request", "index"], name="segment_order")]
+
+
+class Checkpoint(models.Model):
+    """The committed view and snapshot. The newest by revision is what a (re)connecting tab sees."""
+
+    request = models.ForeignKey(ResponseRequest, on_delete=models.CASCADE, related_name="checkpoints")
+    revision = models.PositiveIntegerField()
+    sequence_number = models.IntegerField(null=True, blank=True)
+    reason = models.CharField(max_length=16)  # boundary, interval, terminal
+    view = models.JSONField()
+    snapshot = models.JSONField()
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["request", "-revision"]
+        indexes = [
+            # the latest checkpoint of a request in one query (ORDER BY revision DESC LIMIT 1)
+            models.Index(fields=["request", "-revision"], name="checkpoint_latest"),
+        ]
+
+
+class EventRecord(models.Model):
+    """The raw event log, apart from the view model: one row per batch of consecutive events,
+    stored as SSE text (`data: {json}` blocks) with sensitive tool fields redacted."""
+
+    request = models.ForeignKey(ResponseRequest, on_delete=models.CASCADE, related_name="event_batches")
+    segment_index = models.PositiveIntegerField(default=0)
+    first_sequence = models.IntegerField(null=True, blank=True)
+    last_sequence = models.IntegerField(null=True, blank=True)
+    count = models.PositiveIntegerField()
+    data = models.TextField()
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["request", "id"]
+
+
+class ToolCall(models.Model):
+    """A function call the relay executes. The unique call id makes a tool run once, never again
+    on replay, resume or reconnect."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    request = models.ForeignKey(ResponseRequest, on_delete=models.CASCADE, related_name="tool_calls")
+    call_id = models.CharField(max_length=128, unique=True)
+    name = models.CharField(max_length=100)
+    arguments = models.JSONField(null=True, blank=True)
+    output = models.TextField(blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    started_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)

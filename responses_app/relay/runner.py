@@ -1,0 +1,451 @@
+"""The stream runner: one per logical request, owning its upstream streams, timers and writes.
+
+It reads the upstream, feeds the streaming core, and turns the view's ops into coalesced patches
+(leading edge: the first change after a quiet interval goes out at once, later ones at most once
+per RELAY_FLUSH_INTERVAL_MS, and every boundary at once). It commits checkpoints at content-part
+boundaries and every RELAY_CHECKPOINT_INTERVAL_MS, with the raw events gathered since the last
+one, in a single transaction; never one write per delta.
+
+Outcomes are never guessed: a closed or silent connection is not success. With a response id and
+background mode the runner resumes after the last applied sequence number; otherwise it asks the
+upstream (GET /responses/{id}) how the response ended, and stores `unknown` when nobody can tell.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import httpx
+import orjson
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.utils import timezone
+
+from .. import services
+from ..models import ResponseRequest, Segment
+from ..streaming.coalescer import Coalescer
+from ..streaming.pipeline import StreamPipeline
+from ..upstream import Upstream, UpstreamHTTPError
+from .hub import Hub
+from .redact import needs_redaction, redact_event
+
+logger = logging.getLogger(__name__)
+Status = ResponseRequest.Status
+
+_BOUNDARY_EVENTS = frozenset({
+    "response.content_part.done", "response.output_item.done", "response.reasoning_summary_part.done",
+    "response.completed", "response.failed", "response.incomplete", "error",
+})
+_TEXT_EVENTS = frozenset({"response.output_text.delta", "response.refusal.delta"})
+_NOT_TOOL_ITEMS = frozenset({"message", "reasoning"})
+MAX_RESUMES = 5
+MAX_HTTP_RETRIES = 3
+
+
+def db(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return sync_to_async(fn, thread_sensitive=True)
+
+
+class StreamRunner:
+    def __init__(self, request_id: str, hub: Hub, upstream_factory: Callable[[], Upstream] | None = None) -> None:
+        self.request_id = request_id
+        self.uuid = uuid.UUID(request_id)
+        self.hub = hub
+        self._upstream_factory = upstream_factory or Upstream
+        self.token = uuid.uuid4()
+        self.pipeline = StreamPipeline(max_event_bytes=settings.RELAY_MAX_EVENT_BYTES,
+                                       hold_window=settings.RELAY_HOLD_WINDOW)
+        self.assembler = self.pipeline.assembler
+        self.view = self.assembler.view
+        self.interval = settings.RELAY_FLUSH_INTERVAL_MS / 1000
+        self.checkpoint_interval = settings.RELAY_CHECKPOINT_INTERVAL_MS / 1000
+        self.coalescer = Coalescer(self.interval)
+        self.redact_fields = frozenset(settings.RELAY_REDACT_FIELDS)
+        self.cancel_requested = asyncio.Event()
+        self.finished = asyncio.Event()
+        self.status: str = Status.STREAMING
+        self._loop = asyncio.get_running_loop()
+        self._last_flush = -1e9
+        self._timer: asyncio.TimerHandle | None = None
+        self._last_checkpoint = self._loop.time()
+        self._checkpointed_revision = -1
+        self._checkpoint_task: asyncio.Task[None] | None = None
+        self._checkpoint_dirty = False
+        self._log: list[bytes] = []
+        self._log_first: int | None = None
+        self._log_last: int | None = None
+        self._segment_index = 0
+        self._segment_events = 0
+        self._response_id_saved: str | None = None
+        self._seen_text = False
+        self._seen_tool = False
+        self._last_bytes = self._loop.time()
+        self._reader: asyncio.Task[str] | None = None
+        self._stalled = False
+        self._error: tuple[str, str] | None = None
+        self._checkpoint_reason = "interval"
+        self._counters = {"retries": 0, "disconnects": 0}
+        self.writes = 0  # database writes this runner made (the benchmark reads it)
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        if not await db(services.request_acquire_lease)(request_id=self.uuid, token=self.token):
+            return  # single-flight: someone else runs it, or it already ended
+        self.writes += 1
+        request = await db(ResponseRequest.objects.get)(pk=self.uuid)
+        self.request = request
+        upstream = self._upstream_factory()
+        keeper = self._loop.create_task(self._keep_lease())
+        try:
+            status = await self._drive(upstream, request)
+            await self._finish(status)
+        except asyncio.CancelledError:
+            raise  # process shutdown: the lease runs out and recovery takes over
+        except Exception as exc:
+            logger.exception("runner for %s failed", self.request_id)
+            await self._finish(Status.UNKNOWN if self.assembler.response_id else Status.ERROR,
+                               error=("relay_error", str(exc)))
+        finally:
+            keeper.cancel()
+            if self._timer is not None:
+                self._timer.cancel()
+            await upstream.aclose()
+            self.finished.set()
+
+    def cancel(self) -> None:
+        """The explicit Stop: stop reading now, then cancel upstream."""
+        self.cancel_requested.set()
+        if self._reader is not None:
+            self._reader.cancel()
+
+    async def _drive(self, upstream: Upstream, request: ResponseRequest) -> str:
+        params = request.params or {}
+        background = bool(params.get("background"))
+        resumes = http_retries = 0
+        kind = Segment.Kind.INITIAL
+        while True:
+            if self.cancel_requested.is_set():
+                return await self._cancel_upstream(upstream)
+            if kind == Segment.Kind.INITIAL:
+                ctx: AbstractAsyncContextManager[httpx.Response] = upstream.create_stream(build_body(request))
+                starting_after = None
+            else:
+                starting_after = self.assembler.last_sequence_number
+                ctx = upstream.resume_stream(self.assembler.response_id or "", starting_after)
+            outcome = await self._segment(kind, ctx, starting_after)
+
+            if self.assembler.terminal:
+                return self.assembler.status or Status.UNKNOWN
+            if outcome == "cancelled" or self.cancel_requested.is_set():
+                return await self._cancel_upstream(upstream)
+            if outcome.startswith("http_"):
+                error = self._http_error
+                if kind == Segment.Kind.INITIAL and error.retryable and http_retries < MAX_HTTP_RETRIES:
+                    http_retries += 1
+                    self._counters["retries"] += 1
+                    await asyncio.sleep(min(error.retry_after or 0.5 * 2 ** http_retries, 10))
+                    continue
+                if kind == Segment.Kind.INITIAL:
+                    self._error = (error.code or f"http_{error.status}", error.message)
+                    return Status.ERROR
+            else:
+                self._counters["disconnects"] += 1
+            # The stream ended without a terminal event: resume, reconcile, or admit we do not know.
+            if not self.assembler.response_id:
+                return Status.UNKNOWN
+            if background and resumes < MAX_RESUMES and outcome != "http_404":
+                resumes += 1
+                self._counters["retries"] += 1
+                self.pipeline.decoder = type(self.pipeline.decoder)(max_event_bytes=settings.RELAY_MAX_EVENT_BYTES)
+                await asyncio.sleep(min(0.05 * 2 ** resumes, 2))
+                kind = Segment.Kind.RESUME
+                continue
+            return await self._reconcile(upstream)
+
+    async def _segment(self, kind: str, ctx: AbstractAsyncContextManager[httpx.Response],
+                       starting_after: int | None) -> str:
+        segment = await db(services.segment_start)(
+            request_id=self.uuid, index=self._segment_index, kind=kind, starting_after=starting_after,
+            response_id=self.assembler.response_id or "")
+        self.writes += 1
+        self._segment_index += 1
+        self._segment_events = 0
+        http_status = None
+        detail = ""
+        self._reader = self._loop.create_task(self._read(ctx))
+        try:
+            outcome = await self._reader
+        except asyncio.CancelledError:
+            if self.cancel_requested.is_set():
+                outcome = "cancelled"
+            elif self._stalled:
+                outcome, detail = "stalled", f"no bytes for {settings.RELAY_IDLE_TIMEOUT_S}s"
+                self._stalled = False
+            else:
+                raise
+        except UpstreamHTTPError as exc:
+            self._http_error = exc
+            outcome, http_status, detail = f"http_{exc.status}", exc.status, exc.message
+        except (httpx.HTTPError, OSError) as exc:
+            outcome, detail = "dropped", f"{type(exc).__name__}: {exc}"
+        finally:
+            self._reader = None
+        if self.assembler.terminal:
+            outcome = self.assembler.status or outcome
+        self._after_chunk(force=True)
+        await db(services.segment_end)(segment_id=segment.pk, outcome=outcome, events=self._segment_events,
+                                       response_id=self.assembler.response_id or "", http_status=http_status,
+                                       detail=detail)
+        self.writes += 1
+        return outcome
+
+    async def _read(self, ctx: AbstractAsyncContextManager[httpx.Response]) -> str:
+        async with ctx as response:
+            feed = self.pipeline.feed
+            async for chunk in _chunks(response):
+                self._last_bytes = self._loop.time()
+                events = feed(chunk)
+                if events:
+                    await self._on_events(events)
+                if self.assembler.terminal:
+                    return "terminal"
+        # Events completed after an oversized one come out of the next decode; an unterminated
+        # last event is dropped, per spec.
+        events = feed(b"")
+        if events:
+            await self._on_events(events)
+        return "terminal" if self.assembler.terminal else "dropped"  # the upstream closed without a terminal event: never success
+
+    async def _on_events(self, events: list[dict[str, Any]]) -> None:
+        self._segment_events += len(events)
+        boundary = False
+        log = self._log
+        fields = self.redact_fields
+        for event in events:
+            event_type = event["type"]
+            if needs_redaction(event_type):
+                event = redact_event(event, fields)
+            log.append(orjson.dumps(event))
+            if event_type in _BOUNDARY_EVENTS:
+                boundary = True
+            if not self._seen_text and event_type in _TEXT_EVENTS:
+                self._seen_text = True
+                await self._mark_first("first_text_at")
+            if not self._seen_tool and _is_tool_event(event):
+                self._seen_tool = True
+                await self._mark_first("first_tool_at")
+        seq = self.assembler.last_sequence_number
+        if self._log_first is None:
+            self._log_first = seq
+        self._log_last = seq
+        response_id = self.assembler.response_id
+        if response_id and response_id != self._response_id_saved:
+            # Stored the moment response.created arrives: a crash after this can be reconciled.
+            self._response_id_saved = response_id
+            await db(services.request_set_response_id)(request_id=self.uuid, response_id=response_id,
+                                                       at=timezone.now())
+            self.writes += 2
+        self._after_chunk(boundary=boundary)
+
+    async def _mark_first(self, field: str) -> None:
+        await db(services.request_mark_first)(request_id=self.uuid, field=field, at=timezone.now())
+        self.writes += 1
+
+    # --- patches and checkpoints --------------------------------------------------------------
+
+    def _after_chunk(self, *, boundary: bool = False, force: bool = False) -> None:
+        base, ops = self.view.take_ops()
+        now = self._loop.time()
+        urgent = False
+        if ops:
+            urgent = self.coalescer.push(base, ops, self.view.revision, now)
+        if urgent or boundary or force or now - self._last_flush >= self.interval:
+            self._flush(now)
+        elif self._timer is None and ops:
+            self._timer = self._loop.call_at(self._last_flush + self.interval, self._on_timer)
+        if boundary or force:
+            self._checkpoint("boundary")
+        elif now - self._last_checkpoint >= self.checkpoint_interval:
+            self._checkpoint("interval")
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._flush(self._loop.time())
+        if self._loop.time() - self._last_checkpoint >= self.checkpoint_interval:
+            self._checkpoint("interval")
+
+    def _flush(self, now: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        patch = self.coalescer.flush()
+        if patch is None:
+            return
+        self._last_flush = now
+        message = {"type": "patch", **patch}
+        self.hub.publish(self.request_id, message, orjson.dumps(message).decode())
+
+    def _checkpoint(self, reason: str) -> None:
+        if self.view.revision == self._checkpointed_revision and not self._log:
+            return
+        self._last_checkpoint = self._loop.time()
+        self._checkpoint_reason = reason
+        if self._checkpoint_task is not None and not self._checkpoint_task.done():
+            self._checkpoint_dirty = True
+            return
+        self._checkpoint_task = self._loop.create_task(self._write_checkpoints())
+
+    async def _write_checkpoints(self) -> None:
+        while True:
+            self._checkpoint_dirty = False
+            await self._commit(self._checkpoint_reason)
+            if not self._checkpoint_dirty:
+                return
+
+    async def _commit(self, reason: str) -> None:
+        revision = self.view.revision
+        view = self.view.to_dict()
+        snapshot = self.assembler.response()
+        batch = self._take_log()
+        if revision == self._checkpointed_revision:
+            if batch:
+                await db(services.event_batch_write)(request_id=self.uuid, event_batch=batch)
+                self.writes += 1
+            return
+        self._checkpointed_revision = revision
+        await db(services.checkpoint_commit)(
+            request_id=self.uuid, revision=revision, sequence_number=self.assembler.last_sequence_number,
+            reason=reason, view=view, snapshot=snapshot, event_batch=batch)
+        self.writes += 2 if batch else 1
+
+    def _take_log(self) -> dict[str, Any] | None:
+        if not self._log:
+            return None
+        data = b"".join(b"data: " + line + b"\n\n" for line in self._log).decode()
+        batch = {"segment_index": max(self._segment_index - 1, 0), "first_sequence": self._log_first,
+                 "last_sequence": self._log_last, "count": len(self._log), "data": data}
+        self._log = []
+        self._log_first = self._log_last = None
+        return batch
+
+    # --- endings ------------------------------------------------------------------------------
+
+    async def _cancel_upstream(self, upstream: Upstream) -> str:
+        if self.assembler.response_id and (self.request.params or {}).get("background"):
+            try:
+                final = await upstream.cancel(self.assembler.response_id)
+            except (httpx.HTTPError, OSError):
+                final = None
+            if final and final.get("status") in ("completed", "failed", "incomplete"):
+                self._apply_final(final)  # it ended before the cancel landed: keep the truth
+                return self.assembler.status or Status.CANCELLED
+        return Status.CANCELLED
+
+    async def _reconcile(self, upstream: Upstream) -> str:
+        """Ask the upstream how the response ended; `unknown` when it cannot say."""
+        response_id = self.assembler.response_id or ""
+        segment = await db(services.segment_start)(request_id=self.uuid, index=self._segment_index,
+                                                   kind=Segment.Kind.RECONCILE, response_id=response_id)
+        self._segment_index += 1
+        outcome = "unknown"
+        try:
+            final = await upstream.retrieve(response_id)
+        except (UpstreamHTTPError, httpx.HTTPError, OSError) as exc:
+            final = None
+            outcome = f"unreachable: {exc}"[:32]
+        if final and final.get("status") in ("completed", "failed", "incomplete", "cancelled"):
+            self._apply_final(final)
+            outcome = self.assembler.status or "unknown"
+        await db(services.segment_end)(segment_id=segment.pk, outcome=outcome, events=0, response_id=response_id)
+        self.writes += 2
+        return self.assembler.status if self.assembler.terminal else Status.UNKNOWN  # type: ignore[return-value]
+
+    def _apply_final(self, response: dict[str, Any]) -> None:
+        kind = {"completed": "response.completed", "incomplete": "response.incomplete"}.get(
+            response.get("status", ""), "response.failed")
+        self.assembler.release_held()
+        self.assembler.feed({"type": kind, "response": response})
+
+    async def _finish(self, status: str, error: tuple[str, str] | None = None) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        error = error or self._error
+        if status in (Status.CANCELLED, Status.UNKNOWN, Status.ERROR) and not self.assembler.terminal:
+            fields: dict[str, Any] = {"status": status}
+            if error:
+                fields["error"] = {"code": error[0], "message": error[1]}
+            self.view.set_meta(fields)
+        self._after_chunk(force=True)
+        if self._checkpoint_task is not None:
+            await asyncio.shield(self._checkpoint_task)
+        await self._commit("terminal")
+        assembler_error = self.assembler.error or {}
+        meta = self.view.meta
+        final_error = meta.get("error") or {}
+        stats = self.assembler.stats
+        counters = {
+            "events": stats.events, "duplicates": stats.duplicates, "out_of_order": stats.held,
+            "gaps": stats.gaps, "unknown_events": stats.unknown,
+            "malformed_events": self.pipeline.malformed + self.pipeline.oversized,
+            "last_sequence_number": self.assembler.last_sequence_number,
+        }
+        await db(services.request_mark_terminal)(
+            request_id=self.uuid, token=self.token, status=status, at=timezone.now(),
+            error_code=(error[0] if error else "") or str(final_error.get("code") or assembler_error.get("code") or ""),
+            error_message=(error[1] if error else "") or str(final_error.get("message")
+                                                           or assembler_error.get("message") or ""),
+            incomplete_reason=str(meta.get("incomplete_reason") or ""),
+            usage=meta.get("usage"),
+            final_text=self.final_text(),
+            counters=counters,
+            response_id=self.assembler.response_id or "",
+        )
+        await db(services.request_count)(request_id=self.uuid, **{k: v for k, v in self._counters.items() if v})
+        self.writes += 2
+        self.status = status
+        message = {"type": "terminal", "status": status, "revision": self.view.revision,
+                   "error": {"code": error[0], "message": error[1]} if error else final_error or None}
+        self.hub.publish(self.request_id, message, orjson.dumps(message).decode())
+
+    def final_text(self) -> str:
+        view = self.view
+        return "\n\n".join(view.text(b["id"]) for b in view.to_dict()["blocks"] if b["kind"] == "text")
+
+    async def _keep_lease(self) -> None:
+        idle_limit = settings.RELAY_IDLE_TIMEOUT_S
+        while True:
+            await asyncio.sleep(5)
+            if self._loop.time() - self._last_bytes > idle_limit and self._reader is not None:
+                logger.warning("upstream silent for %ss on %s; treating as dropped", idle_limit, self.request_id)
+                self._stalled = True
+                self._reader.cancel()  # surfaces as a drop: resume or reconcile
+            await db(services.request_renew_lease)(request_id=self.uuid, token=self.token)
+
+
+async def _chunks(response: httpx.Response) -> AsyncIterator[bytes]:
+    async for chunk in response.aiter_bytes():
+        yield chunk
+
+
+def _is_tool_event(event: dict[str, Any]) -> bool:
+    event_type = event["type"]
+    if event_type == "response.output_item.added":
+        item = event.get("item")
+        return isinstance(item, dict) and item.get("type") not in _NOT_TOOL_ITEMS
+    return "_call" in event_type
+
+
+def build_body(request: ResponseRequest) -> dict[str, Any]:
+    params = request.params or {}
+    body: dict[str, Any] = {"model": request.model, "input": request.input, "store": True}
+    for key in ("background", "metadata", "previous_response_id", "instructions", "max_output_tokens", "tools"):
+        if params.get(key) not in (None, "", {}, []):
+            body[key] = params[key]
+    return body
