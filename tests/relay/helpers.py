@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 import json
 from typing import Any
 
@@ -28,7 +29,7 @@ def make_request(user: Any, model: str = "sim-text", metadata: dict[str, str] | 
                  text: str = "Hello there") -> ResponseRequest:
     conversation = services.conversation_create(owner=user)
     request, _ = services.request_create(
-        owner=user, input=text, model=model, client_request_id=client_request_id or f"t-{model}-{id(user)}-{text}",
+        owner=user, input=text, model=model, client_request_id=client_request_id or str(uuid.uuid4()),
         conversation=conversation, params={"background": background, "metadata": dict(FAST, **(metadata or {}))},
     )
     return request
