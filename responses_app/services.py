@@ -69,10 +69,20 @@ def request_acquire_lease(*, request_id: uuid.UUID, token: uuid.UUID, now: datet
 
 
 def request_renew_lease(*, request_id: uuid.UUID, token: uuid.UUID) -> bool:
+    """Extend the runner's lease; returns whether a Stop was requested meanwhile."""
     now = timezone.now()
-    return ResponseRequest.objects.filter(pk=request_id, runner_token=token, status=Status.STREAMING).update(
+    ResponseRequest.objects.filter(pk=request_id, runner_token=token, status=Status.STREAMING).update(
         lease_expires=now + timedelta(seconds=LEASE_SECONDS)
-    ) == 1
+    )
+    return bool(ResponseRequest.objects.filter(pk=request_id, cancel_requested=True).exists())
+
+
+def requests_to_recover(*, now: datetime | None = None, pending_after_s: int = 10) -> list[uuid.UUID]:
+    """Streaming requests whose runner died (lease expired), and pending ones nobody started."""
+    now = now or timezone.now()
+    stale = Q(status=Status.STREAMING, lease_expires__lt=now) | Q(
+        status=Status.PENDING, created__lt=now - timedelta(seconds=pending_after_s))
+    return list(ResponseRequest.objects.filter(stale).values_list("pk", flat=True)[:1000])
 
 
 def request_set_response_id(*, request_id: uuid.UUID, response_id: str, at: datetime) -> None:

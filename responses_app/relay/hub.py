@@ -118,6 +118,20 @@ class Hub:
         worker = Worker(application=runner_application, channels=[RUNNER_CHANNEL], channel_layer=layer)
         self._loop = loop
         self._worker_task = loop.create_task(worker.arun(), name="relay-worker")
+        recovery = loop.create_task(self._recover(), name="relay-recovery")
+        self.tasks.add(recovery)
+        recovery.add_done_callback(self.tasks.discard)
+
+    async def _recover(self) -> None:
+        """Restart what a previous process left behind: each runner resumes or reconciles."""
+        from asgiref.sync import sync_to_async
+
+        from ..services import requests_to_recover
+
+        layer = get_channel_layer()
+        assert layer is not None
+        for request_id in await sync_to_async(requests_to_recover)():
+            await layer.send(RUNNER_CHANNEL, {"type": "relay.start", "request_id": str(request_id)})
 
 
 _hubs: dict[int, Hub] = {}

@@ -103,7 +103,11 @@ class StreamRunner:
         upstream = self._upstream_factory()
         keeper = self._loop.create_task(self._keep_lease())
         try:
-            status = await self._drive(upstream, request)
+            segments = await db(lambda: request.segments.count())()
+            if request.response_id or segments:
+                status = await self._recover(upstream, request)
+            else:
+                status = await self._drive(upstream, request)
             await self._finish(status)
         except asyncio.CancelledError:
             raise  # process shutdown: the lease runs out and recovery takes over
@@ -124,11 +128,33 @@ class StreamRunner:
         if self._reader is not None:
             self._reader.cancel()
 
-    async def _drive(self, upstream: Upstream, request: ResponseRequest) -> str:
+    async def _recover(self, upstream: Upstream, request: ResponseRequest) -> str:
+        """Take over a request whose runner died: rebuild from the event log, never re-POST."""
+        batches = await db(lambda: list(request.event_batches.order_by("id").values_list("data", flat=True)))()
+        self._segment_index = await db(lambda: request.segments.count())()
+        replay = StreamPipeline(max_event_bytes=settings.RELAY_MAX_EVENT_BYTES, hold_window=settings.RELAY_HOLD_WINDOW,
+                                assembler=self.assembler)
+        for data in batches:
+            replay.feed(data.encode())
+        self.view.take_ops()
+        latest = await db(lambda: request.checkpoints.order_by("-revision").values_list("revision", flat=True).first())()
+        # Revisions only grow, so tabs holding the old runner's revision resync instead of stalling.
+        self.view.revision = max(self.view.revision, latest or 0) + 1
+        self.view.take_ops()
+        self._response_id_saved = self.assembler.response_id = request.response_id or self.assembler.response_id
+        self._counters["retries"] += 1
+        if self.assembler.terminal:
+            return self.assembler.status or Status.UNKNOWN
+        if not self.assembler.response_id:
+            return Status.UNKNOWN  # a POST may have reached the upstream: do not send it again
+        if (request.params or {}).get("background"):
+            return await self._drive(upstream, request, kind=Segment.Kind.RESUME)
+        return await self._reconcile(upstream)
+
+    async def _drive(self, upstream: Upstream, request: ResponseRequest, kind: str = Segment.Kind.INITIAL) -> str:
         params = request.params or {}
         background = bool(params.get("background"))
         resumes = http_retries = 0
-        kind = Segment.Kind.INITIAL
         while True:
             if self.cancel_requested.is_set():
                 return await self._cancel_upstream(upstream)
@@ -426,7 +452,9 @@ class StreamRunner:
                 logger.warning("upstream silent for %ss on %s; treating as dropped", idle_limit, self.request_id)
                 self._stalled = True
                 self._reader.cancel()  # surfaces as a drop: resume or reconcile
-            await db(services.request_renew_lease)(request_id=self.uuid, token=self.token)
+            cancel = await db(services.request_renew_lease)(request_id=self.uuid, token=self.token)
+            if cancel and not self.cancel_requested.is_set():
+                self.cancel()  # Stop pressed in a process that does not run this request
 
 
 async def _chunks(response: httpx.Response) -> AsyncIterator[bytes]:

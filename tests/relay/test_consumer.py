@@ -61,7 +61,7 @@ async def test_staff_may_watch(owner: Any, staff: Any) -> None:
 
 
 async def test_reconnect_mid_stream_sees_committed_view_and_same_final_text(owner: Any) -> None:
-    request = await make_request(owner, "sim-long", {"sim.tokens_per_s": "400"})
+    request = await make_request(owner, "sim-long", {"sim.tokens_per_s": "400", "sim.tokens": "900"})
     first = await connect(owner, request.pk)
     await first.connect()
     watcher = Watcher(first)

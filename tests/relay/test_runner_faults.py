@@ -176,3 +176,37 @@ async def test_single_flight_lease(owner: Any) -> None:
     first = await sync_to_async(services.request_acquire_lease)(request_id=request.pk, token=uuid.uuid4())
     second = await sync_to_async(services.request_acquire_lease)(request_id=request.pk, token=uuid.uuid4())
     assert first and not second
+
+
+async def test_a_dead_runner_is_recovered_from_the_event_log_without_a_second_post(
+        owner: Any, simulator_url: str) -> None:
+    import asyncio
+    import contextlib
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from responses_app.models import Checkpoint
+
+    request = await make_request(owner, "sim-long", {"sim.tokens_per_s": "300", "sim.tokens": "900"}, background=True)
+    hub = get_hub()
+    first = StreamRunner(str(request.pk), hub)
+    task = asyncio.get_running_loop().create_task(first.run())
+    async with asyncio.timeout(20):
+        while not await sync_to_async(Checkpoint.objects.filter(request=request, revision__gt=5).exists)():
+            await asyncio.sleep(0.05)
+    task.cancel()  # the process dies mid-stream: no terminal write, the lease stays
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    await sync_to_async(ResponseRequest.objects.filter(pk=request.pk).update)(
+        lease_expires=timezone.now() - timedelta(seconds=1))
+
+    second = StreamRunner(str(request.pk), hub)
+    await second.run()
+    saved = await reload(request)
+    assert saved.status == "completed"
+    async with httpx.AsyncClient() as client:
+        truth = (await client.get(f"{simulator_url}/responses/{saved.response_id}")).json()
+    assert saved.final_text == truth["output"][0]["content"][0]["text"]
+    kinds = [s.kind for s in await segments_of(saved)]
+    assert kinds.count("initial") == 1 and "resume" in kinds, kinds
