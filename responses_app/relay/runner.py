@@ -27,9 +27,11 @@ from django.conf import settings
 from django.utils import timezone
 
 from .. import services
-from ..models import ResponseRequest, Segment
+from ..models import ResponseRequest, Segment, ToolCall
+from ..streaming.assembler import Assembler, AssemblerStats
 from ..streaming.coalescer import Coalescer
 from ..streaming.pipeline import StreamPipeline
+from ..tools import ToolError, parse_arguments, run_tool
 from ..upstream import Upstream, UpstreamHTTPError
 from .hub import Hub
 from .redact import needs_redaction, redact_event
@@ -45,6 +47,7 @@ _TEXT_EVENTS = frozenset({"response.output_text.delta", "response.refusal.delta"
 _NOT_TOOL_ITEMS = frozenset({"message", "reasoning"})
 MAX_RESUMES = 5
 MAX_HTTP_RETRIES = 3
+MAX_TOOL_ROUNDS = 5
 
 
 def db(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -90,6 +93,10 @@ class StreamRunner:
         self._error: tuple[str, str] | None = None
         self._checkpoint_reason = "interval"
         self._counters = {"retries": 0, "disconnects": 0}
+        self._round = 0  # tool rounds: each continuation is a new upstream response
+        self._finished_stats: list[AssemblerStats] = []
+        self._usage_total: dict[str, int] = {}
+        self._malformed_before = 0
         self.writes = 0  # database writes this runner made (the benchmark reads it)
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -130,12 +137,16 @@ class StreamRunner:
 
     async def _recover(self, upstream: Upstream, request: ResponseRequest) -> str:
         """Take over a request whose runner died: rebuild from the event log, never re-POST."""
-        batches = await db(lambda: list(request.event_batches.order_by("id").values_list("data", flat=True)))()
-        self._segment_index = await db(lambda: request.segments.count())()
-        replay = StreamPipeline(max_event_bytes=settings.RELAY_MAX_EVENT_BYTES, hold_window=settings.RELAY_HOLD_WINDOW,
-                                assembler=self.assembler)
-        for data in batches:
-            replay.feed(data.encode())
+        batches = await db(lambda: list(
+            request.event_batches.order_by("id").values_list("segment_index", "data")))()
+        kinds = await db(lambda: list(request.segments.order_by("index").values_list("kind", flat=True)))()
+        self._segment_index = len(kinds)
+        for segment_index, data in batches:
+            # Each continuation after tool results is a new upstream response in the same view.
+            round_ = kinds[: segment_index + 1].count(Segment.Kind.CONTINUATION)
+            if round_ != self._round:
+                self._next_response(round_)
+            self.pipeline.feed(data.encode())
         self.view.take_ops()
         latest = await db(lambda: request.checkpoints.order_by("-revision").values_list("revision", flat=True).first())()
         # Revisions only grow, so tabs holding the old runner's revision resync instead of stalling.
@@ -144,7 +155,7 @@ class StreamRunner:
         self._response_id_saved = self.assembler.response_id = request.response_id or self.assembler.response_id
         self._counters["retries"] += 1
         if self.assembler.terminal:
-            return self.assembler.status or Status.UNKNOWN
+            return await self._drive(upstream, request, kind="after_terminal")
         if not self.assembler.response_id:
             return Status.UNKNOWN  # a POST may have reached the upstream: do not send it again
         if (request.params or {}).get("background"):
@@ -155,29 +166,40 @@ class StreamRunner:
         params = request.params or {}
         background = bool(params.get("background"))
         resumes = http_retries = 0
+        body = build_body(request)
         while True:
             if self.cancel_requested.is_set():
                 return await self._cancel_upstream(upstream)
-            if kind == Segment.Kind.INITIAL:
-                ctx: AbstractAsyncContextManager[httpx.Response] = upstream.create_stream(build_body(request))
-                starting_after = None
+            if kind == "after_terminal":  # recovered a finished response: only the tool step is left
+                outcome = "terminal"
             else:
-                starting_after = self.assembler.last_sequence_number
-                ctx = upstream.resume_stream(self.assembler.response_id or "", starting_after)
-            outcome = await self._segment(kind, ctx, starting_after)
+                if kind in (Segment.Kind.INITIAL, Segment.Kind.CONTINUATION):
+                    ctx: AbstractAsyncContextManager[httpx.Response] = upstream.create_stream(body)
+                    starting_after = None
+                else:
+                    starting_after = self.assembler.last_sequence_number
+                    ctx = upstream.resume_stream(self.assembler.response_id or "", starting_after)
+                outcome = await self._segment(kind, ctx, starting_after)
 
             if self.assembler.terminal:
-                return self.assembler.status or Status.UNKNOWN
+                outputs = await self._run_tools() if self.assembler.status == Status.COMPLETED else []
+                if not outputs or self._round >= MAX_TOOL_ROUNDS or self.cancel_requested.is_set():
+                    return self.assembler.status or Status.UNKNOWN
+                body = continuation_body(request, self.assembler.response_id or "", outputs)
+                self._next_response(self._round + 1)
+                kind, resumes, http_retries = Segment.Kind.CONTINUATION, 0, 0
+                continue
             if outcome == "cancelled" or self.cancel_requested.is_set():
                 return await self._cancel_upstream(upstream)
             if outcome.startswith("http_"):
                 error = self._http_error
-                if kind == Segment.Kind.INITIAL and error.retryable and http_retries < MAX_HTTP_RETRIES:
+                fresh = kind in (Segment.Kind.INITIAL, Segment.Kind.CONTINUATION)
+                if fresh and error.retryable and http_retries < MAX_HTTP_RETRIES:
                     http_retries += 1
                     self._counters["retries"] += 1
                     await asyncio.sleep(min(error.retry_after or 0.5 * 2 ** http_retries, 10))
                     continue
-                if kind == Segment.Kind.INITIAL:
+                if fresh:
                     self._error = (error.code or f"http_{error.status}", error.message)
                     return Status.ERROR
             else:
@@ -360,6 +382,62 @@ class StreamRunner:
         self._log_first = self._log_last = None
         return batch
 
+    # --- tools -------------------------------------------------------------------------------
+
+    def _next_response(self, round_: int) -> None:
+        """A continuation is a new upstream response drawn into the same view, blocks prefixed."""
+        self._finished_stats.append(self.assembler.stats)
+        self._malformed_before += self.pipeline.malformed + self.pipeline.oversized
+        self._add_usage(self.view.meta.get("usage"))
+        self._round = round_
+        self.assembler = Assembler(hold_window=settings.RELAY_HOLD_WINDOW, view=self.view,
+                                   block_prefix=f"r{round_}-")
+        self.pipeline = StreamPipeline(max_event_bytes=settings.RELAY_MAX_EVENT_BYTES, assembler=self.assembler)
+
+    async def _run_tools(self) -> list[dict[str, Any]]:
+        """Run each completed function call once per call id; outputs for the continuation."""
+        calls = [item for item in self.assembler.response().get("output", [])
+                 if item.get("type") == "function_call" and item.get("call_id")]
+        if not calls:
+            return []
+        self.view.set_meta({"status": "waiting_for_tool"})
+        self._after_chunk(boundary=True)
+        outputs = []
+        for call in calls:
+            call_id, name, arguments = call["call_id"], call.get("name", ""), call.get("arguments") or ""
+            block_id = self.assembler.block_id_for(call.get("id"))
+            claim = await db(services.tool_call_claim)(request_id=self.uuid, call_id=call_id, name=name,
+                                                        arguments=_json_or_text(arguments))
+            self.writes += 1
+            if claim is None:  # it ran before (replay, recovery): reuse its output, never run it again
+                output = await db(lambda: ToolCall.objects.filter(call_id=call_id).values_list(
+                    "output", flat=True).first())() or ""
+            else:
+                if block_id:
+                    self.view.set(block_id, {"state": "running"})
+                    self._after_chunk(boundary=True)
+                try:
+                    output = await sync_to_async(run_tool, thread_sensitive=False)(
+                        name, parse_arguments(name, arguments))
+                    ok = True
+                except ToolError as exc:
+                    output, ok = orjson.dumps({"error": str(exc)}).decode(), False
+                await db(services.tool_call_finish)(call_id=call_id, output=output, ok=ok)
+                self.writes += 1
+            if block_id:
+                self.view.set(block_id, {"state": "done", "output": output})
+            outputs.append({"type": "function_call_output", "call_id": call_id, "output": output})
+        self.view.set_meta({"status": "in_progress"})
+        self._after_chunk(boundary=True)
+        return outputs
+
+    def _add_usage(self, usage: Any) -> None:
+        if not isinstance(usage, dict):
+            return
+        for key in ("input_tokens", "output_tokens", "total_tokens"):
+            if isinstance(usage.get(key), int):
+                self._usage_total[key] = self._usage_total.get(key, 0) + usage[key]
+
     # --- endings ------------------------------------------------------------------------------
 
     async def _cancel_upstream(self, upstream: Upstream) -> str:
@@ -415,11 +493,12 @@ class StreamRunner:
         assembler_error = self.assembler.error or {}
         meta = self.view.meta
         final_error = meta.get("error") or {}
-        stats = self.assembler.stats
+        all_stats = [*self._finished_stats, self.assembler.stats]
         counters = {
-            "events": stats.events, "duplicates": stats.duplicates, "out_of_order": stats.held,
-            "gaps": stats.gaps, "unknown_events": stats.unknown,
-            "malformed_events": self.pipeline.malformed + self.pipeline.oversized,
+            "events": sum(s.events for s in all_stats), "duplicates": sum(s.duplicates for s in all_stats),
+            "out_of_order": sum(s.held for s in all_stats), "gaps": sum(s.gaps for s in all_stats),
+            "unknown_events": sum(s.unknown for s in all_stats),
+            "malformed_events": self._malformed_before + self.pipeline.malformed + self.pipeline.oversized,
             "last_sequence_number": self.assembler.last_sequence_number,
         }
         await db(services.request_mark_terminal)(
@@ -428,7 +507,7 @@ class StreamRunner:
             error_message=(error[1] if error else "") or str(final_error.get("message")
                                                            or assembler_error.get("message") or ""),
             incomplete_reason=str(meta.get("incomplete_reason") or ""),
-            usage=meta.get("usage"),
+            usage=self._total_usage(meta.get("usage")),
             final_text=self.final_text(),
             counters=counters,
             response_id=self.assembler.response_id or "",
@@ -439,6 +518,12 @@ class StreamRunner:
         message = {"type": "terminal", "status": status, "revision": self.view.revision,
                    "error": {"code": error[0], "message": error[1]} if error else final_error or None}
         self.hub.publish(self.request_id, message, orjson.dumps(message).decode())
+
+    def _total_usage(self, last: Any) -> Any:
+        if not self._usage_total:
+            return last  # one response: its terminal usage, exactly as the upstream reported it
+        self._add_usage(last)
+        return dict(self._usage_total)
 
     def final_text(self) -> str:
         view = self.view
@@ -468,6 +553,21 @@ def _is_tool_event(event: dict[str, Any]) -> bool:
         item = event.get("item")
         return isinstance(item, dict) and item.get("type") not in _NOT_TOOL_ITEMS
     return "_call" in event_type
+
+
+def continuation_body(request: ResponseRequest, previous_response_id: str,
+                      outputs: list[dict[str, Any]]) -> dict[str, Any]:
+    body = build_body(request)
+    body["previous_response_id"] = previous_response_id
+    body["input"] = outputs
+    return body
+
+
+def _json_or_text(arguments: str) -> Any:
+    try:
+        return orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return arguments
 
 
 def build_body(request: ResponseRequest) -> dict[str, Any]:

@@ -93,9 +93,13 @@ class AssemblerStats:
 class Assembler:
     """Feed events in arrival order; read `response()`, `status` and `view`."""
 
-    def __init__(self, *, hold_window: int = 8, starting_after: int | None = None) -> None:
+    def __init__(self, *, hold_window: int = 8, starting_after: int | None = None,
+                 view: ViewModel | None = None, block_prefix: str = "") -> None:
+        """`view` and `block_prefix` let several responses (a tool round's continuation) share
+        one view: each response's blocks get ids starting with its prefix."""
         self.hold_window = hold_window
-        self.view = ViewModel()
+        self.view = view if view is not None else ViewModel()
+        self.block_prefix = block_prefix
         self.stats = AssemblerStats()
         self.response_id: str | None = None
         self.status: str | None = None  # the response's own status, terminal or not
@@ -210,6 +214,11 @@ class Assembler:
         """Give up on every open gap and apply what is held (end of stream, or an idle timer)."""
         while self._held:
             self._skip_gap()
+
+    def block_id_for(self, item_id: str | None) -> str | None:
+        """The view block of a (non-message) output item, by item id."""
+        item = self._by_id.get(item_id or "")
+        return _item_block_id(item) if item is not None else None
 
     def response(self) -> dict[str, Any]:
         """The Response snapshot as it stands, shaped like the API's Response object."""
@@ -351,7 +360,7 @@ class Assembler:
     # --- items and parts ------------------------------------------------------------------
 
     def _new_item(self, data: dict[str, Any], index: int) -> Item:
-        item = Item(data, index)
+        item = Item(data, index, self.block_prefix)
         self._items[index] = item
         if item.id:
             self._by_id[item.id] = item
@@ -701,11 +710,11 @@ def _tool_fields(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _item_block_id(item: Item) -> str:
-    return f"o{item.index}"
+    return f"{item.prefix}o{item.index}"
 
 
 def _part_block_id(item: Item, index: int, summary: bool) -> str:
-    return f"o{item.index}-{'s' if summary else 'c'}{index}"
+    return f"{item.prefix}o{item.index}-{'s' if summary else 'c'}{index}"
 
 
 def _implied_item_type(event_type: str) -> str:

@@ -67,12 +67,13 @@ class Item:
     """One output item, addressed by its output index."""
 
     __slots__ = (
-        "data", "index", "parts", "summary", "buffers", "commands", "done",
+        "data", "index", "prefix", "parts", "summary", "buffers", "commands", "done",
         "_has_content", "_has_summary",
     )
 
-    def __init__(self, data: dict[str, Any], index: int) -> None:
+    def __init__(self, data: dict[str, Any], index: int, prefix: str = "") -> None:
         self.index = index
+        self.prefix = prefix  # view block ids start with it: several responses can share one view
         self.done = False
         self.parts: dict[int, Part] = {}
         self.summary: dict[int, Part] = {}
