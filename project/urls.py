@@ -1,7 +1,11 @@
 from django.contrib import admin
+from django.contrib.staticfiles.urls import staticfiles_urlpatterns
 from django.urls import include, path
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("accounts/", include("django.contrib.auth.urls")),  # login, logout, password change
     path("", include("responses_app.urls")),
 ]
+# Static files under DEBUG for servers other than `runserver` (e.g. plain daphne in browser tests).
+urlpatterns += staticfiles_urlpatterns()

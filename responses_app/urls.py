@@ -2,10 +2,17 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import api
+from . import api, views
 
 urlpatterns = [
     path("api/requests", api.requests_create, name="api-requests"),
     path("api/requests/<uuid:request_id>", api.requests_detail, name="api-request"),
     path("api/requests/<uuid:request_id>/cancel", api.requests_cancel, name="api-request-cancel"),
+    # pages
+    path("", views.conversation_list, name="conversations"),
+    path("c/new/", views.conversation_new, name="conversation-new"),
+    path("c/<uuid:conversation_id>/", views.chat, name="chat"),
+    path("c/<uuid:conversation_id>/turns/<uuid:request_id>/", views.chat_turn, name="chat-turn"),
+    path("c/<uuid:conversation_id>/turns/<uuid:request_id>/cancel", views.chat_cancel, name="chat-cancel"),
+    path("analytics/", views.analytics_page, name="analytics"),
 ]

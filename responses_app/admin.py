@@ -1,0 +1,214 @@
+"""The admin as an audit tool: read-only requests with their segments, tool calls, checkpoints and a
+paginated raw event log, downloadable as an `.sse` file that `manage.py replay` accepts."""
+
+from __future__ import annotations
+
+import io
+import uuid
+import zipfile
+from typing import Any
+
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from .models import Checkpoint, Conversation, EventRecord, ResponseRequest, Segment, ToolCall
+
+EVENT_BATCHES_PER_PAGE = 20
+
+
+def event_log_bytes(request: ResponseRequest) -> bytes:
+    """The raw event log as one SSE stream: every batch's `data`, in order."""
+    chunks = EventRecord.objects.filter(request=request).order_by("id").values_list("data", flat=True)
+    return "".join(chunks).encode()
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+    show_change_link = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class SegmentInline(ReadOnlyInline):
+    model = Segment
+    fields = ("index", "kind", "response_id", "starting_after", "started_at", "ended_at", "outcome",
+              "http_status", "events", "detail")
+    readonly_fields = fields
+
+
+class ToolCallInline(ReadOnlyInline):
+    model = ToolCall
+    fields = ("call_id", "name", "status", "arguments", "output", "started_at", "finished_at")
+    readonly_fields = fields
+
+
+class CheckpointInline(ReadOnlyInline):
+    model = Checkpoint
+    fields = ("revision", "sequence_number", "reason", "created")
+    readonly_fields = fields
+    ordering = ("revision",)
+
+
+@admin.register(ResponseRequest)
+class ResponseRequestAdmin(admin.ModelAdmin):
+    list_display = ("short_id", "status", "model", "owner", "response_id", "ttft_ms", "duration_ms", "events",
+                    "created")
+    list_filter = ("status", "model", ("created", admin.DateFieldListFilter))
+    search_fields = ("response_id", "owner__username", "client_request_id")
+    list_select_related = ("owner",)
+    date_hierarchy = "created"
+    ordering = ("-created",)
+    inlines = (SegmentInline, ToolCallInline, CheckpointInline)
+    actions = ("download_event_logs",)
+    fieldsets = (
+        (None, {"fields": ("id", "status", "model", "owner", "conversation", "links", "client_request_id",
+                           "response_id", "prompt", "final_text")}),
+        ("Outcome", {"fields": ("error_code", "error_message", "incomplete_reason", "usage")}),
+        ("Timing", {"fields": ("created", "upstream_created_at", "first_text_at", "ttft_ms", "first_tool_at",
+                               "terminal_at", "duration_ms")}),
+        ("Stream", {"fields": ("events", "last_sequence_number", "duplicates", "out_of_order", "gaps",
+                               "unknown_events", "malformed_events", "disconnects", "retries")}),
+        ("Viewers", {"fields": ("viewer_connections", "reconnects", "cancels", "cancel_requested")}),
+        ("Runner", {"fields": ("runner_token", "lease_expires", "params"), "classes": ("collapse",)}),
+    )
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        names = [f.name for f in ResponseRequest._meta.fields]
+        return names + ["links", "prompt", "ttft_ms"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # an audit record: viewable, never edited here
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    # --- columns ---------------------------------------------------------------------------------
+
+    @admin.display(description="request", ordering="id")
+    def short_id(self, obj: ResponseRequest) -> str:
+        return str(obj.pk)[:8]
+
+    @admin.display(description="time to first text (ms)", ordering="first_text_at")
+    def ttft_ms(self, obj: ResponseRequest) -> int | None:
+        return obj.ms_since_created(obj.first_text_at)
+
+    @admin.display(description="prompt")
+    def prompt(self, obj: ResponseRequest) -> str:
+        return obj.prompt_text
+
+    @admin.display(description="links")
+    def links(self, obj: ResponseRequest) -> str:
+        if obj.pk is None:
+            return "-"
+        events = reverse("admin:responses_app_responserequest_events", args=[obj.pk])
+        download = reverse("admin:responses_app_responserequest_events_sse", args=[obj.pk])
+        parts = [format_html('<a href="{}">Event log ({} batches)</a>', events,
+                             EventRecord.objects.filter(request=obj).count()),
+                 format_html('<a href="{}">Download .sse</a>', download)]
+        if obj.conversation_id:
+            chat = reverse("chat", args=[obj.conversation_id]) + f"#turn-{obj.pk}"
+            label = "Watch live" if not obj.is_terminal else "Open in chat"
+            parts.append(format_html('<a href="{}">{}</a>', chat, label))
+        return format_html(" · ".join(["{}"] * len(parts)), *parts)
+
+    # --- search: request ids too -------------------------------------------------------------------
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
+                           ) -> tuple[QuerySet[Any], bool]:
+        term = search_term.strip()
+        try:
+            request_id = uuid.UUID(term)
+        except ValueError:
+            return super().get_search_results(request, queryset, search_term)
+        return queryset.filter(pk=request_id) | queryset.filter(client_request_id=term), False
+
+    # --- event log ------------------------------------------------------------------------------------
+
+    def get_urls(self) -> list[Any]:
+        view = self.admin_site.admin_view
+        return [
+            path("<uuid:object_id>/events/", view(self.events_view), name="responses_app_responserequest_events"),
+            path("<uuid:object_id>/events.sse", view(self.events_download),
+                 name="responses_app_responserequest_events_sse"),
+            *super().get_urls(),
+        ]
+
+    def _get_viewable(self, request: HttpRequest, object_id: uuid.UUID) -> ResponseRequest:
+        obj = self.get_object(request, str(object_id))
+        if obj is None:
+            raise Http404("No such request")
+        if not self.has_view_permission(request, obj):
+            raise PermissionDenied
+        return obj
+
+    def events_view(self, request: HttpRequest, object_id: uuid.UUID) -> HttpResponse:
+        obj = self._get_viewable(request, object_id)
+        batches = EventRecord.objects.filter(request=obj).order_by("id")
+        page = Paginator(batches, EVENT_BATCHES_PER_PAGE).get_page(request.GET.get("page"))
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "original": obj,
+            "title": f"Event log of {obj}",
+            "page": page,
+            "download_url": reverse("admin:responses_app_responserequest_events_sse", args=[obj.pk]),
+            "change_url": reverse("admin:responses_app_responserequest_change", args=[obj.pk]),
+        }
+        return TemplateResponse(request, "admin/responses_app/responserequest/events.html", context)
+
+    def events_download(self, request: HttpRequest, object_id: uuid.UUID) -> HttpResponse:
+        obj = self._get_viewable(request, object_id)
+        return self._sse_response(obj)
+
+    @staticmethod
+    def _sse_response(obj: ResponseRequest) -> HttpResponse:
+        response = HttpResponse(event_log_bytes(obj), content_type="text/event-stream; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="request-{obj.pk}.sse"'
+        return response
+
+    @admin.action(description="Download event logs (.sse; a .zip for several)")
+    def download_event_logs(self, request: HttpRequest, queryset: QuerySet[ResponseRequest]) -> HttpResponse:
+        requests = list(queryset.order_by("created"))
+        if len(requests) == 1:
+            return self._sse_response(requests[0])
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+            for obj in requests:
+                archive.writestr(f"request-{obj.pk}.sse", event_log_bytes(obj))
+        response = HttpResponse(buffer.getvalue(), content_type="application/zip")
+        response["Content-Disposition"] = 'attachment; filename="event-logs.zip"'
+        return response
+
+
+@admin.register(Conversation)
+class ConversationAdmin(admin.ModelAdmin):
+    list_display = ("__str__", "owner", "created", "updated", "request_count", "last_response_id")
+    search_fields = ("title", "owner__username", "last_response_id")
+    list_filter = (("created", admin.DateFieldListFilter),)
+    list_select_related = ("owner",)
+    readonly_fields = ("id", "created", "updated", "last_response_id", "chat_link")
+
+    @admin.display(description="requests")
+    def request_count(self, obj: Conversation) -> int:
+        return obj.requests.count()
+
+    @admin.display(description="chat")
+    def chat_link(self, obj: Conversation) -> str:
+        return format_html('<a href="{}">Open the chat page</a>', reverse("chat", args=[obj.pk]))

@@ -1,0 +1,139 @@
+"""Analytics queries: pure functions over a date range [start, end) of request creation days.
+
+One row per logical request (ResponseRequest), counted on the day it was created, however many
+tabs, reloads, resubmits (idempotency key) or upstream segments it had. Token usage comes from
+the `usage` saved from the terminal Response only. Percentiles are computed in Python from
+`values_list`, which is plenty for a relay's volumes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+from typing import Any
+
+from django.db.models import Count, QuerySet, Sum
+from django.db.models.functions import TruncDate
+from django.utils import timezone
+
+from .models import ResponseRequest
+
+
+@dataclass(frozen=True)
+class DateRange:
+    start: date  # inclusive
+    end: date  # exclusive
+
+    @classmethod
+    def last_days(cls, days: int, today: date | None = None) -> DateRange:
+        today = today or timezone.localdate()
+        return cls(today - timedelta(days=days - 1), today + timedelta(days=1))
+
+    def bounds(self) -> tuple[datetime, datetime]:
+        tz = timezone.get_current_timezone()
+        return (timezone.make_aware(datetime.combine(self.start, time.min), tz),
+                timezone.make_aware(datetime.combine(self.end, time.min), tz))
+
+    def days(self) -> list[date]:
+        return [self.start + timedelta(days=i) for i in range((self.end - self.start).days)]
+
+
+def requests_in(period: DateRange) -> QuerySet[ResponseRequest]:
+    start, end = period.bounds()
+    return ResponseRequest.objects.filter(created__gte=start, created__lt=end)
+
+
+def percentile(values: list[float], p: float) -> float | None:
+    """Nearest-rank percentile (p in 0..100) of unsorted values; None when there are none."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(p / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def percentiles(values: list[float]) -> dict[str, float | None]:
+    return {"p50": percentile(values, 50), "p90": percentile(values, 90), "p99": percentile(values, 99),
+            "count": len(values)}  # type: ignore[dict-item]
+
+
+def per_day(period: DateRange, field: str) -> list[dict[str, Any]]:
+    """[{"day": date, "counts": {value of `field`: n}, "total": n}] for every day of the range."""
+    rows = (requests_in(period).annotate(day=TruncDate("created")).values("day", field)
+            .annotate(n=Count("id")).order_by())
+    counts: dict[date, Counter[str]] = defaultdict(Counter)
+    for row in rows:
+        counts[row["day"]][row[field]] += row["n"]
+    return [{"day": day, "counts": dict(counts.get(day, {})), "total": sum(counts.get(day, Counter()).values())}
+            for day in period.days()]
+
+
+def totals_by(period: DateRange, field: str) -> list[tuple[str, int]]:
+    rows = requests_in(period).values(field).annotate(n=Count("id")).order_by("-n", field)
+    return [(row[field], row["n"]) for row in rows]
+
+
+def time_to_first_text_ms(period: DateRange) -> list[float]:
+    """first_text_at - created, in ms, for requests that showed text."""
+    pairs = requests_in(period).filter(first_text_at__isnull=False).values_list("created", "first_text_at")
+    return [max(0.0, (first - created).total_seconds() * 1000) for created, first in pairs]
+
+
+def durations_ms(period: DateRange) -> list[float]:
+    return [float(v) for v in requests_in(period).filter(duration_ms__isnull=False)
+            .values_list("duration_ms", flat=True)]
+
+
+def viewer_totals(period: DateRange) -> dict[str, int]:
+    """Viewer connections (every websocket a tab opened) and, separately, the reconnects among them."""
+    # No joins here: a join to segments would multiply the sums.
+    sums = requests_in(period).aggregate(connections=Sum("viewer_connections"), reconnects=Sum("reconnects"))
+    return {"connections": sums["connections"] or 0, "reconnects": sums["reconnects"] or 0,
+            "first_connections": (sums["connections"] or 0) - (sums["reconnects"] or 0)}
+
+
+def token_usage(period: DateRange) -> dict[str, int]:
+    """Summed from each request's terminal `usage` (never from chunks)."""
+    totals = {"input_tokens": 0, "output_tokens": 0, "reasoning_tokens": 0, "total_tokens": 0, "requests": 0}
+    for usage in requests_in(period).filter(usage__isnull=False).values_list("usage", flat=True):
+        if not isinstance(usage, dict):
+            continue
+        totals["requests"] += 1
+        for key in ("input_tokens", "output_tokens", "total_tokens"):
+            value = usage.get(key)
+            if isinstance(value, int):
+                totals[key] += value
+        details = usage.get("output_tokens_details") or {}
+        if isinstance(details, dict) and isinstance(details.get("reasoning_tokens"), int):
+            totals["reasoning_tokens"] += details["reasoning_tokens"]
+    return totals
+
+
+def stream_health(period: DateRange) -> dict[str, int]:
+    sums = requests_in(period).aggregate(
+        events=Sum("events"), duplicates=Sum("duplicates"), gaps=Sum("gaps"), retries=Sum("retries"),
+        disconnects=Sum("disconnects"), cancels=Sum("cancels"), malformed=Sum("malformed_events"))
+    return {k: v or 0 for k, v in sums.items()}
+
+
+def summary(period: DateRange) -> dict[str, Any]:
+    """Everything the analytics page shows."""
+    status_days = per_day(period, "status")
+    model_days = per_day(period, "model")
+    return {
+        "period": period,
+        "total": requests_in(period).count(),
+        "by_status": totals_by(period, "status"),
+        "by_model": totals_by(period, "model"),
+        "status_days": status_days,
+        "model_days": model_days,
+        "ttft": percentiles(time_to_first_text_ms(period)),
+        "duration": percentiles(durations_ms(period)),
+        "viewers": viewer_totals(period),
+        "tokens": token_usage(period),
+        "health": stream_health(period),
+        "owners": requests_in(period).values("owner").distinct().count(),
+    }
+

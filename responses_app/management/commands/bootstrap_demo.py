@@ -1,0 +1,79 @@
+"""`manage.py bootstrap_demo --address http://HOST:PORT/`: a newcomer's first minute.
+
+In development (settings.DEVELOPMENT) it creates the account `demo` / `demo` when it does not
+exist yet, and prints where to go and how to log in. It also checks that SIMULATOR_BASE_URL, where
+the relay reaches the embedded simulator, points at the address being served, and warns if not
+(settings stay as they are).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandParser
+
+DEMO_USERNAME = "demo"
+DEMO_PASSWORD = "demo"
+_LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    if host in _LOOPBACK:
+        host = "loopback"
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.scheme, host, port
+
+
+def expected_simulator_url(address: str) -> str:
+    return address.rstrip("/") + "/simulator/v1"
+
+
+def simulator_mismatch(address: str) -> str | None:
+    """A warning when the relay would look for the simulator somewhere else than `address`."""
+    if settings.OPENAI_BASE_URL or not settings.SIMULATOR_ENABLED:
+        return None  # a real upstream: the simulator address does not matter
+    expected = expected_simulator_url(address)
+    actual = settings.SIMULATOR_BASE_URL.rstrip("/")
+    same = _origin(actual) == _origin(expected) and urlsplit(actual).path.rstrip("/") == "/simulator/v1"
+    if same:
+        return None
+    return (f"SIMULATOR_BASE_URL is {actual} but this server is {address.rstrip('/')}; the relay would not "
+            f"reach its simulator. Set SIMULATOR_BASE_URL={expected} (environment or .env).")
+
+
+class Command(BaseCommand):
+    help = "Create the development demo account (demo/demo) and print how to start."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--address", default="http://127.0.0.1:8000/", help="the address being served")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        address: str = options["address"]
+        if not address.endswith("/"):
+            address += "/"
+        User = get_user_model()
+        style = self.style
+        if settings.DEVELOPMENT:
+            if User.objects.filter(username=DEMO_USERNAME).exists():
+                account = f"Log in as {DEMO_USERNAME!r} (the demo account already exists)."
+            else:
+                User.objects.create_user(DEMO_USERNAME, password=DEMO_PASSWORD, is_staff=True, is_superuser=True)
+                account = (f"Created the development account: username {DEMO_USERNAME!r}, password "
+                           f"{DEMO_PASSWORD!r} (staff, so Analytics and Admin are open to it too).")
+        else:
+            account = ("Not in development (DJANGO_ENV): no demo account is created. "
+                       "Create one with `manage.py createsuperuser`.")
+        self.stdout.write("")
+        self.stdout.write(style.SUCCESS(f"  Responses Relay is starting at {address}"))
+        self.stdout.write(f"  {account}")
+        self.stdout.write(f"  Open {address} , log in, and send a first prompt; the models are the built-in "
+                          "simulator's scenarios unless OPENAI_API_KEY is set.")
+        warning = simulator_mismatch(address)
+        if warning:
+            self.stdout.write(style.WARNING(f"  Warning: {warning}"))
+        self.stdout.write("")

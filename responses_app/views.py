@@ -1,0 +1,266 @@
+"""Pages: the conversation list, the chat page (server-rendered, then followed live by chat.js),
+a turn partial for chat.js, the no-JS Stop, and the staff analytics page.
+
+Forms post to the pages themselves and redirect (PRG); every form render carries a fresh
+`client_request_id`, so a double submit or a browser resubmit finds the same logical request.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+import httpx
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import redirect_to_login
+from django.core.cache import cache
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from . import analytics, api, selectors, services, upstream
+from .models import Conversation, ResponseRequest
+from .relay import worker
+from .templatetags.relay_tags import BADGE_LABELS, badge_key, series_color
+
+logger = logging.getLogger(__name__)
+
+FALLBACK_MODELS = [
+    "sim-text", "sim-long", "sim-citations", "sim-reasoning", "sim-function", "sim-parallel-functions",
+    "sim-file-search", "sim-code-interpreter", "sim-image", "sim-mcp", "sim-refusal", "sim-incomplete",
+    "sim-failed", "sim-error",
+]
+MODELS_CACHE_KEY = "relay:upstream-models"
+MODELS_TTL_S = 300
+MODELS_RETRY_S = 30  # an unreachable upstream is asked again soon, not on every page view
+DEFAULT_MODEL = "sim-text"
+
+
+# --- the model picker ----------------------------------------------------------------------------
+
+def available_models() -> list[str]:
+    """Model ids from the upstream's GET /models (the simulator's scenarios by default), cached.
+    Fetched server-side: the upstream key never reaches the browser."""
+    models: list[str] | None = cache.get(MODELS_CACHE_KEY)
+    if models is None:
+        headers = {}
+        if settings.OPENAI_API_KEY and settings.OPENAI_BASE_URL:
+            headers["authorization"] = f"Bearer {settings.OPENAI_API_KEY}"
+        try:
+            response = httpx.get(f"{upstream.base_url()}/models", headers=headers, timeout=2.0)
+            response.raise_for_status()
+            models = [m["id"] for m in response.json().get("data", [])
+                      if isinstance(m, dict) and isinstance(m.get("id"), str)]
+            if not models:
+                raise ValueError("no models listed")
+            cache.set(MODELS_CACHE_KEY, models, MODELS_TTL_S)
+        except (httpx.HTTPError, ValueError, AttributeError) as exc:
+            logger.info("model list unavailable from %s (%s); using the built-in list", upstream.base_url(), exc)
+            models = list(FALLBACK_MODELS)
+            cache.set(MODELS_CACHE_KEY, models, MODELS_RETRY_S)
+    allowed = getattr(settings, "RELAY_ALLOWED_MODELS", None)
+    if allowed:
+        models = [m for m in models if m in allowed] or list(allowed)
+    return models
+
+
+def composer_context(*, conversation: Conversation | None = None, values: dict[str, Any] | None = None,
+                     errors: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    models = available_models()
+    values = values or {}
+    selected = values.get("model")
+    if not selected and conversation is not None:
+        last = conversation.requests.order_by("-created").values_list("model", flat=True).first()
+        selected = last
+    if selected not in models:
+        selected = DEFAULT_MODEL if DEFAULT_MODEL in models else models[0]
+    return {
+        "models": models,
+        "selected_model": selected,
+        "client_request_id": str(uuid.uuid4()),  # fresh per render: the idempotency key
+        "values": values,
+        "errors": errors or {},
+        "conversation": conversation,
+    }
+
+
+# --- turns --------------------------------------------------------------------------------------
+
+def turn_context(request: ResponseRequest, view: dict[str, Any]) -> dict[str, Any]:
+    live = not request.is_terminal and request.status != ResponseRequest.Status.UNKNOWN
+    meta = view.get("meta") or {}
+    error = None
+    if request.error_code or request.error_message:
+        error = {"code": request.error_code, "message": request.error_message}
+    elif isinstance(meta.get("error"), dict):
+        error = meta["error"]
+    return {
+        "request": request,
+        "view": view,
+        "live": live,
+        "badge": badge_key(request.status, view),
+        "error": error,
+        "incomplete_reason": request.incomplete_reason or meta.get("incomplete_reason") or "",
+        "usage": request.usage or meta.get("usage"),
+    }
+
+def _should_start(request: ResponseRequest, created: bool) -> ResponseRequest | None:
+    return request if created or request.status == ResponseRequest.Status.PENDING else None
+
+
+def _chat_url(conversation_id: Any, request_id: Any | None = None) -> str:
+    url = reverse("chat", args=[conversation_id])
+    return f"{url}#turn-{request_id}" if request_id else url
+
+
+def _form_data(http: HttpRequest) -> dict[str, Any]:
+    return {key: http.POST.get(key, "") for key in ("input", "model", "client_request_id", "metadata")}
+
+
+# --- pages --------------------------------------------------------------------------------------
+#
+# Views that start or stop a runner are async and await `start_request` / `cancel_request`, the
+# way api.py does: calling them through async_to_sync from a sync view binds the in-process runner
+# worker (started on first use) to that call's short-lived executor, and the runner crashes with
+# "CurrentThreadExecutor already quit". The database work runs in sync helpers.
+
+@login_required
+@require_GET
+def conversation_list(http: HttpRequest) -> HttpResponse:
+    return _conversation_list(http)
+
+
+def _conversation_list(http: HttpRequest, *, values: dict[str, Any] | None = None,
+                       errors: dict[str, list[str]] | None = None) -> HttpResponse:
+    conversations = list(selectors.conversations_for_user(user=http.user)[:200])  # type: ignore[arg-type]
+    return render(http, "responses_app/conversation_list.html", {
+        "conversations": conversations,
+        "composer": composer_context(values=values, errors=errors),
+        "composer_action": reverse("conversation-new"),
+    }, status=400 if errors else 200)
+
+
+def _conversation_new(http: HttpRequest) -> tuple[HttpResponse, ResponseRequest | None]:
+    data = _form_data(http)
+    request, created, errors = api.submit(http.user, data)
+    if request is None:
+        return _conversation_list(http, values=data, errors=errors), None
+    return HttpResponseRedirect(_chat_url(request.conversation_id, request.pk)), _should_start(request, created)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+async def conversation_new(http: HttpRequest) -> HttpResponse:
+    """Start a conversation with its first prompt (POST); GET goes to the list."""
+    if http.method != "POST":
+        return redirect("conversations")
+    response, start = await sync_to_async(_conversation_new)(http)
+    if start is not None:
+        await worker.start_request(str(start.pk))
+    return response
+
+
+def _chat(http: HttpRequest, conversation_id: uuid.UUID) -> tuple[HttpResponse, ResponseRequest | None]:
+    conversation = selectors.conversation_get_for_user(user=http.user, conversation_id=conversation_id)  # type: ignore[arg-type]
+    if conversation is None:
+        raise Http404("No such conversation")
+    can_post = conversation.owner_id == http.user.pk
+    values: dict[str, Any] = {}
+    errors: dict[str, list[str]] = {}
+    if http.method == "POST":
+        if not can_post:
+            raise PermissionDenied("Only the owner can add to a conversation")
+        values = _form_data(http)
+        request, created, errors = api.submit(http.user, dict(values, conversation=str(conversation.pk)))
+        if request is not None:
+            redirect_to = HttpResponseRedirect(_chat_url(request.conversation_id, request.pk))
+            return redirect_to, _should_start(request, created)
+    turns = [turn_context(r, v) for r, v in selectors.conversation_turns(conversation=conversation)]
+    return render(http, "responses_app/chat.html", {
+        "conversation": conversation,
+        "turns": turns,
+        "can_post": can_post,
+        "composer": composer_context(conversation=conversation, values=values, errors=errors),
+        "composer_action": reverse("chat", args=[conversation.pk]),
+    }, status=400 if errors else 200), None
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+async def chat(http: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
+    """Every committed message rendered here; chat.js then follows the live ones."""
+    response, start = await sync_to_async(_chat)(http, conversation_id)
+    if start is not None:
+        await worker.start_request(str(start.pk))
+    return response
+
+
+@login_required
+@require_GET
+def chat_turn(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UUID) -> HttpResponse:
+    """One turn, server-rendered: chat.js inserts it after a submit and swaps it in at the end."""
+    request = selectors.request_get_for_user(user=http.user, request_id=request_id)
+    if request is None or request.conversation_id != conversation_id:
+        raise Http404("No such request")
+    view = selectors.view_latest(request=request)
+    return render(http, "responses_app/_turn.html", turn_context(request, view))
+
+
+def _chat_cancel(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UUID) -> bool:
+    request = selectors.request_get_for_user(user=http.user, request_id=request_id)
+    if request is None or request.conversation_id != conversation_id:
+        raise Http404("No such request")
+    if request.is_terminal:
+        return False
+    services.request_cancel(request=request)
+    return True
+
+
+@login_required
+@require_POST
+async def chat_cancel(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UUID) -> HttpResponse:
+    """The Stop button without JavaScript (chat.js sends `cancel` over the websocket instead)."""
+    if await sync_to_async(_chat_cancel)(http, conversation_id, request_id):
+        await worker.cancel_request(str(request_id))
+    return HttpResponseRedirect(_chat_url(conversation_id, request_id))
+
+
+STATUS_ORDER = ["completed", "streaming", "pending", "incomplete", "failed", "error", "cancelled", "unknown"]
+
+
+@require_GET
+def analytics_page(http: HttpRequest) -> HttpResponse:
+    if not http.user.is_authenticated:
+        return redirect_to_login(http.get_full_path())
+    if not http.user.is_staff:
+        raise PermissionDenied("Analytics are for staff")
+    try:
+        days = min(max(int(http.GET.get("days", "14")), 1), 366)
+    except ValueError:
+        days = 14
+    period = analytics.DateRange.last_days(days)
+    data = analytics.summary(period)
+    present = {status for status, _ in data["by_status"]}
+    status_keys = [s for s in STATUS_ORDER if s in present] + sorted(present - set(STATUS_ORDER))
+    model_keys = [m for m, _ in data["by_model"]]
+    return render(http, "responses_app/analytics.html", {
+        **data,
+        "days": days,
+        "day_choices": [7, 14, 30, 90],
+        "status_keys": status_keys,
+        "status_legend": [(s, series_color(s, i)) for i, s in enumerate(status_keys)],
+        "model_legend": [(m, series_color(m, i)) for i, m in enumerate(model_keys)],
+        "model_keys": model_keys,
+        "latency_rows": [
+            ("ttft", "Time to first text", data["ttft"]),
+            ("duration", "Duration", data["duration"]),
+        ],
+        "labels": BADGE_LABELS,
+        "viewer_rows": [("connections", data["viewers"]["connections"]),
+                        ("reconnects", data["viewers"]["reconnects"])],
+    })
