@@ -104,7 +104,7 @@ class RequestConsumer(AsyncWebsocketConsumer):
         while True:
             try:
                 text = await asyncio.wait_for(self.outbox.get(), timeout=PING_SECONDS)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 text = '{"type":"ping"}'  # keeps proxies from cutting a long silent reasoning phase
             await self.send(text_data=text)
 

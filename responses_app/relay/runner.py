@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -148,7 +148,8 @@ class StreamRunner:
                 self._next_response(round_)
             self.pipeline.feed(data.encode())
         self.view.take_ops()
-        latest = await db(lambda: request.checkpoints.order_by("-revision").values_list("revision", flat=True).first())()
+        latest = await db(lambda: request.checkpoints.order_by("-revision").values_list(
+            "revision", flat=True).first())()
         # Revisions only grow, so tabs holding the old runner's revision resync instead of stalling.
         self.view.revision = max(self.view.revision, latest or 0) + 1
         self.view.take_ops()
@@ -256,7 +257,7 @@ class StreamRunner:
     async def _read(self, ctx: AbstractAsyncContextManager[httpx.Response]) -> str:
         async with ctx as response:
             feed = self.pipeline.feed
-            async for chunk in _chunks(response):
+            async for chunk in response.aiter_bytes():
                 self._last_bytes = self._loop.time()
                 events = feed(chunk)
                 if events:
@@ -268,7 +269,8 @@ class StreamRunner:
         events = feed(b"")
         if events:
             await self._on_events(events)
-        return "terminal" if self.assembler.terminal else "dropped"  # the upstream closed without a terminal event: never success
+        # The upstream closed without a terminal event: never success.
+        return "terminal" if self.assembler.terminal else "dropped"
 
     async def _on_events(self, events: list[dict[str, Any]]) -> None:
         self._segment_events += len(events)
@@ -410,7 +412,7 @@ class StreamRunner:
                                                         arguments=_json_or_text(arguments))
             self.writes += 1
             if claim is None:  # it ran before (replay, recovery): reuse its output, never run it again
-                output = await db(lambda: ToolCall.objects.filter(call_id=call_id).values_list(
+                output = await db(lambda cid=call_id: ToolCall.objects.filter(call_id=cid).values_list(
                     "output", flat=True).first())() or ""
             else:
                 if block_id:
@@ -540,11 +542,6 @@ class StreamRunner:
             cancel = await db(services.request_renew_lease)(request_id=self.uuid, token=self.token)
             if cancel and not self.cancel_requested.is_set():
                 self.cancel()  # Stop pressed in a process that does not run this request
-
-
-async def _chunks(response: httpx.Response) -> AsyncIterator[bytes]:
-    async for chunk in response.aiter_bytes():
-        yield chunk
 
 
 def _is_tool_event(event: dict[str, Any]) -> bool:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
 import json
+import uuid
 from typing import Any
 
 from asgiref.sync import sync_to_async

@@ -16,7 +16,7 @@ from responses_app.models import ResponseRequest, Segment, ToolCall
 from responses_app.relay.hub import get_hub
 from responses_app.relay.runner import StreamRunner
 from responses_app.tools import TOOLS, ToolError, parse_arguments, run_tool, tool_definitions
-from tests.relay.helpers import Watcher, connect, make_request, reload
+from tests.relay.helpers import Watcher, connect, reload
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("relay_settings")]
 
