@@ -50,6 +50,10 @@ FAULTS: dict[str, tuple[str, str]] = {
         "float",
         "Refuse to re-stream (GET ?stream=true) a response older than this.",
     ),
+    "sim.stamp": (
+        "bool",
+        "Append the emit wall-clock time to each text delta as `⟨time.time()⟩` (for benchmarks).",
+    ),
 }
 
 HTTP_ERRORS = (429, 500, 503)
@@ -72,6 +76,7 @@ class Faults:
     fail_at: int | None = None
     error_at: int | None = None
     resume_max_age_s: float | None = None
+    stamp: bool = False
 
 
 _LIMITS: dict[str, tuple[float, float]] = {

@@ -75,12 +75,15 @@ async def generate(
     seq = 0
     tokens = 0.0
     schedule = _fault_schedule(faults)
+    stamp = faults.stamp
     next_fault = schedule[0][0] if schedule else -1
     obj["output"] = emitter.output
 
     def push(event: dict[str, Any]) -> None:
         nonlocal seq
         event["sequence_number"] = seq
+        if stamp and event["type"] == "response.output_text.delta":
+            event = dict(event, delta=f"{event['delta']}⟨{time.time():.6f}⟩")
         entries.append(b"data: " + dumps(event) + b"\n\n")
         seqs.append(seq)
         seq += 1

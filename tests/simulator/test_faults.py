@@ -207,3 +207,15 @@ def test_client_disconnect_cancels_a_foreground_response(simulator_url: str) -> 
         )
     )
     assert status == "cancelled"
+
+
+def test_stamp_appends_the_emit_time_to_each_text_delta(simulator_url: str) -> None:
+    before = time.time()
+    events = parse(stream_raw(simulator_url, body("sim-text", metadata={"sim.stamp": "true"})))
+    deltas = [e["delta"] for e in events if e["type"] == "response.output_text.delta"]
+    assert deltas
+    stamps = [float(d[d.index("⟨") + 1 : -1]) for d in deltas]
+    assert all(d.endswith("⟩") for d in deltas)
+    assert before - 1 <= stamps[0] <= stamps[-1] <= time.time() and stamps == sorted(stamps)
+    done = next(e for e in events if e["type"] == "response.output_text.done")
+    assert "⟨" not in done["text"]
