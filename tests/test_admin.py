@@ -1,0 +1,181 @@
+"""The admin audit: list columns, filters and search; the read-only detail with its inlines; the
+paginated event log; and the .sse download, checked by replaying it (from a real relayed stream)."""
+
+from __future__ import annotations
+
+import io
+import uuid
+import zipfile
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.test import Client
+from django.urls import reverse
+
+from responses_app import services
+from responses_app.models import Checkpoint, EventRecord, ResponseRequest, Segment
+from responses_app.streaming.replay import replay_bytes
+
+CHANGELIST = "admin:responses_app_responserequest_changelist"
+
+
+@pytest.fixture
+def admin_client_(db: Any) -> Client:
+    user = get_user_model().objects.create_superuser("root", password="pw")
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def alice(db: Any) -> Any:
+    return get_user_model().objects.create_user("alice", password="pw")
+
+
+def make_request(owner: Any, *, status: str = "completed", model: str = "sim-text", response_id: str = "",
+                 batches: int = 0) -> ResponseRequest:
+    conversation = services.conversation_create(owner=owner)
+    request, _ = services.request_create(owner=owner, input="Hi", model=model, client_request_id=str(uuid.uuid4()),
+                                         conversation=conversation)
+    ResponseRequest.objects.filter(pk=request.pk).update(
+        status=status, response_id=response_id, events=batches * 2, duration_ms=1500,
+        first_text_at=request.created + timedelta(milliseconds=250))
+    Segment.objects.create(request=request, index=0, kind="initial", outcome=status, events=batches * 2)
+    for revision in (3, 9):
+        Checkpoint.objects.create(request=request, revision=revision, sequence_number=revision, reason="boundary",
+                                  view={"revision": revision, "meta": {}, "blocks": []}, snapshot={})
+    for i in range(batches):
+        EventRecord.objects.create(request=request, first_sequence=2 * i, last_sequence=2 * i + 1, count=2,
+                                   data=f'data: {{"type":"batch-{i}-a"}}\n\ndata: {{"type":"batch-{i}-b"}}\n\n')
+    request.refresh_from_db()
+    return request
+
+
+@pytest.mark.django_db
+def test_changelist_columns_filters_and_search(admin_client_: Client, alice: Any) -> None:
+    done = make_request(alice, response_id="resp_findme")
+    make_request(alice, status="failed", model="sim-failed")
+    url = reverse(CHANGELIST)
+    html = admin_client_.get(url).content.decode()
+    for column in ("time to first text (ms)", "Duration ms", "Events", "Response id", "Owner"):
+        assert column.lower() in html.lower()
+    assert ">250<" in html, "time to first text in ms"
+    assert "By status" in html and "By model" in html and "By created" in html
+
+    assert admin_client_.get(url, {"status__exact": "failed"}).context["cl"].result_count == 1
+    assert admin_client_.get(url, {"model": "sim-failed"}).context["cl"].result_count == 1
+    for term in ("resp_findme", str(done.pk), "alice"):
+        count = admin_client_.get(url, {"q": term}).context["cl"].result_count
+        assert count == (2 if term == "alice" else 1), term
+
+
+@pytest.mark.django_db
+def test_detail_is_read_only_with_inlines_and_links(admin_client_: Client, alice: Any) -> None:
+    request = make_request(alice, status="streaming", batches=3)
+    response = admin_client_.get(reverse("admin:responses_app_responserequest_change", args=[request.pk]))
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert 'name="_save"' not in html, "an audit record is not editable"
+    assert "Checkpoints" in html and "Segments" in html and "Tool calls" in html
+    assert "boundary" in html
+    assert reverse("admin:responses_app_responserequest_events", args=[request.pk]) in html
+    assert reverse("admin:responses_app_responserequest_events_sse", args=[request.pk]) in html
+    assert f'{reverse("chat", args=[request.conversation_id])}#turn-{request.pk}' in html and "Watch live" in html
+    assert admin_client_.post(reverse("admin:responses_app_responserequest_delete", args=[request.pk])
+                              ).status_code == 403
+
+
+@pytest.mark.django_db
+def test_event_log_is_paginated(admin_client_: Client, alice: Any) -> None:
+    request = make_request(alice, batches=25)
+    url = reverse("admin:responses_app_responserequest_events", args=[request.pk])
+    first = admin_client_.get(url).content.decode()
+    assert "batch-0-a" in first and "batch-19-b" in first and "batch-20-a" not in first
+    assert "Page 1 of 2" in first
+    second = admin_client_.get(url, {"page": 2}).content.decode()
+    assert "batch-20-a" in second and "batch-24-b" in second and "batch-0-a" not in second
+
+
+@pytest.mark.django_db
+def test_event_log_needs_staff(alice: Any) -> None:
+    request = make_request(alice, batches=1)
+    client = Client()
+    client.force_login(alice)
+    for name in ("admin:responses_app_responserequest_events", "admin:responses_app_responserequest_events_sse"):
+        response = client.get(reverse(name, args=[request.pk]))
+        assert response.status_code == 302 and "/admin/login/" in response["Location"]
+
+
+@pytest.mark.django_db
+def test_download_action_one_sse_or_a_zip(admin_client_: Client, alice: Any) -> None:
+    first = make_request(alice, batches=2)
+    second = make_request(alice, batches=1)
+    url = reverse(CHANGELIST)
+    one = admin_client_.post(url, {"action": "download_event_logs", "_selected_action": [first.pk]})
+    assert one["Content-Disposition"] == f'attachment; filename="request-{first.pk}.sse"'
+    assert one.content.decode() == "".join(first.event_batches.order_by("id").values_list("data", flat=True))
+    both = admin_client_.post(url, {"action": "download_event_logs", "_selected_action": [first.pk, second.pk]})
+    assert both["Content-Type"] == "application/zip"
+    names = zipfile.ZipFile(io.BytesIO(both.content)).namelist()
+    assert sorted(names) == sorted([f"request-{first.pk}.sse", f"request-{second.pk}.sse"])
+
+
+@pytest.mark.django_db
+def test_conversation_is_registered(admin_client_: Client, alice: Any) -> None:
+    request = make_request(alice)
+    assert admin_client_.get(reverse("admin:responses_app_conversation_changelist")).status_code == 200
+    html = admin_client_.get(reverse("admin:responses_app_conversation_change",
+                                     args=[request.conversation_id])).content.decode()
+    assert reverse("chat", args=[request.conversation_id]) in html
+
+
+# --- a real relayed stream, downloaded and replayed ----------------------------------------------------
+
+
+@pytest.fixture
+def relay_settings(settings: Any, simulator_url: str) -> Any:
+    settings.OPENAI_BASE_URL = ""
+    settings.OPENAI_API_KEY = ""
+    settings.SIMULATOR_BASE_URL = simulator_url
+    settings.RELAY_FLUSH_INTERVAL_MS = 20
+    settings.RELAY_CHECKPOINT_INTERVAL_MS = 100
+    return settings
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("model", ["sim-citations", "sim-incomplete", "sim-failed"])
+async def test_downloaded_event_log_replays_to_the_same_outcome(
+        relay_settings: Any, model: str, tmp_path: Path) -> None:
+    from tests.relay.helpers import Watcher, connect, make_request as make_live_request
+
+    owner = await sync_to_async(get_user_model().objects.create_user)(f"owner-{model}", password="pw")
+    root = await sync_to_async(get_user_model().objects.create_superuser)(f"root-{model}", password="pw")
+    request = await make_live_request(owner, model, {"sim.tokens_per_s": "0"})
+    communicator = await connect(owner, request.pk)
+    connected, _ = await communicator.connect()
+    assert connected
+    await Watcher(communicator).until_terminal(60)
+    await communicator.disconnect()
+
+    def download() -> tuple[bytes, ResponseRequest]:
+        client = Client()
+        client.force_login(root)
+        response = client.get(reverse("admin:responses_app_responserequest_events_sse", args=[request.pk]))
+        assert response.status_code == 200
+        assert response["Content-Disposition"].endswith('.sse"')
+        return response.content, ResponseRequest.objects.get(pk=request.pk)
+
+    data, saved = await sync_to_async(download)()
+    assert saved.status in ResponseRequest.TERMINAL
+    result = replay_bytes(data)
+    assert result.terminal
+    assert result.status == saved.status
+    assert result.events == saved.events
+    path = tmp_path / "log.sse"
+    path.write_bytes(data)
+    await sync_to_async(call_command)("replay", str(path), stdout=io.StringIO(), stderr=io.StringIO())

@@ -1,0 +1,111 @@
+"""Analytics: one row per logical request, however many viewers, reconnects, resubmits or segments."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import date, datetime, timedelta
+from datetime import timezone as dt_timezone
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.urls import reverse
+
+from responses_app import analytics, services
+from responses_app.models import ResponseRequest, Segment
+
+pytestmark = pytest.mark.django_db
+
+DAY = date(2026, 3, 10)
+PERIOD = analytics.DateRange(DAY, DAY + timedelta(days=1))
+
+
+def at(day: date, hour: int = 12, ms: int = 0) -> datetime:
+    return datetime(day.year, day.month, day.day, hour, tzinfo=dt_timezone.utc) + timedelta(milliseconds=ms)
+
+
+@pytest.fixture
+def user(db: Any) -> Any:
+    return get_user_model().objects.create_user("someone", password="pw")
+
+
+def make(user: Any, *, created: datetime, status: str = "completed", model: str = "sim-text",
+         ttft_ms: int | None = 100, duration_ms: int | None = 1000, usage: dict[str, Any] | None = None,
+         key: str | None = None, **counters: int) -> ResponseRequest:
+    request, _ = services.request_create(owner=user, input="Hi", model=model, client_request_id=key or str(uuid.uuid4()))
+    ResponseRequest.objects.filter(pk=request.pk).update(
+        created=created, status=status, duration_ms=duration_ms, usage=usage,
+        first_text_at=created + timedelta(milliseconds=ttft_ms) if ttft_ms is not None else None, **counters)
+    return ResponseRequest.objects.get(pk=request.pk)
+
+
+def test_one_request_counts_once_despite_viewers_reconnects_and_segments(user: Any) -> None:
+    request = make(user, created=at(DAY), viewer_connections=3, reconnects=2,
+                   usage={"input_tokens": 10, "output_tokens": 20, "total_tokens": 30,
+                          "output_tokens_details": {"reasoning_tokens": 5}})
+    Segment.objects.create(request=request, index=0, kind="initial", outcome="dropped")
+    Segment.objects.create(request=request, index=1, kind="resume", outcome="completed")
+    # a resubmit with the same idempotency key is the same logical request
+    again, created = services.request_create(owner=user, input="Hi", model="sim-text",
+                                             client_request_id=request.client_request_id)
+    assert not created and again.pk == request.pk
+
+    data = analytics.summary(PERIOD)
+    assert data["total"] == 1
+    assert data["by_status"] == [("completed", 1)]
+    assert data["by_model"] == [("sim-text", 1)]
+    assert data["status_days"] == [{"day": DAY, "counts": {"completed": 1}, "total": 1}]
+    assert data["viewers"] == {"connections": 3, "reconnects": 2, "first_connections": 1}
+    assert data["tokens"] == {"input_tokens": 10, "output_tokens": 20, "reasoning_tokens": 5, "total_tokens": 30,
+                              "requests": 1}
+    assert data["ttft"]["count"] == 1 and data["duration"]["count"] == 1
+
+
+def test_per_day_by_status_and_model_within_the_range(user: Any) -> None:
+    make(user, created=at(DAY, 1), status="completed", model="sim-text")
+    make(user, created=at(DAY, 2), status="failed", model="sim-failed")
+    make(user, created=at(DAY + timedelta(days=1), 3), status="completed", model="sim-long")
+    make(user, created=at(DAY - timedelta(days=1), 23), status="cancelled")  # before the range
+    period = analytics.DateRange(DAY, DAY + timedelta(days=2))
+    by_status = analytics.per_day(period, "status")
+    assert [d["counts"] for d in by_status] == [{"completed": 1, "failed": 1}, {"completed": 1}]
+    by_model = analytics.per_day(period, "model")
+    assert [d["counts"] for d in by_model] == [{"sim-text": 1, "sim-failed": 1}, {"sim-long": 1}]
+    assert dict(analytics.totals_by(period, "status")) == {"completed": 2, "failed": 1}
+
+
+def test_percentiles_of_time_to_first_text_and_duration(user: Any) -> None:
+    for i in range(1, 101):
+        make(user, created=at(DAY), ttft_ms=i * 10, duration_ms=i * 100)
+    make(user, created=at(DAY), ttft_ms=None, duration_ms=None, status="streaming")  # no samples from it
+    data = analytics.summary(PERIOD)
+    assert data["ttft"] == {"p50": 500.0, "p90": 900.0, "p99": 990.0, "count": 100}
+    assert data["duration"] == {"p50": 5000.0, "p90": 9000.0, "p99": 9900.0, "count": 100}
+    assert analytics.percentile([], 50) is None
+    assert analytics.percentile([7.0], 99) == 7.0
+
+
+def test_tokens_come_only_from_terminal_usage(user: Any) -> None:
+    make(user, created=at(DAY), usage={"input_tokens": 1, "output_tokens": 2, "total_tokens": 3})
+    make(user, created=at(DAY), usage=None, status="streaming")  # still streaming: nothing to count
+    make(user, created=at(DAY), usage={"input_tokens": 4, "output_tokens": 5, "total_tokens": 9})
+    assert analytics.token_usage(PERIOD)["total_tokens"] == 12
+
+
+def test_analytics_page_for_staff_shows_counts_and_charts(user: Any) -> None:
+    today = datetime.now(dt_timezone.utc).date()
+    request = make(user, created=at(today, 0), viewer_connections=3, reconnects=2)
+    Segment.objects.create(request=request, index=0, kind="initial")
+    Segment.objects.create(request=request, index=1, kind="resume")
+    staff = get_user_model().objects.create_user("boss", password="pw", is_staff=True)
+    client = Client()
+    client.force_login(staff)
+    html = client.get(reverse("analytics"), {"days": "7"}).content.decode()
+    assert 'data-stat="requests">1<' in html
+    assert 'data-stat="connections">3<' in html and 'data-stat="reconnects">2<' in html
+    assert html.count("<svg") >= 4
+    assert client.get(reverse("analytics"), {"days": "nonsense"}).status_code == 200
+
+    client.force_login(user)
+    assert client.get(reverse("analytics")).status_code == 403
