@@ -26,6 +26,7 @@ logger = logging.getLogger(__name__)
 
 OUTBOX_SIZE = 64  # messages; a viewer further behind than this drops patches and resyncs
 PING_SECONDS = 20.0
+RESYNC = "resync"  # outbox marker: send a fresh snapshot instead of the patches dropped before it
 
 
 class RequestConsumer(AsyncWebsocketConsumer):
@@ -42,7 +43,7 @@ class RequestConsumer(AsyncWebsocketConsumer):
         self.request = request
         self.sent_revision = -1
         self.outbox: asyncio.Queue[str] = asyncio.Queue(maxsize=OUTBOX_SIZE)
-        self.overflowed = False
+        self.overflows = 0
         await self.accept()
         hub = get_hub()
         hub.attach(self.request_id, self)
@@ -90,7 +91,14 @@ class RequestConsumer(AsyncWebsocketConsumer):
         try:
             self.outbox.put_nowait(text)
         except asyncio.QueueFull:
-            self.overflowed = True  # the client will see the gap by revision and ask for a snapshot
+            # Too far behind: the queued patches are worth less than a fresh snapshot. Drop them
+            # all (bounded memory, and the runner never waits) and resync this viewer.
+            while not self.outbox.empty():
+                self.outbox.get_nowait()
+            self.outbox.put_nowait(RESYNC)
+            self.overflows += 1
+            if message["type"] != "patch":
+                self.outbox.put_nowait(text)  # a terminal message is never dropped
             return
         if message["type"] == "patch":
             self.sent_revision = revision
@@ -106,7 +114,10 @@ class RequestConsumer(AsyncWebsocketConsumer):
                 text = await asyncio.wait_for(self.outbox.get(), timeout=PING_SECONDS)
             except TimeoutError:
                 text = '{"type":"ping"}'  # keeps proxies from cutting a long silent reasoning phase
-            await self.send(text_data=text)
+            if text is RESYNC:
+                await self._send_snapshot()
+            else:
+                await self.send(text_data=text)
 
     async def _send_snapshot(self) -> None:
         runner = get_hub().runner(self.request_id)
