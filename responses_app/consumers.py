@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from typing import Any
 
 import orjson
@@ -21,11 +22,13 @@ from . import selectors, services
 from .models import ResponseRequest
 from .relay.hub import get_hub, group_name
 from .relay.worker import cancel_request, start_request
+from .streaming.view import apply_patch
 
 logger = logging.getLogger(__name__)
 
 OUTBOX_SIZE = 64  # messages; a viewer further behind than this drops patches and resyncs
 PING_SECONDS = 20.0
+RECENT_PATCHES = 128  # kept to bring a checkpoint up to date for viewers of a remote runner
 RESYNC = "resync"  # outbox marker: send a fresh snapshot instead of the patches dropped before it
 
 
@@ -44,15 +47,16 @@ class RequestConsumer(AsyncWebsocketConsumer):
         self.sent_revision = -1
         self.outbox: asyncio.Queue[str] = asyncio.Queue(maxsize=OUTBOX_SIZE)
         self.overflows = 0
+        self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT_PATCHES)
         await self.accept()
         hub = get_hub()
-        hub.attach(self.request_id, self)
-        if hub.fanout:
+        if hub.fanout:  # before reading anything: no patch published from now on is missed
             await self.channel_layer.group_add(group_name(self.request_id), self.channel_name)
-        self.writer = asyncio.get_running_loop().create_task(self._write())
+        hub.attach(self.request_id, self)
         reconnect = "reconnect=1" in self.scope.get("query_string", b"").decode()
         await self._count(reconnect)
-        await self._send_snapshot()
+        await self._send_snapshot()  # before the writer starts, so it is the first message
+        self.writer = asyncio.get_running_loop().create_task(self._write())
         if request.status == ResponseRequest.Status.PENDING:
             await start_request(self.request_id)  # a lost start message is retried, single-flight
         elif request.status == ResponseRequest.Status.STREAMING and hub.runner(self.request_id) is None:
@@ -73,7 +77,7 @@ class RequestConsumer(AsyncWebsocketConsumer):
         except orjson.JSONDecodeError:
             kind = None
         if kind == "snapshot":
-            await self._send_snapshot()
+            self._enqueue_resync()  # through the outbox, so it is ordered with the patches
         elif kind == "cancel":
             await self._cancel()
         elif kind == "ping":
@@ -88,20 +92,28 @@ class RequestConsumer(AsyncWebsocketConsumer):
         revision = message.get("revision", 0)
         if message["type"] == "patch" and revision <= self.sent_revision:
             return
+        if message["type"] == "patch":
+            self.recent.append(message)
         try:
             self.outbox.put_nowait(text)
         except asyncio.QueueFull:
             # Too far behind: the queued patches are worth less than a fresh snapshot. Drop them
             # all (bounded memory, and the runner never waits) and resync this viewer.
-            while not self.outbox.empty():
-                self.outbox.get_nowait()
-            self.outbox.put_nowait(RESYNC)
             self.overflows += 1
+            self._enqueue_resync()
             if message["type"] != "patch":
                 self.outbox.put_nowait(text)  # a terminal message is never dropped
             return
         if message["type"] == "patch":
             self.sent_revision = revision
+
+    def _enqueue_resync(self) -> None:
+        try:
+            self.outbox.put_nowait(RESYNC)
+        except asyncio.QueueFull:
+            while not self.outbox.empty():
+                self.outbox.get_nowait()
+            self.outbox.put_nowait(RESYNC)
 
     async def relay_message(self, event: dict[str, Any]) -> None:
         """The same messages through the channel group, from a runner in another process."""
@@ -122,10 +134,14 @@ class RequestConsumer(AsyncWebsocketConsumer):
     async def _send_snapshot(self) -> None:
         runner = get_hub().runner(self.request_id)
         if runner is not None:
-            view = runner.view.to_dict()  # newer than the last commit, and consistent with its patches
+            view = runner.snapshot()  # newer than the last commit, and consistent with its patches
             status = runner.status
         else:
             view, status = await self._committed_view()
+            # A checkpoint is a patch boundary: chain the patches seen since, to be current.
+            for patch in sorted(self.recent, key=lambda p: p["base"]):
+                if patch["base"] == view["revision"]:
+                    apply_patch(view, patch)
         self.sent_revision = view["revision"]
         text = orjson.dumps({"type": "snapshot", "revision": view["revision"], "status": status,
                              "view": view}).decode()

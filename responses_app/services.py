@@ -186,25 +186,23 @@ def segment_end(
 def checkpoint_commit(
     *,
     request_id: uuid.UUID,
-    revision: int,
-    sequence_number: int | None,
-    reason: str,
-    view: dict[str, Any],
-    snapshot: dict[str, Any],
-    event_batch: dict[str, Any] | None = None,
+    event_batches: list[dict[str, Any]],
+    revision: int | None = None,
+    sequence_number: int | None = None,
+    reason: str = "",
+    view: dict[str, Any] | None = None,
+    snapshot: dict[str, Any] | None = None,
 ) -> None:
-    """Commit a checkpoint, and the raw events gathered since the last one, in one transaction."""
+    """Commit the raw events gathered since the last commit and, when given, a checkpoint of the
+    view and snapshot: one transaction, one INSERT for each table."""
     with transaction.atomic():
-        if event_batch:
-            EventRecord.objects.create(request_id=request_id, **event_batch)
-        Checkpoint.objects.create(
-            request_id=request_id, revision=revision, sequence_number=sequence_number, reason=reason,
-            view=view, snapshot=snapshot,
-        )
-
-
-def event_batch_write(*, request_id: uuid.UUID, event_batch: dict[str, Any]) -> None:
-    EventRecord.objects.create(request_id=request_id, **event_batch)
+        if event_batches:
+            EventRecord.objects.bulk_create([EventRecord(request_id=request_id, **b) for b in event_batches])
+        if revision is not None:
+            Checkpoint.objects.create(
+                request_id=request_id, revision=revision, sequence_number=sequence_number, reason=reason,
+                view=view, snapshot=snapshot,
+            )
 
 
 def tool_call_claim(*, request_id: uuid.UUID, call_id: str, name: str, arguments: Any) -> ToolCall | None:

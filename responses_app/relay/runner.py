@@ -76,9 +76,10 @@ class StreamRunner:
         self._last_flush = -1e9
         self._timer: asyncio.TimerHandle | None = None
         self._last_checkpoint = self._loop.time()
-        self._checkpointed_revision = -1
+        self._captured_revision = -1
         self._checkpoint_task: asyncio.Task[None] | None = None
-        self._checkpoint_dirty = False
+        self._pending_state: dict[str, Any] | None = None
+        self._pending_batches: list[dict[str, Any]] = []
         self._log: list[bytes] = []
         self._log_first: int | None = None
         self._log_last: int | None = None
@@ -91,7 +92,6 @@ class StreamRunner:
         self._reader: asyncio.Task[str] | None = None
         self._stalled = False
         self._error: tuple[str, str] | None = None
-        self._checkpoint_reason = "interval"
         self._counters = {"retries": 0, "disconnects": 0}
         self._round = 0  # tool rounds: each continuation is a new upstream response
         self._finished_stats: list[AssemblerStats] = []
@@ -316,63 +316,72 @@ class StreamRunner:
         if ops:
             urgent = self.coalescer.push(base, ops, self.view.revision, now)
         if urgent or boundary or force or now - self._last_flush >= self.interval:
-            self._flush(now)
+            self._flush(now, checkpoint="boundary" if boundary or force else None)
         elif self._timer is None and ops:
             self._timer = self._loop.call_at(self._last_flush + self.interval, self._on_timer)
-        if boundary or force:
-            self._checkpoint("boundary")
-        elif now - self._last_checkpoint >= self.checkpoint_interval:
-            self._checkpoint("interval")
+
+    def snapshot(self) -> dict[str, Any]:
+        """The live view, consistent with the patch stream: pending changes are sent first, so
+        the next patch a viewer gets continues exactly from this revision."""
+        base, ops = self.view.take_ops()
+        now = self._loop.time()
+        if ops:
+            self.coalescer.push(base, ops, self.view.revision, now)
+        self._flush(now)
+        return self.view.to_dict()
 
     def _on_timer(self) -> None:
         self._timer = None
         self._flush(self._loop.time())
-        if self._loop.time() - self._last_checkpoint >= self.checkpoint_interval:
-            self._checkpoint("interval")
 
-    def _flush(self, now: float) -> None:
+    def _flush(self, now: float, checkpoint: str | None = None) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         patch = self.coalescer.flush()
-        if patch is None:
-            return
-        self._last_flush = now
-        message = {"type": "patch", **patch}
-        self.hub.publish(self.request_id, message, orjson.dumps(message).decode())
+        if patch is not None:
+            self._last_flush = now
+            message = {"type": "patch", **patch}
+            self.hub.publish(self.request_id, message, orjson.dumps(message).decode())
+        # Checkpoints are captured right after a flush, so every committed revision is a patch
+        # boundary: a viewer starting from a checkpoint can chain the patches that follow it.
+        if checkpoint is None and now - self._last_checkpoint >= self.checkpoint_interval:
+            checkpoint = "interval"
+        if checkpoint is not None:
+            self._checkpoint(checkpoint)
 
     def _checkpoint(self, reason: str) -> None:
-        if self.view.revision == self._checkpointed_revision and not self._log:
+        """Capture the state now; a single writer task commits it (the newest state wins)."""
+        revision = self.view.revision
+        batch = self._take_log()
+        if batch is not None:
+            self._pending_batches.append(batch)
+        if revision != self._captured_revision:
+            self._captured_revision = revision
+            self._pending_state = {
+                "revision": revision, "sequence_number": self.assembler.last_sequence_number,
+                "reason": reason, "view": self.view.to_dict(), "snapshot": self.assembler.response(),
+            }
+        elif batch is None:
             return
         self._last_checkpoint = self._loop.time()
-        self._checkpoint_reason = reason
-        if self._checkpoint_task is not None and not self._checkpoint_task.done():
-            self._checkpoint_dirty = True
-            return
-        self._checkpoint_task = self._loop.create_task(self._write_checkpoints())
+        if self._checkpoint_task is None or self._checkpoint_task.done():
+            self._checkpoint_task = self._loop.create_task(self._write_checkpoints())
 
     async def _write_checkpoints(self) -> None:
-        while True:
-            self._checkpoint_dirty = False
-            await self._commit(self._checkpoint_reason)
-            if not self._checkpoint_dirty:
-                return
-
-    async def _commit(self, reason: str) -> None:
-        revision = self.view.revision
-        view = self.view.to_dict()
-        snapshot = self.assembler.response()
-        batch = self._take_log()
-        if revision == self._checkpointed_revision:
-            if batch:
-                await db(services.event_batch_write)(request_id=self.uuid, event_batch=batch)
+        while self._pending_state is not None or self._pending_batches:
+            state, self._pending_state = self._pending_state, None
+            batches, self._pending_batches = self._pending_batches, []
+            if state is not None:
+                await db(services.checkpoint_commit)(request_id=self.uuid, event_batches=batches, **state)
+                self.writes += 2 if batches else 1
+            else:
+                await db(services.checkpoint_commit)(request_id=self.uuid, event_batches=batches)
                 self.writes += 1
-            return
-        self._checkpointed_revision = revision
-        await db(services.checkpoint_commit)(
-            request_id=self.uuid, revision=revision, sequence_number=self.assembler.last_sequence_number,
-            reason=reason, view=view, snapshot=snapshot, event_batch=batch)
-        self.writes += 2 if batch else 1
+
+    async def _drain_checkpoints(self) -> None:
+        if self._checkpoint_task is not None:
+            await asyncio.shield(self._checkpoint_task)
 
     def _take_log(self) -> dict[str, Any] | None:
         if not self._log:
@@ -488,10 +497,11 @@ class StreamRunner:
             if error:
                 fields["error"] = {"code": error[0], "message": error[1]}
             self.view.set_meta(fields)
-        self._after_chunk(force=True)
-        if self._checkpoint_task is not None:
-            await asyncio.shield(self._checkpoint_task)
-        await self._commit("terminal")
+        base, ops = self.view.take_ops()
+        if ops:
+            self.coalescer.push(base, ops, self.view.revision, self._loop.time())
+        self._flush(self._loop.time(), checkpoint="terminal")
+        await self._drain_checkpoints()
         assembler_error = self.assembler.error or {}
         meta = self.view.meta
         final_error = meta.get("error") or {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 
 from responses_app.consumers import OUTBOX_SIZE, RESYNC, RequestConsumer
 
@@ -12,6 +13,7 @@ def viewer() -> RequestConsumer:
     consumer.sent_revision = 0
     consumer.overflows = 0
     consumer.outbox = asyncio.Queue(maxsize=OUTBOX_SIZE)
+    consumer.recent = deque(maxlen=8)
     return consumer
 
 
