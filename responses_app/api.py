@@ -112,7 +112,7 @@ async def requests_detail(http: HttpRequest, request_id: str) -> JsonResponse:
     if request is None:
         return _error(404, "not found")
     runner = get_hub().runner(str(request.pk))
-    view = runner.view.to_dict() if runner is not None else await sync_to_async(selectors.view_latest)(
+    view = runner.snapshot() if runner is not None else await sync_to_async(selectors.view_latest)(
         request=request)
     return JsonResponse(describe(request, view))
 
