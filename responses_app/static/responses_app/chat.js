@@ -221,12 +221,24 @@ export function renderBlock(block) {
 // --- following one request ------------------------------------------------------------------------
 
 const followers = new Map();
+const liveTexts = new Map(); // request id -> the text this tab assembled itself, before the swap
 
 function csrfToken() {
   const input = document.querySelector("input[name=csrfmiddlewaretoken]");
   if (input) return input.value;
   const match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
   return match ? decodeURIComponent(match[1]) : "";
+}
+
+function remember(key) {
+  // True when this tab's session storage already had the key; sets it either way.
+  try {
+    const seen = sessionStorage.getItem(key) !== null;
+    sessionStorage.setItem(key, "1");
+    return seen;
+  } catch {
+    return false; // storage disabled: count as a first connection
+  }
 }
 
 function schedule(callback) {
@@ -251,6 +263,8 @@ class Follower {
     this.opened = false;
     this.done = false;
     this.lastMessageAt = Date.now();
+    // A tab that followed this request before (a reload, back/forward) is reconnecting, not new.
+    this.followedBefore = remember(`relay:followed:${this.id}`);
     followers.set(this.id, this);
     this.bindStop();
     this.connect();
@@ -267,7 +281,8 @@ class Follower {
 
   url() {
     const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-    return `${scheme}//${location.host}/ws/requests/${this.id}/${this.opened || this.attempt ? "?reconnect=1" : ""}`;
+    const reconnect = this.opened || this.attempt || this.followedBefore;
+    return `${scheme}//${location.host}/ws/requests/${this.id}/${reconnect ? "?reconnect=1" : ""}`;
   }
 
   connect() {
@@ -299,6 +314,8 @@ class Follower {
         schedule(() => { this.scheduled = false; this.flush(); });
       }
     };
+    let openedThis = false;
+    ws.addEventListener("open", () => { openedThis = true; });
     ws.onclose = (event) => {
       if (ws !== this.ws) return;
       this.ws = null;
@@ -308,6 +325,9 @@ class Follower {
         return;
       }
       this.setReconnecting(true);
+      // A refused handshake (a 4403 before accept reaches browsers as 1006) looks like a network
+      // error: after two of those, ask the API whether we may still see this request at all.
+      if (!openedThis && this.attempt >= 1) this.checkAccess();
       this.retry();
     };
   }
@@ -487,6 +507,15 @@ class Follower {
     }).catch(() => { if (button) { button.disabled = false; button.textContent = "Stop"; } });
   }
 
+  async checkAccess() {
+    try {
+      const response = await fetch(`/api/requests/${this.id}`, { credentials: "same-origin" });
+      if (response.status === 404 || response.status === 401 || response.status === 403) this.forbidden();
+    } catch {
+      // offline: keep retrying
+    }
+  }
+
   forbidden() {
     this.close();
     this.setBadge("unknown");
@@ -506,6 +535,8 @@ class Follower {
   async finish(message) {
     this.render();
     this.close();
+    const box = this.turn.querySelector("[data-blocks]");
+    if (box && this.view) liveTexts.set(this.id, box.innerText);
     this.setBadge(badgeKey(message.status, this.view));
     const stop = this.turn.querySelector(".stop-form");
     if (stop) stop.remove();
@@ -648,7 +679,7 @@ function start() {
       if (f.ws && f.ws.readyState === WebSocket.OPEN && now - f.lastMessageAt > SILENCE_MS) f.reconnectNow();
     });
   }, 10000);
-  window.relayChat = { followers, renderMarkdown, badgeKey }; // for debugging and tests
+  window.relayChat = { followers, liveTexts, renderMarkdown, badgeKey }; // for debugging and tests
 }
 
 start();

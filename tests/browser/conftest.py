@@ -1,0 +1,181 @@
+"""Browser fixtures: the real server (daphne, project.asgi) in a subprocess against a file SQLite
+database in a temp dir, with the simulator mounted on the same server; Debian's Chromium through
+Playwright's sync API. Skipped without /usr/bin/chromium, unless CI=true (then it fails)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+IN_CI = os.environ.get("CI", "").lower() == "true"
+USERS = {"alice": False, "bob": False, "boss": True}  # username -> is_staff; password "pw"
+PASSWORD = "pw"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/browser/" in str(item.fspath).replace(os.sep, "/"):
+            item.add_marker(pytest.mark.browser)
+
+
+def require_chromium() -> None:
+    if not CHROMIUM.exists():
+        if IN_CI:
+            pytest.fail(f"CI must have Chromium at {CHROMIUM}")
+        pytest.skip(f"{CHROMIUM} is absent on this machine")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class RelayServer:
+    url: str
+    db_path: Path
+    log_path: Path
+
+    def query(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        """Read the server's database directly: an oracle the pages cannot fake."""
+        with sqlite3.connect(self.db_path, timeout=20) as db:
+            return db.execute(sql, params).fetchall()
+
+    def request_row(self, request_id: str) -> dict[str, Any]:
+        rows = self.query("SELECT status, final_text, viewer_connections, reconnects FROM responses_app_responserequest "
+                          "WHERE id = ?", request_id.replace("-", ""))
+        assert rows, f"no request {request_id}"
+        status, final_text, connections, reconnects = rows[0]
+        return {"status": status, "final_text": final_text, "viewer_connections": connections,
+                "reconnects": reconnects}
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+def _manage(env: dict[str, str], *args: str) -> None:
+    subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True, capture_output=True,
+                   text=True, timeout=120)
+
+
+@pytest.fixture(scope="session")
+def relay_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayServer]:
+    require_chromium()
+    tmp = tmp_path_factory.mktemp("relay-server")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    db_path = tmp / "db.sqlite3"
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{db_path}",
+        "SIMULATOR_BASE_URL": f"{url}/simulator/v1",
+        "SIMULATOR_ENABLED": "true",
+        "OPENAI_BASE_URL": "",
+        "OPENAI_API_KEY": "",
+        "DJANGO_ENV": "test",
+        "DEBUG": "true",  # static files are served by project/urls.py under DEBUG
+        "REDIS_URL": "",
+        "PYTHONUNBUFFERED": "1",
+    }
+    _manage(env, "migrate", "--noinput")
+    creation = "; ".join(
+        f"User.objects.create_user({name!r}, password={PASSWORD!r}, is_staff={staff})" for name, staff in USERS.items())
+    _manage(env, "shell", "-c", f"from django.contrib.auth import get_user_model; User = get_user_model(); {creation}")
+    log_path = tmp / "server.log"
+    log = log_path.open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+                             "project.asgi:application"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    server = RelayServer(url=url, db_path=db_path, log_path=log_path)
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # readiness: the login page and the mounted simulator both answer
+            try:
+                if (httpx.get(f"{url}/accounts/login/", timeout=2).status_code == 200
+                        and httpx.get(f"{url}/simulator/v1/models", timeout=2).status_code == 200):
+                    break
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the relay server did not start:\n{server.log_tail()}")
+            time.sleep(0.05)
+        yield server
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def browser(relay_server: RelayServer) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+class Session:
+    """A logged-in browser context for one persona."""
+
+    def __init__(self, browser: Any, server: RelayServer, username: str) -> None:
+        self.server = server
+        self.context = browser.new_context(base_url=server.url, viewport={"width": 1100, "height": 900})
+        self.context.set_default_timeout(30_000)
+        self.errors: list[str] = []
+        page = self.page()
+        page.goto("/accounts/login/")
+        page.fill("input[name=username]", username)
+        page.fill("input[name=password]", PASSWORD)
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{server.url}/")
+        page.close()
+
+    def page(self) -> Any:
+        page = self.context.new_page()
+        page.on("pageerror", lambda error: self.errors.append(str(error)))
+        return page
+
+    def close(self) -> None:
+        self.context.close()
+
+
+@pytest.fixture
+def sessions(browser: Any, relay_server: RelayServer) -> Iterator[Any]:
+    opened: list[Session] = []
+
+    def open_session(username: str) -> Session:
+        session = Session(browser, relay_server, username)
+        opened.append(session)
+        return session
+
+    yield open_session
+    errors = [e for s in opened for e in s.errors]
+    for session in opened:
+        session.close()
+    assert not errors, f"JavaScript errors: {errors}"
