@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -12,7 +13,7 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from responses_app import services
-from responses_app.models import ResponseRequest, Segment, ToolCall
+from responses_app.models import EventRecord, ResponseRequest, Segment, ToolCall
 from responses_app.relay.hub import get_hub
 from responses_app.relay.runner import StreamRunner
 from responses_app.tools import TOOLS, ToolError, parse_arguments, run_tool, tool_definitions
@@ -61,6 +62,13 @@ async def test_tool_runs_once_and_the_answer_uses_it(owner: Any, model: str, cou
     for call in calls:
         assert call.output in saved.final_text or call.call_id in saved.final_text
     assert saved.usage and saved.usage["total_tokens"] > 0
+    log = await sync_to_async(lambda: "".join(
+        EventRecord.objects.filter(request=request).order_by("id").values_list("data", flat=True)))()
+    events = [json.loads(line[len("data: "):]) for line in log.split("\n\n") if line.startswith("data: ")]
+    argument_events = [e for e in events if e["type"].startswith("response.function_call_arguments.")]
+    assert argument_events and all(e.get("delta", e.get("arguments")) == "[redacted]" for e in argument_events)
+    items = [e["item"] for e in events if e["type"].startswith("response.output_item.")]
+    assert all(i["arguments"] == "[redacted]" for i in items if i["type"] == "function_call")
 
 
 async def test_a_recovered_request_never_runs_a_tool_twice(owner: Any) -> None:
