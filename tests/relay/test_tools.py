@@ -68,7 +68,7 @@ async def test_tool_runs_once_and_the_answer_uses_it(owner: Any, model: str, cou
     argument_events = [e for e in events if e["type"].startswith("response.function_call_arguments.")]
     assert argument_events and all(e.get("delta", e.get("arguments")) == "[redacted]" for e in argument_events)
     items = [e["item"] for e in events if e["type"].startswith("response.output_item.")]
-    assert all(i["arguments"] == "[redacted]" for i in items if i["type"] == "function_call")
+    assert all(i["arguments"] in ("", "[redacted]") for i in items if i["type"] == "function_call")
 
 
 async def test_a_recovered_request_never_runs_a_tool_twice(owner: Any) -> None:
