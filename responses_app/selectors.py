@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import OuterRef, QuerySet, Subquery
 
 from .models import Checkpoint, Conversation, ResponseRequest, ToolCall
@@ -13,12 +13,12 @@ from .models import Checkpoint, Conversation, ResponseRequest, ToolCall
 EMPTY_VIEW: dict[str, Any] = {"revision": 0, "meta": {"response_id": None, "status": None}, "blocks": []}
 
 
-def can_view(user: AbstractBaseUser | AnonymousUser, request: ResponseRequest) -> bool:
+def can_view(user: User | AnonymousUser, request: ResponseRequest) -> bool:
     return bool(user.is_authenticated and (request.owner_id == user.pk or user.is_staff))  # type: ignore[attr-defined]
 
 
 def request_get_for_user(
-    *, user: AbstractBaseUser | AnonymousUser, request_id: uuid.UUID | str
+    *, user: User | AnonymousUser, request_id: uuid.UUID | str
 ) -> ResponseRequest | None:
     if not user.is_authenticated:
         return None
@@ -42,11 +42,11 @@ def view_latest(*, request: ResponseRequest) -> dict[str, Any]:
     return view
 
 
-def conversations_for_user(*, user: AbstractBaseUser) -> QuerySet[Conversation]:
+def conversations_for_user(*, user: User) -> QuerySet[Conversation]:
     return Conversation.objects.filter(owner=user).order_by("-updated")
 
 
-def conversation_get_for_user(*, user: AbstractBaseUser, conversation_id: uuid.UUID | str) -> Conversation | None:
+def conversation_get_for_user(*, user: User, conversation_id: uuid.UUID | str) -> Conversation | None:
     try:
         conversation = Conversation.objects.get(pk=conversation_id)
     except (Conversation.DoesNotExist, ValueError, TypeError):

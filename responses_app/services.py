@@ -7,7 +7,7 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
@@ -22,13 +22,13 @@ class TransitionError(Exception):
     """A status change that the request's current state does not allow."""
 
 
-def conversation_create(*, owner: AbstractBaseUser, title: str = "") -> Conversation:
+def conversation_create(*, owner: User, title: str = "") -> Conversation:
     return Conversation.objects.create(owner=owner, title=title[:200])
 
 
 def request_create(
     *,
-    owner: AbstractBaseUser,
+    owner: User,
     input: Any,
     model: str,
     client_request_id: str,

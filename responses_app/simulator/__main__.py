@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> None:
         for _host, port in server.listening_addresses:
             print(f"SIMULATOR_LISTENING http://{args.host}:{port}/v1", flush=True)
             return
-        reactor.callLater(0.01, announce)
+        reactor.callLater(0.01, announce)  # type: ignore[arg-type]  # twisted stubs are wrong
 
     def ready() -> None:
         reactor.callWhenRunning(announce)

@@ -269,7 +269,7 @@ class SimulatorApp:
             prev = self.store.get(prev.prev_id) if prev.prev_id else None
         results = []
         for out in outputs:
-            call_id = out.get("call_id")
+            call_id = out.get("call_id")  # type: ignore[assignment]
             if not isinstance(call_id, str) or call_id not in known:
                 raise bad_request(
                     f"No tool call found for function call output with call_id {call_id}.",

@@ -49,6 +49,6 @@ async def request(
         "query_string": query,
         "headers": [(b"content-type", b"application/json")],
     }
-    await app(scope, receive, send)
+    await app(scope, receive, send)  # type: ignore[arg-type]
     finished.set()
     return status, b"".join(chunks)

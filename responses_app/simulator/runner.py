@@ -111,7 +111,7 @@ async def generate(
 
     async def fire(kind: str) -> bool:
         """Inject one fault; True when it ended the response."""
-        nonlocal start
+        nonlocal start  # type: ignore[misc]  # bound later in the enclosing function
         if kind == "stall":
             flush()
             await asyncio.sleep(faults.stall_ms / 1000)

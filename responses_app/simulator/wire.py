@@ -153,7 +153,7 @@ async def stream_log(
         fut = resp.waiter()
         conn.current = fut
         handle = loop.call_later(keepalive, _keepalive, fut) if keepalive else None
-        fired = await fut
+        fired = await fut  # type: ignore[func-returns-value]
         if handle is not None:
             handle.cancel()
         if fired is True and not conn.gone:
