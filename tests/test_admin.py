@@ -151,7 +151,8 @@ def relay_settings(settings: Any, simulator_url: str) -> Any:
 @pytest.mark.parametrize("model", ["sim-citations", "sim-incomplete", "sim-failed"])
 async def test_downloaded_event_log_replays_to_the_same_outcome(
         relay_settings: Any, model: str, tmp_path: Path) -> None:
-    from tests.relay.helpers import Watcher, connect, make_request as make_live_request
+    from tests.relay.helpers import Watcher, connect
+    from tests.relay.helpers import make_request as make_live_request
 
     owner = await sync_to_async(get_user_model().objects.create_user)(f"owner-{model}", password="pw")
     root = await sync_to_async(get_user_model().objects.create_superuser)(f"root-{model}", password="pw")

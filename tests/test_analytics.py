@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import date, datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -22,7 +21,7 @@ PERIOD = analytics.DateRange(DAY, DAY + timedelta(days=1))
 
 
 def at(day: date, hour: int = 12, ms: int = 0) -> datetime:
-    return datetime(day.year, day.month, day.day, hour, tzinfo=dt_timezone.utc) + timedelta(milliseconds=ms)
+    return datetime(day.year, day.month, day.day, hour, tzinfo=UTC) + timedelta(milliseconds=ms)
 
 
 @pytest.fixture
@@ -33,7 +32,8 @@ def user(db: Any) -> Any:
 def make(user: Any, *, created: datetime, status: str = "completed", model: str = "sim-text",
          ttft_ms: int | None = 100, duration_ms: int | None = 1000, usage: dict[str, Any] | None = None,
          key: str | None = None, **counters: int) -> ResponseRequest:
-    request, _ = services.request_create(owner=user, input="Hi", model=model, client_request_id=key or str(uuid.uuid4()))
+    request, _ = services.request_create(owner=user, input="Hi", model=model,
+                                         client_request_id=key or str(uuid.uuid4()))
     ResponseRequest.objects.filter(pk=request.pk).update(
         created=created, status=status, duration_ms=duration_ms, usage=usage,
         first_text_at=created + timedelta(milliseconds=ttft_ms) if ttft_ms is not None else None, **counters)
@@ -94,7 +94,7 @@ def test_tokens_come_only_from_terminal_usage(user: Any) -> None:
 
 
 def test_analytics_page_for_staff_shows_counts_and_charts(user: Any) -> None:
-    today = datetime.now(dt_timezone.utc).date()
+    today = datetime.now(UTC).date()
     request = make(user, created=at(today, 0), viewer_connections=3, reconnects=2)
     Segment.objects.create(request=request, index=0, kind="initial")
     Segment.objects.create(request=request, index=1, kind="resume")

@@ -225,15 +225,16 @@ def stacked_bars(days: list[dict[str, Any]], keys: list[str], title: str = "") -
 
 
 @register.simple_tag
-def hbars(rows: list[tuple[str, float]], unit: str = "", title: str = "") -> SafeString:
+def hbars(rows: list[tuple[str, float]], unit: str = "", title: str = "", width: int = 640,
+          label_w: int = 150) -> SafeString:
     """Horizontal bars: [(label, value)]."""
-    width, row_h, label_w = 640, 26, 150
+    row_h = 26
     height = row_h * max(len(rows), 1) + 6
     top = max([v for _, v in rows] + [1])
     parts = [f'<svg class="chart" viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}">']
     for i, (label, value) in enumerate(rows):
         y = 4 + i * row_h
-        w = (width - label_w - 80) * (value / top)
+        w = (width - label_w - 90) * (value / top)
         parts.append(
             f'<text x="{label_w - 8}" y="{y + 16}" class="axis" text-anchor="end">{escape(label)}</text>'
             f'<rect x="{label_w}" y="{y + 3}" width="{max(w, 1):.1f}" height="{row_h - 8}" rx="3" '
@@ -253,4 +254,4 @@ def latency_bars(p: dict[str, Any]) -> SafeString:
     rows = [(key, float(p[key])) for key in ("p50", "p90", "p99") if p.get(key) is not None]
     if not rows:
         return format_html('<p class="muted small">{}</p>', "No samples yet.")
-    return hbars(rows, " ms", "Percentiles")
+    return hbars(rows, " ms", "Percentiles", width=340, label_w=40)

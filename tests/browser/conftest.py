@@ -58,8 +58,8 @@ class RelayServer:
             return db.execute(sql, params).fetchall()
 
     def request_row(self, request_id: str) -> dict[str, Any]:
-        rows = self.query("SELECT status, final_text, viewer_connections, reconnects FROM responses_app_responserequest "
-                          "WHERE id = ?", request_id.replace("-", ""))
+        rows = self.query("SELECT status, final_text, viewer_connections, reconnects "
+                          "FROM responses_app_responserequest WHERE id = ?", request_id.replace("-", ""))
         assert rows, f"no request {request_id}"
         status, final_text, connections, reconnects = rows[0]
         return {"status": status, "final_text": final_text, "viewer_connections": connections,
