@@ -250,3 +250,18 @@ def test_screenshot_of_the_chat_page(sessions: Any, relay_server: RelayServer) -
     turn(page, second).locator(".stop").click()  # and Stop works
     expect(turn(page, second).locator("[data-badge]")).to_have_attribute("data-badge", "cancelled")
     wait_until(lambda: relay_server.request_row(second)["status"] == "cancelled", what="the cancel")
+
+
+def test_a_dropped_socket_shows_reconnecting_and_resumes(sessions: Any, relay_server: RelayServer) -> None:
+    alice = sessions("alice")
+    page = alice.page()
+    request_id = submit_first_prompt(page, "Drop my socket", metadata={**PACE, "sim.tokens": "200"})
+    wait_for_text(page, request_id, 10)
+    conn = turn(page, request_id).locator(".conn")
+    expect(conn).to_be_hidden()
+    page.evaluate("id => window.relayChat.followers.get(id).ws.close()", request_id)  # as if the network dropped it
+    expect(conn).to_be_visible()
+    expect(conn).to_be_hidden()  # back, with ?reconnect=1
+    wait_completed(page, request_id)
+    assert live_text(page, request_id) == answer_text(page, request_id)
+    assert relay_server.request_row(request_id)["reconnects"] >= 1
