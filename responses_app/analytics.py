@@ -78,12 +78,12 @@ def totals_by(period: DateRange, field: str) -> list[tuple[str, int]]:
 def time_to_first_text_ms(period: DateRange) -> list[float]:
     """first_text_at - created, in ms, for requests that showed text."""
     pairs = requests_in(period).filter(first_text_at__isnull=False).values_list("created", "first_text_at")
-    return [max(0.0, (first - created).total_seconds() * 1000) for created, first in pairs]
+    return [max(0.0, (first - created).total_seconds() * 1000) for created, first in pairs if first is not None]
 
 
 def durations_ms(period: DateRange) -> list[float]:
     return [float(v) for v in requests_in(period).filter(duration_ms__isnull=False)
-            .values_list("duration_ms", flat=True)]
+            .values_list("duration_ms", flat=True) if v is not None]
 
 
 def viewer_totals(period: DateRange) -> dict[str, int]:

@@ -46,7 +46,7 @@ def render_inline(text: str) -> str:
         stash.append(html)
         return f"\x00{len(stash) - 1}\x00"
 
-    out = escape(text.replace("\x00", ""))
+    out: str = str(escape(text.replace("\x00", "")))
     out = _CODE.sub(lambda m: keep(f"<code>{m.group(1)}</code>"), out)
     out = _LINK.sub(
         lambda m: keep(
