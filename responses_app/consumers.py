@@ -41,6 +41,9 @@ class RequestConsumer(AsyncWebsocketConsumer):
         user = self.scope.get("user")
         request = await self._load(user)
         if request is None:
+            # Accept first: a close before the handshake reaches browsers as a bare 1006, and the
+            # client must be able to tell "not yours" (4403, stop retrying) from a network blip.
+            await self.accept()
             await self.close(code=4403)
             return
         self.request = request

@@ -11,6 +11,7 @@ notice by revision and ask for a snapshot, so a drop costs a refresh, never a ho
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import uuid
 from collections.abc import Callable
@@ -117,8 +118,10 @@ class Hub:
         assert layer is not None
         worker = Worker(application=runner_application, channels=[RUNNER_CHANNEL], channel_layer=layer)
         self._loop = loop
-        self._worker_task = loop.create_task(worker.arun(), name="relay-worker")
-        recovery = loop.create_task(self._recover(), name="relay-recovery")
+        # A clean context: the first caller may be inside async_to_sync, whose executor must not
+        # be inherited by a worker that outlives that call.
+        self._worker_task = loop.create_task(worker.arun(), name="relay-worker", context=contextvars.Context())
+        recovery = loop.create_task(self._recover(), name="relay-recovery", context=contextvars.Context())
         self.tasks.add(recovery)
         recovery.add_done_callback(self.tasks.discard)
 

@@ -325,8 +325,8 @@ class Follower {
         return;
       }
       this.setReconnecting(true);
-      // A refused handshake (a 4403 before accept reaches browsers as 1006) looks like a network
-      // error: after two of those, ask the API whether we may still see this request at all.
+      // A socket that never opened looks like a network error: after two of those, ask the API
+      // whether we may still see this request at all (a proxy may refuse the handshake itself).
       if (!openedThis && this.attempt >= 1) this.checkAccess();
       this.retry();
     };
