@@ -1,10 +1,26 @@
-"""`python -m bench [--quick]`: run bench/core.py and print its table."""
+"""`python -m bench [--quick]`: the streaming core benchmark (bench/core.py).
+`python -m bench relay [--quick]`: the relay benchmark (bench/relay.py).
+`python -m bench all`: both."""
 
 from __future__ import annotations
 
 import sys
 
-from bench.core import main
+
+def run(argv: list[str]) -> int:
+    if argv[:1] == ["relay"]:
+        from bench.relay import main as relay
+
+        return relay(argv[1:])
+    if argv[:1] == ["all"]:
+        from bench.core import main as core
+        from bench.relay import main as relay
+
+        return core(argv[1:]) or relay(argv[1:])
+    from bench.core import main as core
+
+    return core(argv)
+
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(sys.argv[1:]))

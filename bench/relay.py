@@ -1,0 +1,925 @@
+"""The relay benchmark: added latency, capacity beside a naive relay, memory per stream, writes per response.
+
+    python -m bench relay            # ~7 minutes; prints the tables, writes bench/results/relay.md
+    python -m bench relay --quick    # a smoke run: fewer, shorter steps; results file not written
+
+Processes (all started here, each in its own process group, all killed in `finally`):
+
+* the simulator (`python -m responses_app.simulator --port 0`), with `sim.stamp`: every text delta
+  carries the wall-clock time it was queued for the wire, so a viewer computes receipt - emit;
+* our relay: ONE Daphne process (`daphne project.asgi:application`, DJANGO_ENV=test, the in-memory
+  channel layer, the in-process runner) on a temporary PostgreSQL database (created, migrated,
+  dropped here; a temporary SQLite file when PostgreSQL is not reachable);
+* the naive relay (bench/naive_relay.py): ONE Daphne process;
+* load clients (`python -m bench.relay --role load ...`): one process per step, websocket viewers;
+* the memory and database-write probes (`--role memory`, `--role writes`): StreamRunners built
+  directly in a Django process against the same simulator and database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = Path(__file__).resolve().parent / "results" / "relay.md"
+PY = sys.executable
+PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
+STAMP = re.compile(r"⟨(\d+\.\d+)⟩")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+LAG_LIMIT_MS = 250.0
+
+
+# --- small helpers ------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def reachable(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a whole process (all its threads), from /proc/<pid>/stat."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def main_thread_cpu(pid: int) -> float:
+    """CPU seconds of a process's main thread alone (its event loop, for Daphne)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def rss_bytes(pid: int | str = "self") -> int:
+    with open(f"/proc/{pid}/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def pct(values: list[float], q: float) -> float:
+    """Nearest-rank percentile; nan for no values."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    k = max(0, min(len(ordered) - 1, int(round(q / 100 * len(ordered) + 0.5)) - 1))
+    return ordered[k]
+
+
+def fmt_ms(value: float) -> str:
+    return "–" if value != value else (f"{value:,.1f}" if value < 100 else f"{value:,.0f}")
+
+
+# --- processes ----------------------------------------------------------------------------------
+
+
+class Procs:
+    """Processes started by this run, each in its own session/process group."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen[Any]] = []
+
+    def start(self, args: list[str], env: dict[str, str], **kw: Any) -> subprocess.Popen[Any]:
+        proc = subprocess.Popen(args, cwd=ROOT, env=env, start_new_session=True, **kw)
+        self.procs.append(proc)
+        return proc
+
+    def stop(self, proc: subprocess.Popen[Any], timeout: float = 10) -> None:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        else:  # its children, if any survived it
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+    def stop_all(self) -> None:
+        for proc in reversed(self.procs):
+            self.stop(proc)
+
+
+def start_simulator(procs: Procs, env: dict[str, str]) -> tuple[subprocess.Popen[Any], str]:
+    proc = procs.start([PY, "-m", "responses_app.simulator", "--host", "127.0.0.1", "--port", "0"],
+                       dict(env, PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    found: list[str] = []
+    ready = threading.Event()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # keep draining so the child never blocks on a full pipe
+            if line.startswith("SIMULATOR_LISTENING ") and not found:
+                found.append(line.split()[1])
+                ready.set()
+        ready.set()
+
+    threading.Thread(target=pump, daemon=True).start()
+    if not ready.wait(30) or not found:
+        raise RuntimeError("the simulator did not announce its address")
+    return proc, found[0]
+
+
+def start_daphne(procs: Procs, app: str, env: dict[str, str], log: Path) -> tuple[subprocess.Popen[Any], int]:
+    port = free_port()
+    out = open(log, "ab")  # noqa: SIM115 - closed with the process
+    proc = procs.start([PY, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), app], env,
+                       stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while not reachable(port):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"daphne {app} did not start; see {log}")
+        time.sleep(0.05)
+    return proc, port
+
+
+def wait_idle(pid: int, limit: float = 0.05, timeout: float = 20) -> float:
+    """Wait until a process uses under `limit` of a core over 0.5 s; returns the seconds waited."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        c0 = cpu_seconds(pid)
+        time.sleep(0.5)
+        if cpu_seconds(pid) - c0 < limit * 0.5:
+            break
+    return time.monotonic() - start
+
+
+@contextlib.contextmanager
+def database(use_postgres: bool) -> Iterator[tuple[str, str]]:
+    """A fresh database: (DATABASE_URL, description); dropped afterwards."""
+    if use_postgres:
+        import psycopg
+
+        name = f"relay_bench_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(dbname="postgres", autocommit=True, **PG) as conn:  # type: ignore[arg-type]
+            version = conn.execute("SHOW server_version").fetchone()[0]  # type: ignore[index]
+            conn.execute(f'CREATE DATABASE "{name}"')
+        try:
+            yield f"postgres://postgres@127.0.0.1:5432/{name}", f"PostgreSQL {version} (local, temp database)"
+        finally:
+            with psycopg.connect(dbname="postgres", autocommit=True, **PG) as conn:  # type: ignore[arg-type]
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    else:
+        with tempfile.TemporaryDirectory(prefix="relay-bench-") as tmp:
+            yield f"sqlite:///{tmp}/bench.sqlite3", "SQLite (temp file)"
+
+
+def make_session(env: dict[str, str]) -> str:
+    script = (
+        "from django.contrib.auth import get_user_model; from django.contrib.sessions.backends.db import SessionStore;"
+        "u = get_user_model().objects.create_user('bench', password='pw');"
+        "s = SessionStore(); s['_auth_user_id'] = str(u.pk);"
+        "s['_auth_user_backend'] = 'django.contrib.auth.backends.ModelBackend';"
+        "s['_auth_user_hash'] = u.get_session_auth_hash(); s.create(); print(s.session_key)"
+    )
+    out = subprocess.run([PY, "manage.py", "shell", "-c", script], cwd=ROOT, env=env, check=True,
+                         capture_output=True, text=True).stdout
+    return out.strip().splitlines()[-1]
+
+
+def run_role(role: str, config: dict[str, Any], env: dict[str, str], procs: Procs,
+             timeout: float) -> dict[str, Any]:
+    """Run `python -m bench.relay --role ROLE` and return the JSON it prints last."""
+    proc = procs.start([PY, "-m", "bench.relay", "--role", role, "--config", json.dumps(config)], env,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        procs.stop(proc)
+        raise RuntimeError(f"{role} did not finish in {timeout:.0f}s") from None
+    finally:
+        procs.stop(proc)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{role} failed ({proc.returncode}):\n{err[-3000:]}")
+    return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+# --- role: load (websocket viewers) -------------------------------------------------------------
+
+
+@dataclass
+class Window:
+    start: float = float("inf")  # wall-clock (time.time) bounds of the measurement
+    end: float = float("inf")
+    newest: list[float] = field(default_factory=list)  # ms, per message: receipt - emit of its newest delta
+    oldest: list[float] = field(default_factory=list)  # ms, per message: receipt - emit of its oldest delta
+    messages: int = 0
+    deltas: int = 0  # deltas received (stamps seen)
+    lost: int = 0  # deltas (naive: by sequence number) or revisions (ours) the viewer never got
+    resyncs: int = 0
+
+
+async def _viewer_ours(cfg: dict[str, Any], i: int, win: Window, http: Any, gate: asyncio.Semaphore,
+                       ready: list[int], errors: list[str]) -> None:
+    import orjson
+    from websockets.asyncio.client import connect
+
+    port, session = cfg["port"], cfg["session"]
+    metadata = {"sim.tokens_per_s": str(cfg["tokens_per_s"]), "sim.tokens": str(cfg["tokens"]),
+                "sim.seed": str(cfg["seed"] + i), "sim.stamp": "true"}
+    async with gate:
+        try:
+            created = await http.post("/api/requests", json={
+                "input": "Tell me something long.", "model": "sim-long", "client_request_id": uuid.uuid4().hex,
+                "background": cfg["background"], "metadata": metadata})
+            created.raise_for_status()
+            request_id = created.json()["id"]
+            ws = await connect(f"ws://127.0.0.1:{port}/ws/requests/{request_id}/", origin=f"http://127.0.0.1:{port}",
+                               additional_headers={"Cookie": f"sessionid={session}"}, compression=None, proxy=None,
+                               open_timeout=30)
+        except Exception as exc:
+            errors.append(f"setup: {type(exc).__name__}: {exc}"[:200])
+            return
+    flowing = False
+    revision: int | None = None
+    loads = orjson.loads
+    findall = STAMP.findall
+    try:
+        while True:
+            remaining = win.end - time.time()
+            if remaining <= 0:
+                break
+            try:
+                raw = await asyncio.wait_for(ws.recv(), timeout=min(remaining, 5))
+            except TimeoutError:
+                continue
+            now = time.time()
+            message = loads(raw)
+            kind = message.get("type")
+            if kind == "snapshot":
+                revision = message["revision"]
+                continue
+            if kind != "patch":
+                continue
+            measuring = win.start <= now < win.end
+            if revision is not None and message["base"] != revision:
+                if message["revision"] <= revision:
+                    continue  # stale
+                if measuring:
+                    win.lost += message["base"] - revision
+                    win.resyncs += 1
+                await ws.send('{"type":"snapshot"}')  # what chat.js does on a gap
+            revision = message["revision"]
+            stamps = [float(s) for op in message["ops"] if op[0] == "append" for s in findall(op[2])]
+            if stamps and not flowing:
+                flowing = True
+                ready.append(i)  # deltas are flowing on this stream
+            if not measuring:
+                continue
+            if stamps:
+                win.messages += 1
+                win.deltas += len(stamps)
+                win.newest.append((now - max(stamps)) * 1000)
+                win.oldest.append((now - min(stamps)) * 1000)
+    except Exception as exc:
+        errors.append(f"recv: {type(exc).__name__}: {exc}"[:200])
+    finally:
+        # The explicit Stop, so the next step starts clean; then wait (bounded) for `terminal`.
+        with contextlib.suppress(Exception):
+            await ws.send('{"type":"cancel"}')
+            async with asyncio.timeout(15):
+                while True:
+                    m = await ws.recv()
+                    if '"type":"terminal"' in (m if isinstance(m, str) else m.decode()):
+                        break
+        with contextlib.suppress(Exception):
+            await ws.close()
+
+
+async def _viewer_naive(cfg: dict[str, Any], i: int, win: Window, gate: asyncio.Semaphore, ready: list[int],
+                        errors: list[str]) -> None:
+    import orjson
+    from websockets.asyncio.client import connect
+
+    port = cfg["port"]
+    query = f"tokens_per_s={cfg['tokens_per_s']}&tokens={cfg['tokens']}&seed={cfg['seed'] + i}&stamp=1"
+    async with gate:
+        try:
+            ws = await connect(f"ws://127.0.0.1:{port}/ws/naive/?{query}", compression=None, proxy=None,
+                               open_timeout=30)
+        except Exception as exc:
+            errors.append(f"setup: {type(exc).__name__}: {exc}"[:200])
+            return
+    flowing = False
+    last_seq: int | None = None
+    loads = orjson.loads
+    findall = STAMP.findall
+    try:
+        while True:
+            remaining = win.end - time.time()
+            if remaining <= 0:
+                break
+            try:
+                raw = await asyncio.wait_for(ws.recv(), timeout=min(remaining, 5))
+            except TimeoutError:
+                continue
+            now = time.time()
+            message = loads(raw)
+            seq = message["seq"]
+            measuring = win.start <= now < win.end
+            if measuring and last_seq is not None and seq > last_seq + 1:
+                win.lost += seq - last_seq - 1
+            last_seq = seq
+            if not flowing:
+                flowing = True
+                ready.append(i)
+            if not measuring:
+                continue
+            stamps = [float(s) for s in findall(message["delta"])]
+            if stamps:
+                win.messages += 1
+                win.deltas += len(stamps)
+                win.newest.append((now - max(stamps)) * 1000)
+                win.oldest.append((now - min(stamps)) * 1000)
+    except Exception as exc:
+        errors.append(f"recv: {type(exc).__name__}: {exc}"[:200])
+    finally:
+        with contextlib.suppress(Exception):
+            await ws.close()
+
+
+async def load(cfg: dict[str, Any]) -> dict[str, Any]:
+    import httpx
+
+    n = cfg["streams"]
+    win = Window()
+    ready: list[int] = []
+    errors: list[str] = []
+    gate = asyncio.Semaphore(cfg.get("ramp_concurrency", 16))
+    token = "x" * 32
+    http = httpx.AsyncClient(base_url=f"http://127.0.0.1:{cfg['port']}", timeout=60,
+                             cookies={"sessionid": cfg.get("session", ""), "csrftoken": token},
+                             headers={"X-CSRFToken": token}, limits=httpx.Limits(max_connections=32))
+    t_ramp = time.time()
+    if cfg["target"] == "ours":
+        tasks = [asyncio.create_task(_viewer_ours(cfg, i, win, http, gate, ready, errors)) for i in range(n)]
+    else:
+        tasks = [asyncio.create_task(_viewer_naive(cfg, i, win, gate, ready, errors)) for i in range(n)]
+    # Ramp-up: every viewer connected (or failed), then a warm-up, then the measured window.
+    deadline = time.time() + cfg.get("ramp_timeout", 45)
+    while len(ready) + len([e for e in errors if e.startswith("setup")]) < n and time.time() < deadline:
+        await asyncio.sleep(0.05)
+    ramp = time.time() - t_ramp
+    await asyncio.sleep(cfg["warmup"])
+    pids = cfg["pids"]
+    cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    cpu0["load"] = cpu_seconds(os.getpid())
+    loop0 = main_thread_cpu(pids["server"])
+    win.start = time.time()
+    win.end = win.start + cfg["window"]
+    await asyncio.sleep(cfg["window"])
+    elapsed = time.time() - win.start
+    cpu = {name: (cpu_seconds(pid) - cpu0[name]) / elapsed for name, pid in pids.items()}
+    cpu["load"] = (cpu_seconds(os.getpid()) - cpu0["load"]) / elapsed
+    cpu["server_loop"] = (main_thread_cpu(pids["server"]) - loop0) / elapsed
+    async with asyncio.timeout(40):
+        await asyncio.gather(*tasks, return_exceptions=True)
+    await http.aclose()
+    expected = len(ready) * cfg["tokens_per_s"] * cfg["window"]
+    return {
+        "target": cfg["target"], "streams": n, "connected": len(ready), "ramp_s": ramp, "window_s": elapsed,
+        "messages": win.messages, "deltas": win.deltas, "lost": win.lost, "resyncs": win.resyncs,
+        "expected_deltas": expected,
+        "delivered": (win.deltas / (win.deltas + win.lost)) if win.deltas + win.lost else 0.0,
+        "rate": win.deltas / expected if expected else 0.0,
+        "newest": {f"p{q}": pct(win.newest, q) for q in (50, 90, 99)} | {"max": max(win.newest, default=float("nan"))},
+        "oldest": {f"p{q}": pct(win.oldest, q) for q in (50, 90, 99)} | {"max": max(win.oldest, default=float("nan"))},
+        "cpu": cpu, "errors": errors[:5], "error_count": len(errors),
+    }
+
+
+# --- roles in a Django process: memory and writes -----------------------------------------------
+
+
+def _django(cfg: dict[str, Any]) -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+    import django
+
+    django.setup()
+    from django.conf import settings
+
+    settings.SIMULATOR_BASE_URL = cfg["simulator"]
+    settings.OPENAI_BASE_URL = ""
+    settings.OPENAI_API_KEY = ""
+
+
+def _make_requests(n: int, metadata: dict[str, str], background: bool) -> list[str]:
+    from django.contrib.auth import get_user_model
+
+    from responses_app import services
+
+    user, _ = get_user_model().objects.get_or_create(username=f"probe-{uuid.uuid4().hex[:6]}")
+    # Seeds unique to this call: the simulator derives response ids from the seed, and another
+    # probe may run at the same time against the same simulator.
+    seed = uuid.uuid4().int >> 80
+    ids = []
+    for i in range(n):
+        conversation = services.conversation_create(owner=user)
+        request, _ = services.request_create(
+            owner=user, input="Tell me something long.", model="sim-long", client_request_id=uuid.uuid4().hex,
+            conversation=conversation,
+            params={"background": background, "metadata": dict(metadata, **{"sim.seed": str(seed + i)})})
+        ids.append(str(request.pk))
+    return ids
+
+
+async def _memory(cfg: dict[str, Any]) -> dict[str, Any]:
+    import gc
+    import tracemalloc
+
+    from asgiref.sync import sync_to_async
+
+    from responses_app.relay.hub import get_hub
+    from responses_app.relay.runner import StreamRunner
+
+    if cfg.get("whatif_log"):
+        # What-if, not the shipped code: the raw-event log keeps exact-size copies of each
+        # orjson.dumps result (orjson returns a bytes object with a ~4 KiB allocation).
+        import orjson as _orjson
+
+        from responses_app.relay import runner as runner_module
+
+        class _ExactDumps:
+            def __getattr__(self, name: str) -> Any:
+                return getattr(_orjson, name)
+
+            @staticmethod
+            def dumps(obj: Any, *args: Any, **kwargs: Any) -> bytes:
+                return bytes(memoryview(_orjson.dumps(obj, *args, **kwargs)))
+
+        runner_module.orjson = _ExactDumps()  # type: ignore[assignment]
+    hub = get_hub()
+    tokens, n, pace = cfg["tokens"], cfg["streams"], cfg["tokens_per_s"]
+    # created, in_progress, item.added, part.added, then one delta per token: hold before the
+    # last few deltas, so each runner stays in flight with almost all of its text.
+    stall_at = 4 + tokens - 5
+    metadata = {"sim.tokens": str(tokens), "sim.tokens_per_s": str(pace), "sim.stall_at": str(stall_at),
+                "sim.stall_ms": "90000"}
+
+    async def batch(count: int) -> list[StreamRunner]:
+        ids = await sync_to_async(_make_requests)(count, metadata, False)
+        runners = [StreamRunner(rid, hub) for rid in ids]
+        for rid, runner in zip(ids, runners, strict=True):
+            hub.spawn(rid, lambda r=runner: r)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.25)
+            if all(r.assembler.last_sequence_number is not None and r.assembler.last_sequence_number >= stall_at - 1
+                   for r in runners):
+                break
+        else:
+            raise RuntimeError("runners did not reach the stall")
+        await asyncio.sleep(1.5)  # trailing flush timers and in-flight checkpoints settle
+        return runners
+
+    async def stop(runners: list[StreamRunner]) -> None:
+        for r in runners:
+            r.cancel()
+        await asyncio.gather(*(r.finished.wait() for r in runners))
+
+    tracing = cfg["tracemalloc"]
+    # Warm-up: import and cache everything a runner touches (one runner, held, then stopped).
+    await stop(await batch(1))
+    gc.collect()
+    if tracing:
+        tracemalloc.start()
+    gc.collect()
+    base_traced = tracemalloc.get_traced_memory()[0] if tracing else 0
+    base_rss = rss_bytes()
+    runners = await batch(n)
+    gc.collect()
+    traced = (tracemalloc.get_traced_memory()[0] - base_traced) if tracing else 0
+    rss = rss_bytes() - base_rss
+    text_bytes = sum(len(r.final_text().encode()) for r in runners) / n
+    text_chars = sum(len(r.final_text()) for r in runners) / n
+    log_bytes = sum(sum(len(x) for x in r._log) for r in runners) / n
+    log_events = sum(len(r._log) for r in runners) / n
+    top: list[tuple[str, int]] = []
+    if tracing:
+        snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+        stats = snapshot.statistics("lineno")
+        top = [(f"{str(s.traceback[0].filename).replace(str(ROOT) + '/', '').split('site-packages/')[-1]}"
+                f":{s.traceback[0].lineno}", s.size // n) for s in stats[:8]]
+        tracemalloc.stop()
+    await stop(runners)
+    return {"streams": n, "tokens": tokens, "tokens_per_s": pace, "tracemalloc": tracing,
+            "whatif_log": bool(cfg.get("whatif_log")),
+            "per_stream_traced": traced / n, "per_stream_rss": rss / n, "text_bytes": text_bytes,
+            "text_chars": text_chars, "log_bytes": log_bytes, "log_events": log_events, "top": top}
+
+
+async def _writes(cfg: dict[str, Any]) -> dict[str, Any]:
+    from asgiref.sync import sync_to_async
+    from django.db.backends.signals import connection_created
+
+    from responses_app.relay.hub import get_hub
+    from responses_app.relay.runner import StreamRunner
+
+    counts: dict[str, int] = {}
+    total = {"writes": 0, "all": 0}
+    table = re.compile(r'^(?:INSERT INTO|UPDATE|DELETE FROM)\s+"?(\w+)"?', re.I)
+
+    def wrapper(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        total["all"] += 1
+        verb = sql.lstrip()[:6].upper()
+        if verb in ("INSERT", "UPDATE", "DELETE"):
+            total["writes"] += 1
+            m = table.match(sql.lstrip())
+            key = f"{verb} {m.group(1) if m else '?'}"
+            counts[key] = counts.get(key, 0) + 1
+            if os.environ.get("BENCH_TRACE_SQL"):
+                print(threading.get_ident(), many, sql[:90], file=sys.stderr)
+        return execute(sql, params, many, context)
+
+    def install(sender: Any, connection: Any, **kwargs: Any) -> None:
+        connection.execute_wrappers.append(wrapper)
+
+    connection_created.connect(install)
+
+    def close_all() -> None:
+        from django.db import connections
+
+        connections.close_all()
+
+    await sync_to_async(close_all)()  # every connection from here on carries the counter
+    tokens, pace = cfg["tokens"], cfg["tokens_per_s"]
+    metadata = {"sim.tokens": str(tokens), "sim.tokens_per_s": str(pace)}
+    [request_id] = await sync_to_async(_make_requests)(1, metadata, cfg["background"])
+    submit = dict(total)
+    total.update(writes=0, all=0)
+    counts.clear()
+    hub = get_hub()
+    runner = StreamRunner(request_id, hub)
+    started = time.monotonic()
+    hub.spawn(request_id, lambda: runner)
+    await asyncio.wait_for(runner.finished.wait(), timeout=tokens / max(pace, 1) * 3 + 60)
+    elapsed = time.monotonic() - started
+    from responses_app.models import Checkpoint, EventRecord, ResponseRequest
+
+    def facts() -> dict[str, Any]:
+        request = ResponseRequest.objects.get(pk=request_id)
+        return {"status": request.status, "checkpoints": Checkpoint.objects.filter(request_id=request_id).count(),
+                "event_batches": EventRecord.objects.filter(request_id=request_id).count(),
+                "events": request.events if hasattr(request, "events") else None}
+
+    info = await sync_to_async(facts)()
+    return {"tokens": tokens, "tokens_per_s": pace, "background": cfg["background"], "seconds": elapsed,
+            "writes": total["writes"], "statements": total["all"], "by_kind": counts,
+            "runner_counter": runner.writes, "submit_writes": submit["writes"], **info}
+
+
+def role_main(role: str, cfg: dict[str, Any]) -> None:
+    if role == "load":
+        result = asyncio.run(load(cfg))
+    else:
+        _django(cfg)
+        result = asyncio.run(_memory(cfg) if role == "memory" else _writes(cfg))
+    print(json.dumps(result))
+
+
+# --- the orchestration --------------------------------------------------------------------------
+
+
+@dataclass
+class Plan:
+    steps: list[int]
+    window: float
+    warmup: float
+    latency_streams: int = 5
+    latency_window: float = 10.0
+    tokens_per_s: int = 30
+    # streams, tokens, pace (deltas/s), tracemalloc (else RSS), what-if exact-size log entries
+    memory: list[tuple[int, int, int, bool, bool]] = field(default_factory=lambda: [
+        (100, 3000, 100, True, False), (100, 3000, 100, False, False), (30, 3000, 1000, True, False),
+        (30, 3000, 1000, True, True), (30, 12000, 1000, True, False)])
+    writes_paces: tuple[int, ...] = (30, 200)
+    writes_tokens: int = 2000
+    background: bool = False
+
+
+def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
+    procs = Procs()
+    results: dict[str, Any] = {"latency": {}, "capacity": {"ours": [], "naive": []}, "memory": [], "writes": []}
+    base_env = {k: v for k, v in os.environ.items()
+                if k not in ("REDIS_URL", "DATABASE_URL", "DJANGO_SETTINGS_MODULE", "OPENAI_API_KEY",
+                             "OPENAI_BASE_URL", "DEBUG")}
+    base_env["PYTHONUNBUFFERED"] = "1"
+    tokens = int(plan.tokens_per_s * 120)  # lasts far beyond any step; every step stops its streams
+    t_start = time.monotonic()
+    with database(use_postgres) as (db_url, db_desc):
+        results["database"] = db_desc
+        try:
+            sim, sim_url = start_simulator(procs, base_env)
+            env = dict(base_env, DJANGO_ENV="test", DATABASE_URL=db_url, SIMULATOR_BASE_URL=sim_url,
+                       OPENAI_BASE_URL="", OPENAI_API_KEY="", LOG_LEVEL="WARNING")
+            subprocess.run([PY, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env, check=True,
+                           capture_output=True)
+            session = make_session(env)
+            ours, ours_port = start_daphne(procs, "project.asgi:application", env, log_dir / "ours.log")
+            naive_env = dict(base_env, NAIVE_UPSTREAM=sim_url)
+            naive, naive_port = start_daphne(procs, "bench.naive_relay:application", naive_env,
+                                             log_dir / "naive.log")
+            servers = {"ours": (ours, ours_port), "naive": (naive, naive_port)}
+
+            def step(target: str, streams: int, window: float, warmup: float) -> dict[str, Any]:
+                proc, port = servers[target]
+                wait_idle(proc.pid)
+                cfg = {"target": target, "port": port, "session": session, "streams": streams,
+                       "tokens_per_s": plan.tokens_per_s, "tokens": tokens, "seed": uuid.uuid4().int >> 80,
+                       "background": plan.background, "window": window, "warmup": warmup,
+                       "pids": {"server": proc.pid, "simulator": sim.pid}}
+                result = run_role("load", cfg, base_env, procs, timeout=window + warmup + 160)
+                if proc.poll() is not None:
+                    raise RuntimeError(f"the {target} server died; see {log_dir}")
+                return result
+
+            # 1. Added latency at light load.
+            for target in ("ours", "naive"):
+                r = step(target, plan.latency_streams, plan.latency_window, 2.0)
+                results["latency"][target] = r
+                print(f"latency {target}: newest p50 {fmt_ms(r['newest']['p50'])} p99 {fmt_ms(r['newest']['p99'])} ms; "
+                      f"oldest p50 {fmt_ms(r['oldest']['p50'])} p99 {fmt_ms(r['oldest']['p99'])} ms", flush=True)
+
+            # 2. Capacity, side by side: each step for ours, then for naive.
+            failed = {"ours": 0, "naive": 0}
+            for streams in plan.steps:
+                for target in ("ours", "naive"):
+                    if failed[target] >= 2:  # two steps in a row past the limit: higher ones only get worse
+                        results["capacity"][target].append({"streams": streams, "skipped": True})
+                        continue
+                    r = step(target, streams, plan.window, plan.warmup)
+                    results["capacity"][target].append(r)
+                    ok = r["newest"]["p99"] <= LAG_LIMIT_MS and r["connected"] == streams and r["rate"] > 0.9
+                    failed[target] = 0 if ok else failed[target] + 1
+                    print(f"{target:5} {streams:4} streams: delivered {r['delivered']:.1%} rate {r['rate']:.1%} "
+                          f"lag p50 {fmt_ms(r['newest']['p50'])} p99 {fmt_ms(r['newest']['p99'])} ms, server CPU "
+                          f"{r['cpu']['server']:.0%}, sim {r['cpu']['simulator']:.0%}, load {r['cpu']['load']:.0%}"
+                          f", ramp {r['ramp_s']:.1f}s{', errors ' + str(r['error_count']) if r['error_count'] else ''}",
+                          flush=True)
+            for proc, _ in servers.values():
+                procs.stop(proc)
+
+            # 3 and 4. Memory per in-flight stream and database writes per response, with runners built
+            # directly in Django processes. The write probes (one process per pace, each counting its own
+            # statements) run in the background while the memory probes run one after another.
+            probe_env = dict(env, DJANGO_SETTINGS_MODULE="project.settings")
+            writes: list[dict[str, Any]] = [{} for _ in plan.writes_paces]
+
+            def one(k: int, pace: int) -> None:
+                cfg = {"simulator": sim_url, "tokens": plan.writes_tokens, "tokens_per_s": pace,
+                       "background": plan.background}
+                try:
+                    writes[k] = run_role("writes", cfg, probe_env, procs,
+                                         timeout=plan.writes_tokens / pace * 3 + 120)
+                except Exception as exc:  # reported, not fatal
+                    writes[k] = {"error": str(exc), **cfg}
+
+            threads = [threading.Thread(target=one, args=(k, pace)) for k, pace in enumerate(plan.writes_paces)]
+            for t in threads:
+                t.start()
+            for streams, tok, pace, tracing, whatif in plan.memory:
+                cfg = {"simulator": sim_url, "streams": streams, "tokens": tok, "tokens_per_s": pace,
+                       "tracemalloc": tracing, "whatif_log": whatif}
+                r = run_role("memory", cfg, probe_env, procs, timeout=300)
+                results["memory"].append(r)
+                print(f"memory {streams} x {tok} tokens at {pace}/s ({'tracemalloc' if tracing else 'rss'}"
+                      f"{', what-if' if whatif else ''}): "
+                      f"{(r['per_stream_traced'] if tracing else r['per_stream_rss']) / 1024:,.0f} KiB/stream, "
+                      f"text {r['text_bytes'] / 1024:,.1f} KiB", flush=True)
+            for t in threads:
+                t.join()
+            results["writes"] = writes
+            for r in writes:
+                print(f"writes at {r.get('tokens_per_s')} deltas/s: {r.get('writes')} "
+                      f"(runner counter {r.get('runner_counter')}, {r.get('checkpoints')} checkpoints)", flush=True)
+        finally:
+            procs.stop_all()
+    results["seconds"] = time.monotonic() - t_start
+    return results
+
+
+# --- report -------------------------------------------------------------------------------------
+
+
+def environment() -> str:
+    import channels
+    import daphne
+    import django
+    import httpx
+    import websockets
+
+    cpu = "?"
+    with contextlib.suppress(OSError):
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB RAM, Linux {platform.release()}; "
+            f"Python {platform.python_version()}, Django {django.__version__}, Channels {channels.__version__}, "
+            f"Daphne {daphne.__version__}, httpx {httpx.__version__}, websockets {websockets.__version__}")
+
+
+def max_sustained(rows: list[dict[str, Any]]) -> int:
+    best = 0
+    for r in rows:
+        if r.get("skipped"):
+            break
+        if r["newest"]["p99"] <= LAG_LIMIT_MS and r["connected"] == r["streams"] and r["rate"] > 0.9:
+            best = r["streams"]
+        else:
+            break
+    return best
+
+
+def render(res: dict[str, Any], plan: Plan) -> str:
+    out: list[str] = []
+    lat = res["latency"]
+    out.append(f"### 1. Added latency, light load ({plan.latency_streams} streams x {plan.tokens_per_s} deltas/s, "
+               f"{plan.latency_window:.0f} s window)\n")
+    out.append("| relay | messages | deltas/message | newest p50 | newest p90 | newest p99 | newest max "
+               "| oldest p50 | oldest p99 | oldest max |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for target in ("ours", "naive"):
+        r = lat.get(target)
+        if not r:
+            continue
+        out.append(f"| {target} | {r['messages']:,} | {r['deltas'] / max(r['messages'], 1):.2f} "
+                   f"| {fmt_ms(r['newest']['p50'])} | {fmt_ms(r['newest']['p90'])} | {fmt_ms(r['newest']['p99'])} "
+                   f"| {fmt_ms(r['newest']['max'])} | {fmt_ms(r['oldest']['p50'])} | {fmt_ms(r['oldest']['p99'])} "
+                   f"| {fmt_ms(r['oldest']['max'])} |")
+    out.append("\nms, receipt - emit. *newest*: the newest delta in each message (for ours, each patch); "
+               "*oldest*: its oldest delta.\n")
+
+    out.append(f"### 2. Capacity at {plan.tokens_per_s} deltas/s per stream, one viewer each "
+               f"({plan.warmup:.0f} s warm-up after ramp-up, {plan.window:.0f} s measured)\n")
+    out.append("| streams | relay | flowing | ramp s | delivered | rate | lag p50 | lag p99 | lag max "
+               "| server CPU (loop thread) | simulator CPU | load CPU | errors |")
+    out.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for i, streams in enumerate(plan.steps):
+        for target in ("ours", "naive"):
+            rows = res["capacity"][target]
+            if i >= len(rows):
+                continue
+            r = rows[i]
+            if r.get("skipped"):
+                out.append(f"| {streams} | {target} | skipped: failed the two steps before | | | | | | | | | | |")
+                continue
+            mark = "" if r["newest"]["p99"] <= LAG_LIMIT_MS else " ✗"
+            out.append(f"| {streams} | {target} | {r['connected']} | {r['ramp_s']:.1f} | {r['delivered']:.1%} "
+                       f"| {r['rate']:.1%} | {fmt_ms(r['newest']['p50'])} | {fmt_ms(r['newest']['p99'])}{mark} "
+                       f"| {fmt_ms(r['newest']['max'])} | {r['cpu']['server']:.0%} ({r['cpu']['server_loop']:.0%}) "
+                       f"| {r['cpu']['simulator']:.0%} "
+                       f"| {r['cpu']['load']:.0%} | {r['error_count']} |")
+    ours_max = max_sustained(res["capacity"]["ours"])
+    naive_max = max_sustained(res["capacity"]["naive"])
+    out.append(f"\nHighest step with p99 lag <= {LAG_LIMIT_MS:.0f} ms (all viewers connected, > 90% of the nominal "
+               f"delta rate received): **ours {ours_max}**, **naive {naive_max}**"
+               + (f" ({ours_max / naive_max:.1f}x)" if naive_max else "") + ".\n")
+    out.append("*delivered*: deltas received / (received + lost), lost counted by revision gaps (ours: a full "
+               "outbox drops a patch, the viewer asks for a snapshot) or sequence gaps (naive: `group_send` "
+               "drops on a full channel). *rate*: deltas received in the window / (connected streams x "
+               f"{plan.tokens_per_s}/s x window). *lag*: receipt - emit of the newest delta of each message. CPU: "
+               "share of one core over the window, from /proc/<pid>/stat (all threads; in brackets the main "
+               "thread alone, the event loop: the rest is the database thread and other workers). *flowing*: "
+               "viewers that received deltas (ramp-up ends when all do).\n")
+
+    out.append("### 3. Memory per in-flight stream (StreamRunners held mid-stream by `sim.stall_at`, 5 deltas "
+               "before the end)\n")
+    out.append("| streams | tokens | pace | text (UTF-8) | measured | per stream | target 2 x text + 64 KiB "
+               "| raw-event log held | met |")
+    out.append("|---:|---:|---:|---:|---|---:|---:|---:|---|")
+    for r in res["memory"]:
+        per = r["per_stream_traced"] if r["tracemalloc"] else r["per_stream_rss"]
+        target = 2 * r["text_bytes"] + 64 * 1024
+        how = "tracemalloc growth" if r["tracemalloc"] else "RSS growth"
+        if r.get("whatif_log"):
+            how += " (what-if: exact-size log entries, not shipped)"
+        out.append(f"| {r['streams']} | {r['tokens']:,} | {r['tokens_per_s']}/s | {r['text_bytes'] / 1024:,.1f} KiB "
+                   f"| {how} | {per / 1024:,.1f} KiB | {target / 1024:,.1f} KiB "
+                   f"| {r['log_events']:,.0f} events, {r['log_bytes'] / 1024:,.1f} KiB of JSON "
+                   f"| {'yes' if per <= target else 'NO'} |")
+    for r in res["memory"]:
+        if r["tracemalloc"] and r["top"]:
+            out.append(f"\nTop allocation sites, {r['streams']} x {r['tokens']:,} tokens at {r['tokens_per_s']}/s"
+                       f"{' (what-if)' if r.get('whatif_log') else ''}, per stream: "
+                       + ", ".join(f"`{name}` {size / 1024:,.1f} KiB" for name, size in r["top"][:6]) + ".")
+    out.append("")
+
+    out.append(f"### 4. Database writes per response ({plan.writes_tokens:,}-delta answer)\n")
+    out.append("| pace | duration | status | INSERT/UPDATE/DELETE | runner's own counter | checkpoints | event batches "
+               "| vs one write per delta | breakdown |")
+    out.append("|---:|---:|---|---:|---:|---:|---:|---:|---|")
+    for r in res["writes"]:
+        if "error" in r:
+            out.append(f"| {r['tokens_per_s']}/s | failed: {r['error'][:80]} | | | | | | | |")
+            continue
+        ratio = plan.writes_tokens / r["writes"] if r["writes"] else float("inf")
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(r["by_kind"].items(), key=lambda kv: -kv[1]))
+        out.append(f"| {r['tokens_per_s']} deltas/s | {r['seconds']:.1f} s | {r['status']} | {r['writes']} "
+                   f"| {r['runner_counter']} "
+                   f"| {r['checkpoints']} | {r['event_batches']} | {ratio:.1f}x fewer "
+                   f"{'(>= 20x: met)' if ratio >= 20 else '(< 20x: MISSED)'} | {kinds} |")
+    out.append("\nCounted by an `execute_wrapper` installed on every database connection of the process running "
+               "the runner (submit's own writes, the conversation and the request rows, are not included: "
+               f"{res['writes'][0].get('submit_writes', '?') if res['writes'] else '?'} statements).\n")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench relay")
+    parser.add_argument("--quick", action="store_true", help="a smoke run; does not write the results file")
+    parser.add_argument("--steps", default="", help="comma-separated stream counts")
+    parser.add_argument("--window", type=float, default=0)
+    parser.add_argument("--sqlite", action="store_true", help="a temp SQLite file instead of PostgreSQL")
+    parser.add_argument("--role", help=argparse.SUPPRESS)
+    parser.add_argument("--config", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.role:
+        role_main(args.role, json.loads(args.config))
+        return 0
+    if args.quick:
+        plan = Plan(steps=[50, 150], window=4, warmup=2, latency_window=5,
+                    memory=[(20, 3000, 1000, True, False), (20, 3000, 1000, True, True)], writes_paces=(200,))
+    else:
+        plan = Plan(steps=[50, 100, 150, 200, 250, 300, 400], window=8, warmup=3)
+    if args.steps:
+        plan.steps = [int(s) for s in args.steps.split(",")]
+    if args.window:
+        plan.window = args.window
+    use_postgres = not args.sqlite and reachable(5432)
+    log_dir = Path(tempfile.mkdtemp(prefix="relay-bench-logs-"))
+    print(environment(), flush=True)
+    res = run(plan, use_postgres, log_dir)
+    table = render(res, plan)
+    print()
+    print(table)
+    if not args.quick and not args.steps:
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(HEADER.format(env=environment(), db=res["database"], seconds=res["seconds"],
+                                         background=str(plan.background).lower()) + table + "\n")
+        print(f"\nwrote {RESULTS.relative_to(ROOT)}")
+    return 0
+
+
+HEADER = """# Relay benchmark
+
+Generated by `python -m bench relay` (bench/relay.py; `python -m bench all` runs the core benchmark
+too). Reproduce with exactly that command from the repository root, PostgreSQL on 127.0.0.1:5432
+(user postgres, trust auth). This run took {seconds:.0f} s.
+
+Machine: {env}.
+
+Setup, all on loopback, each in its own process: the simulator (`python -m responses_app.simulator`,
+`sim-long`, `sim.stamp` puts each delta's emit wall-clock time into its text); our relay as ONE Daphne
+process (`daphne project.asgi:application`, DJANGO_ENV=test, in-memory channel layer, in-process runner,
+default RELAY_* settings: flush interval 50 ms, checkpoint interval 500 ms, aiohttp upstream transport)
+on {db}; the naive relay (bench/naive_relay.py: a Channels consumer per websocket, `httpx.AsyncClient()`
+with its default transport, stdlib `json` per SSE line, one in-memory `group_send` per delta) as ONE
+Daphne process; websocket viewers (websockets, asyncio) in a separate load process per step. Requests
+go through the JSON API (`POST /api/requests`, session cookie + CSRF header, `background: {background}`),
+then the viewer opens `/ws/requests/<id>/`; at the end of a step each viewer sends the explicit Stop
+and waits for `terminal`, so no stream outlives its step. The machine has 2 cores for all processes:
+simulator, server and load client share them, so the server never has a core to itself at high counts.
+
+"""
+
+
+if __name__ == "__main__":
+    sys.exit(main())
