@@ -197,7 +197,8 @@ def checkpoint_commit(
     view and snapshot: one transaction, one INSERT for each table."""
     with transaction.atomic():
         if event_batches:
-            EventRecord.objects.bulk_create([EventRecord(request_id=request_id, **b) for b in event_batches])
+            EventRecord.objects.bulk_create([
+                EventRecord(request_id=request_id, **dict(b, data=_text(b["data"]))) for b in event_batches])
         if revision is not None:
             Checkpoint.objects.create(
                 request_id=request_id, revision=revision, sequence_number=sequence_number, reason=reason,
@@ -218,6 +219,10 @@ def tool_call_finish(*, call_id: str, output: str, ok: bool) -> None:
     ToolCall.objects.filter(call_id=call_id).update(
         output=output, status=ToolCall.Status.DONE if ok else ToolCall.Status.FAILED, finished_at=timezone.now()
     )
+
+
+def _text(data: str | bytes) -> str:
+    return data.decode("utf-8", "replace") if isinstance(data, bytes) else data
 
 
 def _title_from(prompt: str) -> str:

@@ -21,6 +21,7 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 
 if TYPE_CHECKING:
+    from ..upstream import Upstream
     from .runner import StreamRunner
 
 logger = logging.getLogger(__name__)
@@ -44,6 +45,7 @@ class Hub:
         self.tasks: set[asyncio.Task[Any]] = set()
         self._worker_task: asyncio.Task[Any] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._upstream: Upstream | None = None
         layer = get_channel_layer()
         self.fanout = bool(settings.RELAY_GROUP_FANOUT) and layer is not None and not isinstance(
             layer, InMemoryChannelLayer)
@@ -71,6 +73,21 @@ class Hub:
 
     def runner(self, request_id: str) -> StreamRunner | None:
         return self.runners.get(request_id)
+
+    def upstream(self) -> Upstream:
+        """The process's upstream client, shared by its runners (recreated if the base changes)."""
+        from ..upstream import Upstream, base_url
+
+        if self._upstream is None or self._upstream.base != base_url().rstrip("/"):
+            self._upstream = Upstream()
+        return self._upstream
+
+    async def release_upstream(self, finishing: StreamRunner) -> None:
+        """When the last runner here ends, release the pooled connections (reopened on demand)."""
+        if self._upstream is None or any(r is not finishing for r in self.runners.values()):
+            return
+        upstream, self._upstream = self._upstream, None
+        await upstream.aclose()
 
     # --- viewers ------------------------------------------------------------------------------
 

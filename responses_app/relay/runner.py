@@ -17,6 +17,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -24,6 +25,7 @@ import httpx
 import orjson
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from .. import services
@@ -48,10 +50,27 @@ _NOT_TOOL_ITEMS = frozenset({"message", "reasoning"})
 MAX_RESUMES = 5
 MAX_HTTP_RETRIES = 3
 MAX_TOOL_ROUNDS = 5
+LOG_BACKLOG_BYTES = 256 * 1024  # raw events waiting for the database before the runner waits too
+
+
+_db_executor: ThreadPoolExecutor | None = None
 
 
 def db(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return sync_to_async(fn, thread_sensitive=True)
+    """Run a database call off the event loop. Runner writes use their own small thread pool,
+    each thread keeping its connection (CONN_MAX_AGE), so one slow commit never queues every
+    stream behind it. SQLite takes one writer at a time anyway: there, one shared thread."""
+    global _db_executor
+    if connection.vendor == "sqlite":
+        return sync_to_async(fn, thread_sensitive=True)
+    if _db_executor is None:
+        _db_executor = ThreadPoolExecutor(max_workers=settings.RELAY_DB_THREADS, thread_name_prefix="relay-db")
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        close_old_connections()  # drops a broken or expired connection before using it
+        return fn(*args, **kwargs)
+
+    return sync_to_async(call, thread_sensitive=False, executor=_db_executor)
 
 
 class StreamRunner:
@@ -59,7 +78,7 @@ class StreamRunner:
         self.request_id = request_id
         self.uuid = uuid.UUID(request_id)
         self.hub = hub
-        self._upstream_factory = upstream_factory or Upstream
+        self._upstream_factory = upstream_factory
         self.token = uuid.uuid4()
         self.pipeline = StreamPipeline(max_event_bytes=settings.RELAY_MAX_EVENT_BYTES,
                                        hold_window=settings.RELAY_HOLD_WINDOW)
@@ -74,13 +93,15 @@ class StreamRunner:
         self.status: str = Status.STREAMING
         self._loop = asyncio.get_running_loop()
         self._last_flush = -1e9
+        self._last_change = -1e9
         self._timer: asyncio.TimerHandle | None = None
         self._last_checkpoint = self._loop.time()
         self._captured_revision = -1
         self._checkpoint_task: asyncio.Task[None] | None = None
         self._pending_state: dict[str, Any] | None = None
         self._pending_batches: list[dict[str, Any]] = []
-        self._log: list[bytes] = []
+        self._log = bytearray()  # raw events since the last commit, as SSE text
+        self._log_count = 0
         self._log_first: int | None = None
         self._log_last: int | None = None
         self._segment_index = 0
@@ -107,7 +128,8 @@ class StreamRunner:
         self.writes += 1
         request = await db(ResponseRequest.objects.get)(pk=self.uuid)
         self.request = request
-        upstream = self._upstream_factory()
+        # One upstream client per process (pooled connections); a test may bring its own.
+        upstream = self._upstream_factory() if self._upstream_factory else self.hub.upstream()
         keeper = self._loop.create_task(self._keep_lease())
         try:
             segments = await db(lambda: request.segments.count())()
@@ -126,7 +148,10 @@ class StreamRunner:
             keeper.cancel()
             if self._timer is not None:
                 self._timer.cancel()
-            await upstream.aclose()
+            if self._upstream_factory:
+                await upstream.aclose()
+            else:
+                await self.hub.release_upstream(self)
             self.finished.set()
 
     def cancel(self) -> None:
@@ -274,26 +299,29 @@ class StreamRunner:
 
     async def _on_events(self, events: list[dict[str, Any]]) -> None:
         self._segment_events += len(events)
-        boundary = False
-        log = self._log
+        boundary = mark_text = mark_tool = False
+        log = self._log  # a bytearray, grown in place; nothing awaits inside this loop
         fields = self.redact_fields
         for event in events:
             event_type = event["type"]
             if needs_redaction(event_type):
                 event = redact_event(event, fields)
-            log.append(orjson.dumps(event))
+            log += b"data: "
+            log += orjson.dumps(event)
+            log += b"\n\n"
             if event_type in _BOUNDARY_EVENTS:
                 boundary = True
             if not self._seen_text and event_type in _TEXT_EVENTS:
-                self._seen_text = True
-                await self._mark_first("first_text_at")
+                self._seen_text = mark_text = True
             if not self._seen_tool and _is_tool_event(event):
-                self._seen_tool = True
-                await self._mark_first("first_tool_at")
-        seq = self.assembler.last_sequence_number
-        if self._log_first is None:
-            self._log_first = seq
-        self._log_last = seq
+                self._seen_tool = mark_tool = True
+        self._log_count += len(events)
+        first, last = events[0].get("sequence_number"), events[-1].get("sequence_number")
+        if self._log_first is None and type(first) is int:
+            self._log_first = first
+        if type(last) is int:
+            self._log_last = last
+        self._after_chunk(boundary=boundary)
         response_id = self.assembler.response_id
         if response_id and response_id != self._response_id_saved:
             # Stored the moment response.created arrives: a crash after this can be reconciled.
@@ -301,7 +329,18 @@ class StreamRunner:
             await db(services.request_set_response_id)(request_id=self.uuid, response_id=response_id,
                                                        at=timezone.now())
             self.writes += 2
-        self._after_chunk(boundary=boundary)
+        if mark_text:
+            await self._mark_first("first_text_at")
+        if mark_tool:
+            await self._mark_first("first_tool_at")
+        if self._backlog_bytes() > LOG_BACKLOG_BYTES:
+            # The database is behind: wait for it rather than buffer without bound or lose the
+            # log. The upstream waits in the socket meanwhile; viewers already have their patches.
+            self._checkpoint("interval")
+            await self._drain_checkpoints()
+
+    def _backlog_bytes(self) -> int:
+        return len(self._log) + sum(len(b["data"]) for b in self._pending_batches)
 
     async def _mark_first(self, field: str) -> None:
         await db(services.request_mark_first)(request_id=self.uuid, field=field, at=timezone.now())
@@ -315,7 +354,12 @@ class StreamRunner:
         urgent = False
         if ops:
             urgent = self.coalescer.push(base, ops, self.view.revision, now)
-        if urgent or boundary or force or now - self._last_flush >= self.interval:
+        # Leading edge: a change after a quiet interval (since the last flush, or since the last
+        # change) goes out at once; a steady flow goes out at most about once per interval.
+        quiet = now - self._last_flush >= self.interval or now - self._last_change >= self.interval
+        if ops:
+            self._last_change = now
+        if urgent or boundary or force or quiet:
             self._flush(now, checkpoint="boundary" if boundary or force else None)
         elif self._timer is None and ops:
             self._timer = self._loop.call_at(self._last_flush + self.interval, self._on_timer)
@@ -386,10 +430,11 @@ class StreamRunner:
     def _take_log(self) -> dict[str, Any] | None:
         if not self._log:
             return None
-        data = b"".join(b"data: " + line + b"\n\n" for line in self._log).decode()
+        # Bytes until the database thread decodes them: compact, whatever the text's characters.
         batch = {"segment_index": max(self._segment_index - 1, 0), "first_sequence": self._log_first,
-                 "last_sequence": self._log_last, "count": len(self._log), "data": data}
-        self._log = []
+                 "last_sequence": self._log_last, "count": self._log_count, "data": bytes(self._log)}
+        self._log = bytearray()
+        self._log_count = 0
         self._log_first = self._log_last = None
         return batch
 
