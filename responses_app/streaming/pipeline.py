@@ -51,7 +51,8 @@ class StreamPipeline:
         except EventTooLarge as exc:
             self.oversized += 1
             self._problem("oversized", str(exc), "")
-            messages = list(getattr(exc, "events", ()))
+            # The decoder keeps the events around the oversized one for its next call: take them now.
+            messages = self.decoder.decode(b"")
         return self._apply(messages)
 
     def finish(self) -> list[dict[str, Any]]:

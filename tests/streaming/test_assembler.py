@@ -416,3 +416,26 @@ def test_text_cost_is_linear(monkeypatch: pytest.MonkeyPatch, batched: bool) -> 
     assert len(a.view._chunks["o0-c0"]) == n  # ... its pieces wait for the next to_dict()
     _, ops = a.view.take_ops()
     assert sum(1 for op in ops if op[0] == "append") == n  # one O(delta) op per delta
+
+
+def test_oversized_event_is_reported_and_its_neighbours_kept() -> None:
+    from responses_app.streaming.pipeline import StreamPipeline
+
+    def delta(seq: int, text: str) -> bytes:
+        return (f'data: {{"type":"response.output_text.delta","sequence_number":{seq},"item_id":"m",'
+                f'"output_index":0,"content_index":0,"delta":"{text}"}}\n\n').encode()
+
+    head = (b'data: {"type":"response.created","sequence_number":0,'
+            b'"response":{"id":"resp_1","status":"in_progress"}}\n\n'
+            b'data: {"type":"response.output_item.added","sequence_number":1,"output_index":0,'
+            b'"item":{"id":"m","type":"message","content":[]}}\n\n'
+            b'data: {"type":"response.content_part.added","sequence_number":2,"item_id":"m","output_index":0,'
+            b'"content_index":0,"part":{"type":"output_text","text":""}}\n\n')
+    pipeline = StreamPipeline(max_event_bytes=1024)
+    events = pipeline.feed(head + delta(3, "a") + delta(4, "x" * 5000) + delta(5, "b"))
+    assert [e.get("sequence_number") for e in events] == [0, 1, 2, 3, 5]
+    assert pipeline.oversized == 1 and "exceeds" in pipeline.problems[0].message
+    assert pipeline.assembler.held_count == 1, "seq 5 waits for the hole the oversized event left"
+    pipeline.finish()
+    assert pipeline.assembler.stats.gaps == 1
+    assert pipeline.assembler.response()["output"][0]["content"][0]["text"] == "ab"
