@@ -468,22 +468,6 @@ async def _memory(cfg: dict[str, Any]) -> dict[str, Any]:
     from responses_app.relay.hub import get_hub
     from responses_app.relay.runner import StreamRunner
 
-    if cfg.get("whatif_log"):
-        # What-if, not the shipped code: the raw-event log keeps exact-size copies of each
-        # orjson.dumps result (orjson returns a bytes object with a ~4 KiB allocation).
-        import orjson as _orjson
-
-        from responses_app.relay import runner as runner_module
-
-        class _ExactDumps:
-            def __getattr__(self, name: str) -> Any:
-                return getattr(_orjson, name)
-
-            @staticmethod
-            def dumps(obj: Any, *args: Any, **kwargs: Any) -> bytes:
-                return bytes(memoryview(_orjson.dumps(obj, *args, **kwargs)))
-
-        runner_module.orjson = _ExactDumps()  # type: ignore[assignment]
     hub = get_hub()
     tokens, n, pace = cfg["tokens"], cfg["streams"], cfg["tokens_per_s"]
     # created, in_progress, item.added, part.added, then one delta per token: hold before the
@@ -528,8 +512,8 @@ async def _memory(cfg: dict[str, Any]) -> dict[str, Any]:
     rss = rss_bytes() - base_rss
     text_bytes = sum(len(r.final_text().encode()) for r in runners) / n
     text_chars = sum(len(r.final_text()) for r in runners) / n
-    log_bytes = sum(sum(len(x) for x in r._log) for r in runners) / n
-    log_events = sum(len(r._log) for r in runners) / n
+    log_bytes = sum(len(r._log) for r in runners) / n
+    log_events = sum(r._log_count for r in runners) / n
     pending = [b for r in runners for b in getattr(r, "_pending_batches", ())]
     pending_bytes = sum(len(b["data"]) for b in pending) / n
     pending_events = sum(b["count"] for b in pending) / n
@@ -542,7 +526,6 @@ async def _memory(cfg: dict[str, Any]) -> dict[str, Any]:
         tracemalloc.stop()
     await stop(runners)
     return {"streams": n, "tokens": tokens, "tokens_per_s": pace, "tracemalloc": tracing,
-            "whatif_log": bool(cfg.get("whatif_log")),
             "per_stream_traced": traced / n, "per_stream_rss": rss / n, "text_bytes": text_bytes,
             "text_chars": text_chars, "log_bytes": log_bytes, "log_events": log_events, "top": top,
             "pending_bytes": pending_bytes, "pending_events": pending_events}
@@ -628,10 +611,9 @@ class Plan:
     latency_streams: int = 5
     latency_window: float = 10.0
     tokens_per_s: int = 30
-    # streams, tokens, pace (deltas/s), tracemalloc (else RSS), what-if exact-size log entries
-    memory: list[tuple[int, int, int, bool, bool]] = field(default_factory=lambda: [
-        (100, 3000, 100, True, False), (100, 3000, 100, False, False), (30, 3000, 1000, True, False),
-        (30, 3000, 1000, True, True), (30, 12000, 1000, True, False)])
+    # streams, tokens, pace (deltas/s), tracemalloc (else RSS)
+    memory: list[tuple[int, int, int, bool]] = field(default_factory=lambda: [
+        (100, 3000, 100, True), (100, 3000, 100, False), (30, 3000, 1000, True), (30, 12000, 1000, True)])
     writes_paces: tuple[int, ...] = (30, 200)
     writes_tokens: int = 2000
     background: bool = False
@@ -717,13 +699,13 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
             threads = [threading.Thread(target=one, args=(k, pace)) for k, pace in enumerate(plan.writes_paces)]
             for t in threads:
                 t.start()
-            for streams, tok, pace, tracing, whatif in plan.memory:
+            for streams, tok, pace, tracing in plan.memory:
                 cfg = {"simulator": sim_url, "streams": streams, "tokens": tok, "tokens_per_s": pace,
-                       "tracemalloc": tracing, "whatif_log": whatif}
+                       "tracemalloc": tracing}
                 r = run_role("memory", cfg, probe_env, procs, timeout=300)
                 results["memory"].append(r)
                 print(f"memory {streams} x {tok} tokens at {pace}/s ({'tracemalloc' if tracing else 'rss'}"
-                      f"{', what-if' if whatif else ''}): "
+                      "): "
                       f"{(r['per_stream_traced'] if tracing else r['per_stream_rss']) / 1024:,.0f} KiB/stream, "
                       f"text {r['text_bytes'] / 1024:,.1f} KiB", flush=True)
             for t in threads:
@@ -833,8 +815,6 @@ def render(res: dict[str, Any], plan: Plan) -> str:
         per = r["per_stream_traced"] if r["tracemalloc"] else r["per_stream_rss"]
         target = 2 * r["text_bytes"] + 64 * 1024
         how = "tracemalloc growth" if r["tracemalloc"] else "RSS growth"
-        if r.get("whatif_log"):
-            how += " (what-if: exact-size log entries, not shipped)"
         out.append(f"| {r['streams']} | {r['tokens']:,} | {r['tokens_per_s']}/s | {r['text_bytes'] / 1024:,.1f} KiB "
                    f"| {how} | {per / 1024:,.1f} KiB | {target / 1024:,.1f} KiB "
                    f"| {r['log_events']:,.0f} + {r.get('pending_events', 0):,.0f} events, "
@@ -843,7 +823,7 @@ def render(res: dict[str, Any], plan: Plan) -> str:
     for r in res["memory"]:
         if r["tracemalloc"] and r["top"]:
             out.append(f"\nTop allocation sites, {r['streams']} x {r['tokens']:,} tokens at {r['tokens_per_s']}/s"
-                       f"{' (what-if)' if r.get('whatif_log') else ''}, per stream: "
+                       ", per stream: "
                        + ", ".join(f"`{name}` {size / 1024:,.1f} KiB" for name, size in r["top"][:6]) + ".")
     out.append("")
 
@@ -881,7 +861,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.quick:
         plan = Plan(steps=[50, 150], window=4, warmup=2, latency_window=5,
-                    memory=[(20, 3000, 1000, True, False), (20, 3000, 1000, True, True)], writes_paces=(200,))
+                    memory=[(20, 3000, 1000, True)], writes_paces=(200,))
     else:
         plan = Plan(steps=[50, 100, 150, 200, 250, 300, 400], window=8, warmup=3)
     if args.steps:

@@ -142,6 +142,7 @@ RELAY_BACKGROUND_DEFAULT = env.bool("RELAY_BACKGROUND_DEFAULT", default=True)
 RELAY_REDACT_FIELDS = env.list("RELAY_REDACT_FIELDS", default=["arguments", "input", "output", "result", "code"])
 RELAY_IDLE_TIMEOUT_S = _positive_int("RELAY_IDLE_TIMEOUT_S", 120)
 RELAY_DB_THREADS = _positive_int("RELAY_DB_THREADS", 8)
+RELAY_UPSTREAM_MAX_CONNECTIONS = _positive_int("RELAY_UPSTREAM_MAX_CONNECTIONS", 2000)
 # The runner consumer listens inside each web process (default); false when runworker processes do.
 RELAY_INPROCESS_RUNNER = env.bool("RELAY_INPROCESS_RUNNER", default=True)
 # Also fan patches out through the channel group (only matters when the layer spans processes).

@@ -44,14 +44,15 @@ def base_url() -> str:
 
 
 def make_transport() -> httpx.AsyncBaseTransport:
-    choice = getattr(settings, "RELAY_UPSTREAM_TRANSPORT", "aiohttp")
-    if choice == "aiohttp":
-        try:
-            from httpx_aiohttp import AiohttpTransport
-        except ImportError:  # pragma: no cover - a declared dependency
-            return httpx.AsyncHTTPTransport()
-        return AiohttpTransport()
-    return httpx.AsyncHTTPTransport()
+    # One client serves every stream of the process: both transports default to 100 connections,
+    # which would queue the 101st concurrent stream.
+    size = settings.RELAY_UPSTREAM_MAX_CONNECTIONS
+    limits = httpx.Limits(max_connections=size, max_keepalive_connections=min(size, 100))
+    if settings.RELAY_UPSTREAM_TRANSPORT == "aiohttp":
+        from httpx_aiohttp import AiohttpTransport
+
+        return AiohttpTransport(limits=limits)
+    return httpx.AsyncHTTPTransport(limits=limits)
 
 
 class Upstream:
