@@ -183,27 +183,18 @@ def segment_end(
     Segment.objects.filter(pk=segment_id).update(**fields)
 
 
-def checkpoint_commit(
-    *,
-    request_id: uuid.UUID,
-    event_batches: list[dict[str, Any]],
-    revision: int | None = None,
-    sequence_number: int | None = None,
-    reason: str = "",
-    view: dict[str, Any] | None = None,
-    snapshot: dict[str, Any] | None = None,
+def checkpoints_commit_many(
+    *, items: list[tuple[uuid.UUID, dict[str, Any] | None, list[dict[str, Any]]]]
 ) -> None:
-    """Commit the raw events gathered since the last commit and, when given, a checkpoint of the
-    view and snapshot: one transaction, one INSERT for each table."""
+    """Several requests' checkpoints and event batches: one transaction, two bulk INSERTs."""
+    records = [EventRecord(request_id=request_id, **dict(b, data=_text(b["data"])))
+               for request_id, _state, batches in items for b in batches]
+    checkpoints = [Checkpoint(request_id=request_id, **state) for request_id, state, _b in items if state]
     with transaction.atomic():
-        if event_batches:
-            EventRecord.objects.bulk_create([
-                EventRecord(request_id=request_id, **dict(b, data=_text(b["data"]))) for b in event_batches])
-        if revision is not None:
-            Checkpoint.objects.create(
-                request_id=request_id, revision=revision, sequence_number=sequence_number, reason=reason,
-                view=view, snapshot=snapshot,
-            )
+        if records:
+            EventRecord.objects.bulk_create(records)
+        if checkpoints:
+            Checkpoint.objects.bulk_create(checkpoints)
 
 
 def tool_call_claim(*, request_id: uuid.UUID, call_id: str, name: str, arguments: Any) -> ToolCall | None:

@@ -46,6 +46,10 @@ class Hub:
         self._worker_task: asyncio.Task[Any] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._upstream: Upstream | None = None
+        from .runner import db
+        from .writer import CheckpointWriter
+
+        self.writer = CheckpointWriter(db)
         layer = get_channel_layer()
         self.fanout = bool(settings.RELAY_GROUP_FANOUT) and layer is not None and not isinstance(
             layer, InMemoryChannelLayer)

@@ -25,7 +25,7 @@ import httpx
 import orjson
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import InterfaceError, OperationalError, connection
 from django.utils import timezone
 
 from .. import services
@@ -67,8 +67,14 @@ def db(fn: Callable[..., Any]) -> Callable[..., Any]:
         _db_executor = ThreadPoolExecutor(max_workers=settings.RELAY_DB_THREADS, thread_name_prefix="relay-db")
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        close_old_connections()  # drops a broken or expired connection before using it
-        return fn(*args, **kwargs)
+        try:
+            return fn(*args, **kwargs)
+        except (InterfaceError, OperationalError):
+            # A kept connection went away (database restart, idle timeout): reconnect once.
+            # The writes here are conditional updates or inserts that replays tolerate (events
+            # are deduplicated by sequence number); a tool claim that did commit stays claimed.
+            connection.close()
+            return fn(*args, **kwargs)
 
     return sync_to_async(call, thread_sensitive=False, executor=_db_executor)
 
@@ -97,9 +103,8 @@ class StreamRunner:
         self._timer: asyncio.TimerHandle | None = None
         self._last_checkpoint = self._loop.time()
         self._captured_revision = -1
-        self._checkpoint_task: asyncio.Task[None] | None = None
-        self._pending_state: dict[str, Any] | None = None
-        self._pending_batches: list[dict[str, Any]] = []
+        self._last_write: asyncio.Future[None] | None = None
+        self._unwritten = 0  # bytes of raw events handed to the writer and not yet committed
         self._log = bytearray()  # raw events since the last commit, as SSE text
         self._log_count = 0
         self._log_first: int | None = None
@@ -340,7 +345,7 @@ class StreamRunner:
             await self._drain_checkpoints()
 
     def _backlog_bytes(self) -> int:
-        return len(self._log) + sum(len(b["data"]) for b in self._pending_batches)
+        return len(self._log) + self._unwritten
 
     async def _mark_first(self, field: str) -> None:
         await db(services.request_mark_first)(request_id=self.uuid, field=field, at=timezone.now())
@@ -395,37 +400,39 @@ class StreamRunner:
             self._checkpoint(checkpoint)
 
     def _checkpoint(self, reason: str) -> None:
-        """Capture the state now; a single writer task commits it (the newest state wins)."""
+        """Capture the state now; the process's checkpoint writer commits it (newest state wins)."""
         revision = self.view.revision
         batch = self._take_log()
-        if batch is not None:
-            self._pending_batches.append(batch)
+        state = None
         if revision != self._captured_revision:
             self._captured_revision = revision
-            self._pending_state = {
+            state = {
                 "revision": revision, "sequence_number": self.assembler.last_sequence_number,
                 "reason": reason, "view": self.view.to_dict(), "snapshot": self.assembler.response(),
             }
         elif batch is None:
             return
         self._last_checkpoint = self._loop.time()
-        if self._checkpoint_task is None or self._checkpoint_task.done():
-            self._checkpoint_task = self._loop.create_task(self._write_checkpoints())
+        size = len(batch["data"]) if batch else 0
+        self._unwritten += size
+        written = self.hub.writer.submit(self.uuid, state, batch)
+        self._last_write = written
+        self.writes += (1 if state else 0) + (1 if batch else 0)
 
-    async def _write_checkpoints(self) -> None:
-        while self._pending_state is not None or self._pending_batches:
-            state, self._pending_state = self._pending_state, None
-            batches, self._pending_batches = self._pending_batches, []
-            if state is not None:
-                await db(services.checkpoint_commit)(request_id=self.uuid, event_batches=batches, **state)
-                self.writes += 2 if batches else 1
-            else:
-                await db(services.checkpoint_commit)(request_id=self.uuid, event_batches=batches)
-                self.writes += 1
+        def settled(future: asyncio.Future[None]) -> None:
+            self._unwritten -= size
+            if not future.cancelled() and future.exception() is not None:
+                logger.error("checkpoint of %s not written: %s", self.request_id, future.exception())
+
+        written.add_done_callback(settled)
 
     async def _drain_checkpoints(self) -> None:
-        if self._checkpoint_task is not None:
-            await asyncio.shield(self._checkpoint_task)
+        """Wait until everything captured so far is committed (rounds commit in order)."""
+        if self._last_write is not None:
+            try:
+                await asyncio.shield(self._last_write)
+            except Exception:  # logged by the callback; the terminal write still goes ahead
+                pass
 
     def _take_log(self) -> dict[str, Any] | None:
         if not self._log:
