@@ -1,6 +1,7 @@
 """`python -m bench [--quick]`: the streaming core benchmark (bench/core.py).
 `python -m bench relay [--quick]`: the relay benchmark (bench/relay.py).
-`python -m bench all`: both."""
+`python -m bench transport`: httpx's default transport vs httpx-aiohttp (bench/transport.py).
+`python -m bench all`: core, transport and relay."""
 
 from __future__ import annotations
 
@@ -12,10 +13,17 @@ def run(argv: list[str]) -> int:
         from bench.relay import main as relay
 
         return relay(argv[1:])
+    if argv[:1] == ["transport"]:
+        from bench.transport import main as transport
+
+        transport(argv[1:])
+        return 0
     if argv[:1] == ["all"]:
         from bench.core import main as core
         from bench.relay import main as relay
+        from bench.transport import main as transport
 
+        transport([])
         return core(argv[1:]) or relay(argv[1:])
     from bench.core import main as core
 
