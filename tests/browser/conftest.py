@@ -128,8 +128,10 @@ def relay_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayServ
         log.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(relay_server: RelayServer) -> Iterator[Any]:
+    # Module scope: Playwright's sync API keeps an event loop running in this thread while it is
+    # open, which would break every later test that calls asyncio.run().
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
