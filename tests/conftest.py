@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,3 +26,14 @@ def require_real_streams() -> None:
         if IN_CI:
             pytest.fail(f"CI must have the real-stream captures at {REAL_STREAMS}")
         pytest.skip("../shared/real-streams is absent on this machine")
+
+
+@pytest.fixture
+def relay_settings(settings: Any, simulator_url: str) -> Any:
+    """Point the relay at the standalone simulator over real loopback HTTP."""
+    settings.OPENAI_BASE_URL = ""
+    settings.OPENAI_API_KEY = ""
+    settings.SIMULATOR_BASE_URL = simulator_url
+    settings.RELAY_FLUSH_INTERVAL_MS = 20
+    settings.RELAY_CHECKPOINT_INTERVAL_MS = 100
+    return settings

@@ -137,16 +137,6 @@ def test_conversation_is_registered(admin_client_: Client, alice: Any) -> None:
 # --- a real relayed stream, downloaded and replayed ----------------------------------------------------
 
 
-@pytest.fixture
-def relay_settings(settings: Any, simulator_url: str) -> Any:
-    settings.OPENAI_BASE_URL = ""
-    settings.OPENAI_API_KEY = ""
-    settings.SIMULATOR_BASE_URL = simulator_url
-    settings.RELAY_FLUSH_INTERVAL_MS = 20
-    settings.RELAY_CHECKPOINT_INTERVAL_MS = 100
-    return settings
-
-
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("model", ["sim-citations", "sim-incomplete", "sim-failed"])
 async def test_downloaded_event_log_replays_to_the_same_outcome(
