@@ -8,7 +8,7 @@ from typing import Any
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import OuterRef, QuerySet, Subquery
 
-from .models import Checkpoint, Conversation, ResponseRequest, ToolCall
+from .models import Checkpoint, Conversation, ResponseRequest
 
 EMPTY_VIEW: dict[str, Any] = {"revision": 0, "meta": {"response_id": None, "status": None}, "blocks": []}
 
@@ -63,7 +63,3 @@ def conversation_turns(*, conversation: Conversation) -> list[tuple[ResponseRequ
     ids = [r.latest_checkpoint for r in requests if r.latest_checkpoint]  # type: ignore[attr-defined]
     views = dict(Checkpoint.objects.filter(pk__in=ids).values_list("request_id", "view"))
     return [(r, views.get(r.pk) or view_latest(request=r)) for r in requests]
-
-
-def tool_calls_for(*, request: ResponseRequest) -> QuerySet[ToolCall]:
-    return request.tool_calls.order_by("started_at")

@@ -138,14 +138,6 @@ def request_mark_terminal(
     return updated
 
 
-def request_reconcile(*, request_id: uuid.UUID, status: str, at: datetime, **fields: Any) -> bool:
-    """Settle an `unknown` request once the upstream says how it ended."""
-    if status not in ResponseRequest.TERMINAL:
-        raise TransitionError(f"{status!r} is not an outcome")
-    return ResponseRequest.objects.filter(pk=request_id, status=Status.UNKNOWN).update(
-        status=status, terminal_at=at, **fields) == 1
-
-
 def request_cancel(*, request: ResponseRequest) -> bool:
     """The explicit Stop. Pending requests end at once; streaming ones are told to stop."""
     ResponseRequest.objects.filter(pk=request.pk).update(cancels=F("cancels") + 1)
