@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.servers import announced_address
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results" / "relay.md"
 PY = sys.executable
@@ -139,21 +141,7 @@ def start_simulator(procs: Procs, env: dict[str, str]) -> tuple[subprocess.Popen
     proc = procs.start([PY, "-m", "responses_app.simulator", "--host", "127.0.0.1", "--port", "0"],
                        dict(env, PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True)
-    found: list[str] = []
-    ready = threading.Event()
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:  # keep draining so the child never blocks on a full pipe
-            if line.startswith("SIMULATOR_LISTENING ") and not found:
-                found.append(line.split()[1])
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=pump, daemon=True).start()
-    if not ready.wait(30) or not found:
-        raise RuntimeError("the simulator did not announce its address")
-    return proc, found[0]
+    return proc, announced_address(proc, 30)
 
 
 def start_daphne(procs: Procs, app: str, env: dict[str, str], log: Path) -> tuple[subprocess.Popen[Any], int]:

@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -16,16 +17,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def start_simulator(deadline_s: float = 30.0) -> tuple[subprocess.Popen[str], str]:
-    """Start `python -m responses_app.simulator --port 0`; return the process and its base URL."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "responses_app.simulator", "--host", "127.0.0.1", "--port", "0"],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+def announced_address(proc: subprocess.Popen[Any], timeout_s: float) -> str:
+    """The base URL a simulator started with `--port 0` prints as `SIMULATOR_LISTENING <url>`."""
     found: list[str] = []
     ready = threading.Event()
 
@@ -38,11 +31,27 @@ def start_simulator(deadline_s: float = 30.0) -> tuple[subprocess.Popen[str], st
         ready.set()
 
     threading.Thread(target=pump, daemon=True).start()
-    deadline = time.monotonic() + deadline_s
-    if not ready.wait(deadline_s) or not found:
-        proc.kill()
+    if not ready.wait(timeout_s) or not found:
         raise RuntimeError("the simulator did not announce its address")
-    url = found[0]
+    return found[0]
+
+
+def start_simulator(deadline_s: float = 30.0) -> tuple[subprocess.Popen[str], str]:
+    """Start `python -m responses_app.simulator --port 0`; return the process and its base URL."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "responses_app.simulator", "--host", "127.0.0.1", "--port", "0"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    deadline = time.monotonic() + deadline_s
+    try:
+        url = announced_address(proc, deadline_s)
+    except RuntimeError:
+        proc.kill()
+        raise
     while True:
         try:
             if httpx.get(f"{url}/models", timeout=2).status_code == 200:
