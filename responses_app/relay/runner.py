@@ -101,6 +101,7 @@ class StreamRunner:
         self._last_flush = -1e9
         self._last_change = -1e9
         self._timer: asyncio.TimerHandle | None = None
+        self._checkpoint_timer: asyncio.TimerHandle | None = None
         self._last_checkpoint = self._loop.time()
         self._captured_revision = -1
         self._last_write: asyncio.Future[None] | None = None
@@ -151,8 +152,9 @@ class StreamRunner:
                                error=("relay_error", str(exc)))
         finally:
             keeper.cancel()
-            if self._timer is not None:
-                self._timer.cancel()
+            for timer in (self._timer, self._checkpoint_timer):
+                if timer is not None:
+                    timer.cancel()
             if self._upstream_factory:
                 await upstream.aclose()
             else:
@@ -398,9 +400,20 @@ class StreamRunner:
             checkpoint = "interval"
         if checkpoint is not None:
             self._checkpoint(checkpoint)
+        elif self._checkpoint_timer is None and (self._log or self.view.revision != self._captured_revision):
+            # The stream may go quiet now: commit what it sent by the end of the interval anyway.
+            self._checkpoint_timer = self._loop.call_at(
+                self._last_checkpoint + self.checkpoint_interval, self._on_checkpoint_timer)
+
+    def _on_checkpoint_timer(self) -> None:
+        self._checkpoint_timer = None
+        self._flush(self._loop.time(), checkpoint="interval")
 
     def _checkpoint(self, reason: str) -> None:
         """Capture the state now; the process's checkpoint writer commits it (newest state wins)."""
+        if self._checkpoint_timer is not None:
+            self._checkpoint_timer.cancel()
+            self._checkpoint_timer = None
         revision = self.view.revision
         batch = self._take_log()
         state = None

@@ -209,3 +209,40 @@ async def test_a_dead_runner_is_recovered_from_the_event_log_without_a_second_po
     assert saved.final_text == truth["output"][0]["content"][0]["text"]
     kinds = [s.kind for s in await segments_of(saved)]
     assert kinds.count("initial") == 1 and "resume" in kinds, kinds
+
+
+async def test_a_stream_that_goes_quiet_is_committed_within_the_interval(owner: Any) -> None:
+    import asyncio
+
+    from responses_app.models import Checkpoint
+
+    blocks = fixture_events("sim-text.sse")[:10]
+    release = asyncio.Event()
+
+    async def body() -> Any:
+        for block in blocks:
+            yield block
+        await release.wait()  # the upstream goes silent without closing
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body())
+
+    request = await make_request(owner, "sim-text", background=False)
+    runner = StreamRunner(str(request.pk), get_hub(), upstream_factory=lambda: Upstream(
+        base="http://upstream.test/v1", api_key="", transport=httpx.MockTransport(handler)))
+    task = asyncio.get_running_loop().create_task(runner.run())
+    try:
+        async with asyncio.timeout(10):
+            while True:
+                logged = await sync_to_async(lambda: sum(
+                    EventRecord.objects.filter(request=request).values_list("count", flat=True)))()
+                if logged == len(blocks):
+                    break
+                await asyncio.sleep(0.02)
+        latest = await sync_to_async(Checkpoint.objects.filter(request=request).order_by("-revision").first)()
+        assert latest is not None and latest.revision == runner.view.revision
+        assert latest.sequence_number == len(blocks) - 1
+    finally:
+        runner.cancel()
+        release.set()
+        await task
