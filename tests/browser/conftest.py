@@ -18,6 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.servers import stop
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -119,12 +121,7 @@ def relay_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayServ
             time.sleep(0.05)
         yield server
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
         log.close()
 
 
