@@ -502,9 +502,7 @@ async def _memory(cfg: dict[str, Any]) -> dict[str, Any]:
     text_chars = sum(len(r.final_text()) for r in runners) / n
     log_bytes = sum(len(r._log) for r in runners) / n
     log_events = sum(r._log_count for r in runners) / n
-    pending = [b for r in runners for b in getattr(r, "_pending_batches", ())]
-    pending_bytes = sum(len(b["data"]) for b in pending) / n
-    pending_events = sum(b["count"] for b in pending) / n
+    pending_bytes = sum(r._unwritten for r in runners) / n  # handed to the writer, not yet committed
     top: list[tuple[str, int]] = []
     if tracing:
         snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
@@ -516,7 +514,7 @@ async def _memory(cfg: dict[str, Any]) -> dict[str, Any]:
     return {"streams": n, "tokens": tokens, "tokens_per_s": pace, "tracemalloc": tracing,
             "per_stream_traced": traced / n, "per_stream_rss": rss / n, "text_bytes": text_bytes,
             "text_chars": text_chars, "log_bytes": log_bytes, "log_events": log_events, "top": top,
-            "pending_bytes": pending_bytes, "pending_events": pending_events}
+            "pending_bytes": pending_bytes}
 
 
 async def _writes(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -602,9 +600,10 @@ class Plan:
     # streams, tokens, pace (deltas/s), tracemalloc (else RSS)
     memory: list[tuple[int, int, int, bool]] = field(default_factory=lambda: [
         (100, 3000, 100, True), (100, 3000, 100, False), (30, 3000, 1000, True), (30, 12000, 1000, True)])
-    writes_paces: tuple[int, ...] = (30, 200)
+    writes_paces: tuple[int, ...] = (30, 100, 200)
     writes_tokens: int = 2000
     background: bool = False
+    sections: tuple[str, ...] = ("latency", "capacity", "memory", "writes")
 
 
 def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
@@ -644,7 +643,7 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
                 return result
 
             # 1. Added latency at light load.
-            for target in ("ours", "naive"):
+            for target in ("ours", "naive") if "latency" in plan.sections else ():
                 r = step(target, plan.latency_streams, plan.latency_window, 2.0)
                 results["latency"][target] = r
                 print(f"latency {target}: newest p50 {fmt_ms(r['newest']['p50'])} p99 {fmt_ms(r['newest']['p99'])} ms; "
@@ -652,7 +651,7 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
 
             # 2. Capacity, side by side: each step for ours, then for naive.
             failed = {"ours": 0, "naive": 0}
-            for streams in plan.steps:
+            for streams in plan.steps if "capacity" in plan.sections else ():
                 for target in ("ours", "naive"):
                     if failed[target] >= 2:  # two steps in a row past the limit: higher ones only get worse
                         results["capacity"][target].append({"streams": streams, "skipped": True})
@@ -684,10 +683,11 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
                 except Exception as exc:  # reported, not fatal
                     writes[k] = {"error": str(exc), **cfg}
 
-            threads = [threading.Thread(target=one, args=(k, pace)) for k, pace in enumerate(plan.writes_paces)]
+            threads = [threading.Thread(target=one, args=(k, pace)) for k, pace in enumerate(plan.writes_paces)
+                       if "writes" in plan.sections]
             for t in threads:
                 t.start()
-            for streams, tok, pace, tracing in plan.memory:
+            for streams, tok, pace, tracing in plan.memory if "memory" in plan.sections else ():
                 cfg = {"simulator": sim_url, "streams": streams, "tokens": tok, "tokens_per_s": pace,
                        "tracemalloc": tracing}
                 r = run_role("memory", cfg, probe_env, procs, timeout=300)
@@ -698,7 +698,7 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
                       f"text {r['text_bytes'] / 1024:,.1f} KiB", flush=True)
             for t in threads:
                 t.join()
-            results["writes"] = writes
+            results["writes"] = writes if threads else []
             for r in writes:
                 print(f"writes at {r.get('tokens_per_s')} deltas/s: {r.get('writes')} "
                       f"(runner counter {r.get('runner_counter')}, {r.get('checkpoints')} checkpoints)", flush=True)
@@ -797,7 +797,7 @@ def render(res: dict[str, Any], plan: Plan) -> str:
     out.append("### 3. Memory per in-flight stream (StreamRunners held mid-stream by `sim.stall_at`, 5 deltas "
                "before the end)\n")
     out.append("| streams | tokens | pace | text (UTF-8) | measured | per stream | target 2 x text + 64 KiB "
-               "| raw events not yet in the DB (`_log` + `_pending_batches`) | met |")
+               "| raw events not yet in the DB (`_log`, + being written) | met |")
     out.append("|---:|---:|---:|---:|---|---:|---:|---:|---|")
     for r in res["memory"]:
         per = r["per_stream_traced"] if r["tracemalloc"] else r["per_stream_rss"]
@@ -805,8 +805,8 @@ def render(res: dict[str, Any], plan: Plan) -> str:
         how = "tracemalloc growth" if r["tracemalloc"] else "RSS growth"
         out.append(f"| {r['streams']} | {r['tokens']:,} | {r['tokens_per_s']}/s | {r['text_bytes'] / 1024:,.1f} KiB "
                    f"| {how} | {per / 1024:,.1f} KiB | {target / 1024:,.1f} KiB "
-                   f"| {r['log_events']:,.0f} + {r.get('pending_events', 0):,.0f} events, "
-                   f"{(r['log_bytes'] + r.get('pending_bytes', 0)) / 1024:,.1f} KiB of JSON "
+                   f"| {r['log_events']:,.0f} events, {r['log_bytes'] / 1024:,.1f} KiB "
+                   f"+ {r.get('pending_bytes', 0) / 1024:,.1f} KiB "
                    f"| {'yes' if per <= target else 'NO'} |")
     for r in res["memory"]:
         if r["tracemalloc"] and r["top"]:
@@ -841,6 +841,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", default="", help="comma-separated stream counts")
     parser.add_argument("--window", type=float, default=0)
     parser.add_argument("--sqlite", action="store_true", help="a temp SQLite file instead of PostgreSQL")
+    parser.add_argument("--only", default="", help="comma-separated sections: latency,capacity,memory,writes")
     parser.add_argument("--role", help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -856,6 +857,8 @@ def main(argv: list[str] | None = None) -> int:
         plan.steps = [int(s) for s in args.steps.split(",")]
     if args.window:
         plan.window = args.window
+    if args.only:
+        plan.sections = tuple(args.only.split(","))
     use_postgres = not args.sqlite and reachable(5432)
     log_dir = Path(tempfile.mkdtemp(prefix="relay-bench-logs-"))
     print(environment(), flush=True)
@@ -863,7 +866,7 @@ def main(argv: list[str] | None = None) -> int:
     table = render(res, plan)
     print()
     print(table)
-    if not args.quick and not args.steps:
+    if not args.quick and not args.steps and not args.only:
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(HEADER.format(env=environment(), db=res["database"], seconds=res["seconds"],
                                          background=str(plan.background).lower()) + table + "\n")
@@ -882,7 +885,7 @@ Machine: {env}.
 Setup, all on loopback, each in its own process: the simulator (`python -m responses_app.simulator`,
 `sim-long`, `sim.stamp` puts each delta's emit wall-clock time into its text); our relay as ONE Daphne
 process (`daphne project.asgi:application`, DJANGO_ENV=test, in-memory channel layer, in-process runner,
-default RELAY_* settings: flush interval 50 ms, checkpoint interval 500 ms, aiohttp upstream transport)
+default RELAY_* settings: flush interval 50 ms, checkpoints every 500 ms to 2 s (64 events), aiohttp upstream transport)
 on {db}; the naive relay (bench/naive_relay.py: a Channels consumer per websocket, `httpx.AsyncClient()`
 with its default transport, stdlib `json` per SSE line, one in-memory `group_send` per delta) as ONE
 Daphne process; websocket viewers (websockets, asyncio) in a separate load process per step. Requests

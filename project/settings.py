@@ -135,7 +135,11 @@ SIMULATOR_BASE_URL = env.str("SIMULATOR_BASE_URL", default="http://127.0.0.1:800
 
 # --- Relay ----------------------------------------------------------------------------------
 RELAY_FLUSH_INTERVAL_MS = _positive_int("RELAY_FLUSH_INTERVAL_MS", 50)
+# Checkpoints while text flows: no sooner than the interval after the last one, then once
+# MIN_EVENTS events have come, the stream goes quiet, or MAX_INTERVAL has passed.
 RELAY_CHECKPOINT_INTERVAL_MS = _positive_int("RELAY_CHECKPOINT_INTERVAL_MS", 500)
+RELAY_CHECKPOINT_MIN_EVENTS = _positive_int("RELAY_CHECKPOINT_MIN_EVENTS", 64)
+RELAY_CHECKPOINT_MAX_INTERVAL_MS = _positive_int("RELAY_CHECKPOINT_MAX_INTERVAL_MS", 2000)
 RELAY_MAX_EVENT_BYTES = _positive_int("RELAY_MAX_EVENT_BYTES", 8 * 1024 * 1024)
 RELAY_HOLD_WINDOW = _positive_int("RELAY_HOLD_WINDOW", 8)
 RELAY_BACKGROUND_DEFAULT = env.bool("RELAY_BACKGROUND_DEFAULT", default=True)

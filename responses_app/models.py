@@ -13,11 +13,46 @@ from django.db import models
 from django.utils import timezone
 
 
+class RawJSON(bytes):
+    """JSON already serialised (UTF-8): stored as it is. A checkpoint is serialised when it is
+    captured, so the runner holds compact bytes, not a second copy of the view as Python objects
+    (or as a str, which costs up to 4 bytes per character), until the writer commits it."""
+
+
+class Utf8Text(bytes):
+    """Text already encoded as UTF-8, for a text column: sent to PostgreSQL as it is."""
+
+
+def _register_utf8_text_dumper() -> None:
+    try:
+        import psycopg
+        from psycopg.adapt import Dumper
+    except ImportError:  # SQLite only: Utf8TextField decodes instead
+        return
+
+    class Utf8TextDumper(Dumper):
+        oid = psycopg.adapters.types["text"].oid
+
+        def dump(self, obj: Any) -> bytes:
+            return bytes(obj)
+
+    psycopg.adapters.register_dumper(Utf8Text, Utf8TextDumper)
+
+
+_register_utf8_text_dumper()
+
+
 class FastJSONField(models.JSONField):  # type: ignore[type-arg]
     """A JSONField written with orjson. Checkpoints are written a few times a second per stream,
     and the standard library's encoder holds the GIL for many times longer on the same view."""
 
     def get_db_prep_value(self, value: Any, connection: Any, prepared: bool = False) -> Any:
+        if isinstance(value, RawJSON):
+            if connection.vendor == "postgresql":
+                from psycopg.types.json import Jsonb
+
+                return Jsonb(None, dumps=lambda _obj: bytes(value))
+            return value.decode()
         if not prepared:
             value = self.get_prep_value(value)
         if isinstance(value, (dict, list)):
@@ -31,6 +66,18 @@ class FastJSONField(models.JSONField):  # type: ignore[type-arg]
                 return Jsonb(value, dumps=lambda _obj: text)
             return text
         return super().get_db_prep_value(value, connection, prepared=True)
+
+
+class Utf8TextField(models.TextField):  # type: ignore[type-arg]
+    """A TextField that also takes UTF-8 bytes. On PostgreSQL they go over the wire unchanged;
+    decoded to a str first, text with one emoji in it would take 4 bytes per character."""
+
+    def get_db_prep_value(self, value: Any, connection: Any, prepared: bool = False) -> Any:
+        if isinstance(value, (bytes, bytearray)):
+            if connection.vendor == "postgresql":
+                return Utf8Text(value)
+            return bytes(value).decode("utf-8", "replace")
+        return super().get_db_prep_value(value, connection, prepared)
 
 
 class Conversation(models.Model):
@@ -202,7 +249,7 @@ class EventRecord(models.Model):
     first_sequence = models.IntegerField(null=True, blank=True)
     last_sequence = models.IntegerField(null=True, blank=True)
     count = models.PositiveIntegerField()
-    data = models.TextField()
+    data = Utf8TextField()
     created = models.DateTimeField(default=timezone.now)
 
     class Meta:

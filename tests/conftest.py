@@ -37,3 +37,20 @@ def relay_settings(settings: Any, simulator_url: str) -> Any:
     settings.RELAY_FLUSH_INTERVAL_MS = 20
     settings.RELAY_CHECKPOINT_INTERVAL_MS = 100
     return settings
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_relay_db_threads(request: Any, django_db_blocker: Any) -> Any:
+    """The runner's database threads keep connections open; close them before the test database
+    is dropped (PostgreSQL refuses to drop a database in use)."""
+    request.getfixturevalue("django_db_setup")
+    yield
+    from django.db import connection
+
+    from responses_app.relay.runner import close_db_threads
+
+    close_db_threads()
+    if connection.vendor == "postgresql":  # and any other thread's (asgiref's sync thread)
+        with django_db_blocker.unblock(), connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                           "WHERE datname = current_database() AND pid <> pg_backend_pid()")

@@ -3,8 +3,8 @@
 It reads the upstream, feeds the streaming core, and turns the view's ops into coalesced patches
 (leading edge: the first change after a quiet interval goes out at once, later ones at most once
 per RELAY_FLUSH_INTERVAL_MS, and every boundary at once). It commits checkpoints at content-part
-boundaries and every RELAY_CHECKPOINT_INTERVAL_MS, with the raw events gathered since the last
-one, in a single transaction; never one write per delta.
+boundaries, at the end, and while text flows (see `_checkpoint_due`), with the raw events gathered
+since the last one, in a single transaction; never one write per delta.
 
 Outcomes are never guessed: a closed or silent connection is not success. With a response id and
 background mode the runner resumes after the last applied sequence number; otherwise it asks the
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -29,7 +30,7 @@ from django.db import InterfaceError, OperationalError, connection
 from django.utils import timezone
 
 from .. import services
-from ..models import ResponseRequest, Segment, ToolCall
+from ..models import RawJSON, ResponseRequest, Segment, ToolCall
 from ..streaming.assembler import Assembler, AssemblerStats
 from ..streaming.coalescer import Coalescer
 from ..streaming.pipeline import StreamPipeline
@@ -51,6 +52,9 @@ MAX_RESUMES = 5
 MAX_HTTP_RETRIES = 3
 MAX_TOOL_ROUNDS = 5
 LOG_BACKLOG_BYTES = 256 * 1024  # raw events waiting for the database before the runner waits too
+LOG_FLUSH_BYTES = 32 * 1024  # raw events held in memory before they go to the writer on their own
+LEASE_RENEW_S = 10  # the lease lasts services.LEASE_SECONDS (30 s): renewed well before it runs out
+CANCEL_POLL_S = 5  # how often a runner looks for a Stop pressed in another process
 
 
 _db_executor: ThreadPoolExecutor | None = None
@@ -79,6 +83,24 @@ def db(fn: Callable[..., Any]) -> Callable[..., Any]:
     return sync_to_async(call, thread_sensitive=False, executor=_db_executor)
 
 
+def close_db_threads() -> None:
+    """Close every runner database thread's connection and stop the threads (tests, shutdown)."""
+    global _db_executor
+    executor, _db_executor = _db_executor, None
+    if executor is None:
+        return
+    workers = settings.RELAY_DB_THREADS
+    barrier = threading.Barrier(workers)
+
+    def close() -> None:
+        barrier.wait(timeout=10)  # every worker takes one: each closes its own connection
+        connection.close()
+
+    for future in [executor.submit(close) for _ in range(workers)]:
+        future.result()
+    executor.shutdown(wait=True)
+
+
 class StreamRunner:
     def __init__(self, request_id: str, hub: Hub, upstream_factory: Callable[[], Upstream] | None = None) -> None:
         self.request_id = request_id
@@ -92,6 +114,8 @@ class StreamRunner:
         self.view = self.assembler.view
         self.interval = settings.RELAY_FLUSH_INTERVAL_MS / 1000
         self.checkpoint_interval = settings.RELAY_CHECKPOINT_INTERVAL_MS / 1000
+        self.checkpoint_max_interval = max(settings.RELAY_CHECKPOINT_MAX_INTERVAL_MS / 1000, self.checkpoint_interval)
+        self.checkpoint_min_events = settings.RELAY_CHECKPOINT_MIN_EVENTS
         self.coalescer = Coalescer(self.interval)
         self.redact_fields = frozenset(settings.RELAY_REDACT_FIELDS)
         self.cancel_requested = asyncio.Event()
@@ -108,6 +132,7 @@ class StreamRunner:
         self._unwritten = 0  # bytes of raw events handed to the writer and not yet committed
         self._log = bytearray()  # raw events since the last commit, as SSE text
         self._log_count = 0
+        self._events_since_checkpoint = 0
         self._log_first: int | None = None
         self._log_last: int | None = None
         self._segment_index = 0
@@ -323,6 +348,7 @@ class StreamRunner:
             if not self._seen_tool and _is_tool_event(event):
                 self._seen_tool = mark_tool = True
         self._log_count += len(events)
+        self._events_since_checkpoint += len(events)
         first, last = events[0].get("sequence_number"), events[-1].get("sequence_number")
         if self._log_first is None and type(first) is int:
             self._log_first = first
@@ -340,6 +366,8 @@ class StreamRunner:
             await self._mark_first("first_text_at")
         if mark_tool:
             await self._mark_first("first_tool_at")
+        if len(self._log) >= LOG_FLUSH_BYTES:  # a fast stream: bound what it holds in memory
+            self._checkpoint("interval", state=False)
         if self._backlog_bytes() > LOG_BACKLOG_BYTES:
             # The database is behind: wait for it rather than buffer without bound or lose the
             # log. The upstream waits in the socket meanwhile; viewers already have their patches.
@@ -396,41 +424,70 @@ class StreamRunner:
             self.hub.publish(self.request_id, message, orjson.dumps(message).decode())
         # Checkpoints are captured right after a flush, so every committed revision is a patch
         # boundary: a viewer starting from a checkpoint can chain the patches that follow it.
-        if checkpoint is None and now - self._last_checkpoint >= self.checkpoint_interval:
+        if checkpoint is None and self._checkpoint_due(now):
             checkpoint = "interval"
         if checkpoint is not None:
             self._checkpoint(checkpoint)
         elif self._checkpoint_timer is None and (self._log or self.view.revision != self._captured_revision):
-            # The stream may go quiet now: commit what it sent by the end of the interval anyway.
-            self._checkpoint_timer = self._loop.call_at(
-                self._last_checkpoint + self.checkpoint_interval, self._on_checkpoint_timer)
+            # The stream may go quiet now: commit what it sent within about an interval anyway.
+            self._arm_checkpoint_timer(now)
+
+    def _checkpoint_due(self, now: float) -> bool:
+        """An interval checkpoint, while text flows: no sooner than RELAY_CHECKPOINT_INTERVAL_MS
+        after the last one, and then once RELAY_CHECKPOINT_MIN_EVENTS events have come, the stream
+        has gone quiet (no change for an interval), or RELAY_CHECKPOINT_MAX_INTERVAL_MS has passed.
+        A fast answer is committed every 500 ms, a slow one every 64 events or 2 s: a 2,000-delta
+        answer costs a few dozen writes at 30 deltas/s as at 200."""
+        elapsed = now - self._last_checkpoint
+        if elapsed < self.checkpoint_interval:
+            return False
+        return (self._events_since_checkpoint >= self.checkpoint_min_events
+                or elapsed >= self.checkpoint_max_interval or now - self._last_change >= self.checkpoint_interval)
 
     def _on_checkpoint_timer(self) -> None:
         self._checkpoint_timer = None
-        self._flush(self._loop.time(), checkpoint="interval")
+        now = self._loop.time()
+        if self._checkpoint_due(now):
+            self._flush(now, checkpoint="interval")
+            return
+        self._flush(now)  # still flowing: the flow takes the checkpoint when due, or the next timer
 
-    def _checkpoint(self, reason: str) -> None:
-        """Capture the state now; the process's checkpoint writer commits it (newest state wins)."""
+    def _arm_checkpoint_timer(self, now: float) -> None:
+        """At the earliest moment `_checkpoint_due` could turn true without another event."""
         if self._checkpoint_timer is not None:
             self._checkpoint_timer.cancel()
-            self._checkpoint_timer = None
+        at = self._last_checkpoint + self.checkpoint_interval
+        if at <= now:
+            at = max(min(self._last_change + self.checkpoint_interval,
+                         self._last_checkpoint + self.checkpoint_max_interval), now + self.interval)
+        self._checkpoint_timer = self._loop.call_at(at, self._on_checkpoint_timer)
+
+    def _checkpoint(self, reason: str, *, state: bool = True) -> None:
+        """Capture the state now (or, with state=False, only hand over the raw events); the
+        process's checkpoint writer commits it (newest state wins)."""
         revision = self.view.revision
         batch = self._take_log()
-        state = None
-        if revision != self._captured_revision:
+        captured = None
+        if state and self._checkpoint_timer is not None:
+            self._checkpoint_timer.cancel()
+            self._checkpoint_timer = None
+        if state and revision != self._captured_revision:
             self._captured_revision = revision
-            state = {
-                "revision": revision, "sequence_number": self.assembler.last_sequence_number,
-                "reason": reason, "view": self.view.to_dict(), "snapshot": self.assembler.response(),
+            snapshot = self.assembler.response()  # first: it joins each text once for both
+            captured = {
+                "revision": revision, "sequence_number": self.assembler.last_sequence_number, "reason": reason,
+                "view": RawJSON(orjson.dumps(self.view.to_dict())), "snapshot": RawJSON(orjson.dumps(snapshot)),
             }
         elif batch is None:
             return
-        self._last_checkpoint = self._loop.time()
+        if state:
+            self._last_checkpoint = self._loop.time()
+            self._events_since_checkpoint = 0
         size = len(batch["data"]) if batch else 0
         self._unwritten += size
-        written = self.hub.writer.submit(self.uuid, state, batch)
+        written = self.hub.writer.submit(self.uuid, captured, batch)
         self._last_write = written
-        self.writes += (1 if state else 0) + (1 if batch else 0)
+        self.writes += (1 if captured else 0) + (1 if batch else 0)
 
         def settled(future: asyncio.Future[None]) -> None:
             self._unwritten -= size
@@ -608,13 +665,18 @@ class StreamRunner:
 
     async def _keep_lease(self) -> None:
         idle_limit = settings.RELAY_IDLE_TIMEOUT_S
+        renewed = self._loop.time()
         while True:
-            await asyncio.sleep(5)
+            await asyncio.sleep(CANCEL_POLL_S)
             if self._loop.time() - self._last_bytes > idle_limit and self._reader is not None:
                 logger.warning("upstream silent for %ss on %s; treating as dropped", idle_limit, self.request_id)
                 self._stalled = True
                 self._reader.cancel()  # surfaces as a drop: resume or reconcile
-            cancel = await db(services.request_renew_lease)(request_id=self.uuid, token=self.token)
+            renew = self._loop.time() - renewed >= LEASE_RENEW_S - 0.5
+            cancel = await db(services.request_renew_lease)(request_id=self.uuid, token=self.token, renew=renew)
+            if renew:
+                renewed = self._loop.time()
+                self.writes += 1
             if cancel and not self.cancel_requested.is_set():
                 self.cancel()  # Stop pressed in a process that does not run this request
 

@@ -222,9 +222,29 @@ class Assembler:
 
     def response(self) -> dict[str, Any]:
         """The Response snapshot as it stands, shaped like the API's Response object."""
+        self.share_text()
         out = dict(self._response)
         out["output"] = [self._items[i].materialize() for i in sorted(self._items)]
         return out
+
+    def share_text(self) -> None:
+        """Join each content part's text once, for the part and its view block alike.
+
+        Both receive the same delta objects, but each would join its own list into its own
+        string: two copies of every answer held for the life of the stream. Where they hold the
+        same text, they now hold one string."""
+        chunks = self.view._chunks
+        for item in self._items.values():
+            for summary, parts in ((False, item.parts), (True, item.summary)):
+                for index, part in parts.items():
+                    block = chunks.get(_part_block_id(item, index, summary))
+                    mine = part.text._parts
+                    if block is None or block is mine:
+                        continue
+                    if block != mine and self.view.text(_part_block_id(item, index, summary)) != part.text.value:
+                        continue  # different text (a view the assembler does not own): leave it
+                    part.text.value  # noqa: B018 -- joins `mine` in place
+                    block[:] = mine
 
     # --- sequencing -----------------------------------------------------------------------
 

@@ -412,8 +412,8 @@ def test_text_cost_is_linear(monkeypatch: pytest.MonkeyPatch, batched: bool) -> 
     assert joins == reads
     assert pieces_joined == n + reads - 1  # each delta once, plus the string each read left
     assert longest == every + 1
-    assert view_texts == 0  # the view's text is never joined while deltas stream ...
-    assert len(a.view._chunks["o0-c0"]) == n  # ... its pieces wait for the next to_dict()
+    assert view_texts == 0  # the view's text is never joined on its own ...
+    assert a.view._chunks["o0-c0"][0] is part.text._parts[0]  # ... it shares the part's string
     _, ops = a.view.take_ops()
     assert sum(1 for op in ops if op[0] == "append") == n  # one O(delta) op per delta
 
@@ -439,3 +439,20 @@ def test_oversized_event_is_reported_and_its_neighbours_kept() -> None:
     pipeline.finish()
     assert pipeline.assembler.stats.gaps == 1
     assert pipeline.assembler.response()["output"][0]["content"][0]["text"] == "ab"
+
+
+def test_a_part_and_its_view_block_hold_one_string_not_two() -> None:
+    a = Assembler()
+    a.feed_many([*head(), *(delta(4 + i, f"w{i} ") for i in range(200))])
+    view_text = a.view.to_dict()["blocks"][0]["text"]
+    snapshot_text = a.response()["output"][0]["content"][0]["text"]
+    assert view_text == snapshot_text == "".join(f"w{i} " for i in range(200))
+    assert a.view.text("o0-c0") is snapshot_text, "the joined text is shared, not copied"
+    # Later deltas still reach both, and the next join shares again, in either order.
+    a.feed_many([delta(204 + i, "x") for i in range(3)])
+    snapshot_text = a.response()["output"][0]["content"][0]["text"]
+    assert snapshot_text.endswith("w199 xxx") and a.view.text("o0-c0") is snapshot_text
+    # A view text the assembler did not write is left alone.
+    a.view.set("o0-c0", {"text": "edited"})
+    assert text_of(a).endswith("xxx") and a.view.text("o0-c0") == "edited"
+    assert replayed(a.view) == a.view.to_dict()
