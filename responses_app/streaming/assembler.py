@@ -241,9 +241,10 @@ class Assembler:
                     mine = part.text._parts
                     if block is None or block is mine:
                         continue
-                    if block != mine and self.view.text(_part_block_id(item, index, summary)) != part.text.value:
+                    if block == mine:  # the same pieces: join once, for both
+                        part.text.value  # noqa: B018 -- joins `mine` in place
+                    elif self.view.text(_part_block_id(item, index, summary)) != part.text.value:
                         continue  # different text (a view the assembler does not own): leave it
-                    part.text.value  # noqa: B018 -- joins `mine` in place
                     block[:] = mine
 
     # --- sequencing -----------------------------------------------------------------------

@@ -12,6 +12,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from .textbuf import Piece, join
+
 # Where a content part keeps its text, by part type.
 PART_TEXT_FIELD = {
     "output_text": "text", "refusal": "refusal", "reasoning_text": "text", "summary_text": "text",
@@ -19,7 +21,7 @@ PART_TEXT_FIELD = {
 
 
 class Chunks:
-    """An append-only string built from deltas; `value` joins once and caches.
+    """An append-only string built from deltas; `value` joins them (see `textbuf`).
 
     The list in `_parts` keeps its identity for the life of the object (joins and replacements
     happen in place), so a hot loop may hold `chunks._parts.append` across events.
@@ -28,7 +30,7 @@ class Chunks:
     __slots__ = ("_parts",)
 
     def __init__(self, initial: str = "") -> None:
-        self._parts: list[str] = [initial] if initial else []
+        self._parts: list[Piece] = [initial] if initial else []
 
     def append(self, delta: str) -> None:
         self._parts.append(delta)
@@ -38,12 +40,8 @@ class Chunks:
 
     @property
     def value(self) -> str:
-        parts = self._parts
-        if len(parts) > 1:
-            joined = "".join(parts)
-            parts[:] = (joined,)  # later reads and joins start from one string: linear overall
-            return joined
-        return parts[0] if parts else ""
+        # Later reads and joins start from the one piece a read leaves: linear overall.
+        return join(self._parts)
 
 
 class Part:

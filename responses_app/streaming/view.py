@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .textbuf import Piece, join
+
 Block = dict[str, Any]
 Op = list[Any]
 
@@ -35,7 +37,7 @@ class ViewModel:
         self.meta: dict[str, Any] = {"response_id": None, "status": None}
         self._blocks: dict[str, Block] = {}
         self._order: list[str] = []
-        self._chunks: dict[str, list[str]] = {}
+        self._chunks: dict[str, list[Piece]] = {}
         self._ops: list[Op] = []
         self._ops_base = 0
 
@@ -95,12 +97,7 @@ class ViewModel:
         return self._blocks[block_id]
 
     def text(self, block_id: str) -> str:
-        chunks = self._chunks[block_id]
-        if len(chunks) > 1:
-            joined = "".join(chunks)
-            chunks[:] = [joined]  # later reads and joins start from one string: linear overall
-            return joined
-        return chunks[0] if chunks else ""
+        return join(self._chunks[block_id])  # later reads start from the one piece it leaves
 
     def take_ops(self) -> tuple[int, list[Op]]:
         """The ops since the last call and the revision they apply on top of."""
