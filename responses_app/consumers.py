@@ -124,15 +124,22 @@ class RequestConsumer(AsyncWebsocketConsumer):
         self.offer(orjson.loads(text), text)
 
     async def _write(self) -> None:
+        # The hot path of every viewer: no task per message (as asyncio.wait_for would make) and
+        # straight to the ASGI send, past the consumer's own send wrappers.
+        outbox, send = self.outbox, self.base_send
         while True:
-            try:
-                text = await asyncio.wait_for(self.outbox.get(), timeout=PING_SECONDS)
-            except TimeoutError:
-                text = '{"type":"ping"}'  # keeps proxies from cutting a long silent reasoning phase
+            if outbox.empty():
+                try:
+                    async with asyncio.timeout(PING_SECONDS):
+                        text = await outbox.get()
+                except TimeoutError:
+                    text = '{"type":"ping"}'  # keeps proxies from cutting a long silent reasoning phase
+            else:
+                text = outbox.get_nowait()
             if text is RESYNC:
                 await self._send_snapshot()
             else:
-                await self.send(text_data=text)
+                await send({"type": "websocket.send", "text": text})
 
     async def _send_snapshot(self) -> None:
         runner = get_hub().runner(self.request_id)

@@ -68,14 +68,21 @@ def request_acquire_lease(*, request_id: uuid.UUID, token: uuid.UUID, now: datet
     return won == 1
 
 
-def request_renew_lease(*, request_id: uuid.UUID, token: uuid.UUID, renew: bool = True) -> bool:
-    """Extend the runner's lease (unless `renew` is false: a read only); returns whether a Stop
-    was requested meanwhile."""
-    if renew:
-        ResponseRequest.objects.filter(pk=request_id, runner_token=token, status=Status.STREAMING).update(
-            lease_expires=timezone.now() + timedelta(seconds=LEASE_SECONDS)
-        )
-    return bool(ResponseRequest.objects.filter(pk=request_id, cancel_requested=True).exists())
+def leases_renew(*, leases: list[tuple[uuid.UUID, uuid.UUID]], renew: bool = True) -> set[uuid.UUID]:
+    """Extend the leases of every runner in a process at once (unless `renew` is false: a read
+    only); returns the requests among them whose Stop was pressed meanwhile."""
+    cancelled: set[uuid.UUID] = set()
+    for start in range(0, len(leases), 500):
+        chunk = leases[start:start + 500]
+        if renew:
+            held = Q()
+            for request_id, token in chunk:
+                held |= Q(pk=request_id, runner_token=token)
+            ResponseRequest.objects.filter(held, status=Status.STREAMING).update(
+                lease_expires=timezone.now() + timedelta(seconds=LEASE_SECONDS))
+        cancelled.update(ResponseRequest.objects.filter(
+            pk__in=[request_id for request_id, _token in chunk], cancel_requested=True).values_list("pk", flat=True))
+    return cancelled
 
 
 def requests_to_recover(*, now: datetime | None = None, pending_after_s: int = 10) -> list[uuid.UUID]:

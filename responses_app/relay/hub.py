@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 RUNNER_CHANNEL = "relay-runner"
+LEASE_POLL_S = 5.0  # how often the lease keeper looks for a Stop pressed in another process
+LEASE_RENEW_S = 10.0  # leases last services.LEASE_SECONDS (30 s): renewed well before they run out
 
 
 def group_name(request_id: uuid.UUID | str) -> str:
@@ -50,6 +52,7 @@ class Hub:
         from .writer import CheckpointWriter
 
         self.writer = CheckpointWriter(db)
+        self.leases = LeaseKeeper(db)
         layer = get_channel_layer()
         self.fanout = bool(settings.RELAY_GROUP_FANOUT) and layer is not None and not isinstance(
             layer, InMemoryChannelLayer)
@@ -156,6 +159,54 @@ class Hub:
         assert layer is not None
         for request_id in await sync_to_async(requests_to_recover)():
             await layer.send(RUNNER_CHANNEL, {"type": "relay.start", "request_id": str(request_id)})
+
+
+class LeaseKeeper:
+    """Keeps the leases of every runner in the process, in one statement per round.
+
+    Measured at 100 streams: each runner renewing its own lease and polling for a Stop took 10%
+    of the process's samples, in ORM calls holding the GIL. Here a round costs the same for one
+    runner or a thousand: one read (Stop pressed elsewhere?) every 5 s, one UPDATE every 10 s."""
+
+    def __init__(self, run_db: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+        self._db = run_db
+        self.runners: set[StreamRunner] = set()
+        self._task: asyncio.Task[None] | None = None
+
+    def add(self, runner: StreamRunner) -> None:
+        self.runners.add(runner)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name="relay-lease-keeper", context=contextvars.Context())
+
+    def discard(self, runner: StreamRunner) -> None:
+        self.runners.discard(runner)
+
+    async def _run(self) -> None:
+        from ..services import leases_renew
+
+        loop = asyncio.get_running_loop()
+        renewed = loop.time()
+        while self.runners:
+            await asyncio.sleep(LEASE_POLL_S)
+            now = loop.time()
+            runners = list(self.runners)
+            for runner in runners:
+                runner.check_idle(now)
+            renew = now - renewed >= LEASE_RENEW_S - LEASE_POLL_S / 2
+            try:
+                cancelled = await self._db(leases_renew)(
+                    leases=[(runner.uuid, runner.token) for runner in runners], renew=renew)
+            except Exception:  # the next round tries again; a lease lasts three renewals
+                logger.warning("lease round for %d runners failed", len(runners), exc_info=True)
+                continue
+            if renew:
+                renewed = now
+                for runner in runners:
+                    runner.writes += 1
+            for runner in runners:
+                if runner.uuid in cancelled and not runner.cancel_requested.is_set():
+                    runner.cancel()  # Stop pressed in a process that does not run this request
 
 
 _hubs: dict[int, Hub] = {}

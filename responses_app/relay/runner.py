@@ -53,8 +53,6 @@ MAX_HTTP_RETRIES = 3
 MAX_TOOL_ROUNDS = 5
 LOG_BACKLOG_BYTES = 256 * 1024  # raw events waiting for the database before the runner waits too
 LOG_FLUSH_BYTES = 32 * 1024  # raw events held in memory before they go to the writer on their own
-LEASE_RENEW_S = 10  # the lease lasts services.LEASE_SECONDS (30 s): renewed well before it runs out
-CANCEL_POLL_S = 5  # how often a runner looks for a Stop pressed in another process
 
 
 _db_executor: ThreadPoolExecutor | None = None
@@ -133,6 +131,7 @@ class StreamRunner:
         self._log = bytearray()  # raw events since the last commit, as SSE text
         self._log_count = 0
         self._events_since_checkpoint = 0
+        self._interval_checkpoints = 0
         self._log_first: int | None = None
         self._log_last: int | None = None
         self._segment_index = 0
@@ -161,7 +160,7 @@ class StreamRunner:
         self.request = request
         # One upstream client per process (pooled connections); a test may bring its own.
         upstream = self._upstream_factory() if self._upstream_factory else self.hub.upstream()
-        keeper = self._loop.create_task(self._keep_lease())
+        self.hub.leases.add(self)  # renewed, with everyone else's, by the hub's lease keeper
         try:
             segments = await db(lambda: request.segments.count())()
             if request.response_id or segments:
@@ -176,7 +175,7 @@ class StreamRunner:
             await self._finish(Status.UNKNOWN if self.assembler.response_id else Status.ERROR,
                                error=("relay_error", str(exc)))
         finally:
-            keeper.cancel()
+            self.hub.leases.discard(self)
             for timer in (self._timer, self._checkpoint_timer):
                 if timer is not None:
                     timer.cancel()
@@ -319,6 +318,7 @@ class StreamRunner:
                 events = feed(chunk)
                 if events:
                     await self._on_events(events)
+                    del events  # not held (with every string in it) while the stream is quiet
                 if self.assembler.terminal:
                     return "terminal"
         # Events completed after an oversized one come out of the next decode; an unterminated
@@ -435,13 +435,15 @@ class StreamRunner:
     def _checkpoint_due(self, now: float) -> bool:
         """An interval checkpoint, while text flows: no sooner than RELAY_CHECKPOINT_INTERVAL_MS
         after the last one, and then once RELAY_CHECKPOINT_MIN_EVENTS events have come, the stream
-        has gone quiet (no change for an interval), or RELAY_CHECKPOINT_MAX_INTERVAL_MS has passed.
-        A fast answer is committed every 500 ms, a slow one every 64 events or 2 s: a 2,000-delta
-        answer costs a few dozen writes at 30 deltas/s as at 200."""
+        has gone quiet (no change for an interval), or RELAY_CHECKPOINT_MAX_INTERVAL_MS has passed;
+        the first one as soon as the interval allows. A fast answer is committed every 500 ms, a
+        slow one every 64 events or 2 s: a 2,000-delta answer costs a few dozen writes at 30
+        deltas/s as at 200."""
         elapsed = now - self._last_checkpoint
         if elapsed < self.checkpoint_interval:
             return False
-        return (self._events_since_checkpoint >= self.checkpoint_min_events
+        return (not self._interval_checkpoints  # the first text a reload shows: committed early
+                or self._events_since_checkpoint >= self.checkpoint_min_events
                 or elapsed >= self.checkpoint_max_interval or now - self._last_change >= self.checkpoint_interval)
 
     def _on_checkpoint_timer(self) -> None:
@@ -483,6 +485,7 @@ class StreamRunner:
         if state:
             self._last_checkpoint = self._loop.time()
             self._events_since_checkpoint = 0
+            self._interval_checkpoints += reason == "interval"
         size = len(batch["data"]) if batch else 0
         self._unwritten += size
         written = self.hub.writer.submit(self.uuid, captured, batch)
@@ -663,22 +666,13 @@ class StreamRunner:
         view = self.view
         return "\n\n".join(view.text(b["id"]) for b in view.to_dict()["blocks"] if b["kind"] == "text")
 
-    async def _keep_lease(self) -> None:
+    def check_idle(self, now: float) -> None:
+        """Called by the hub's lease keeper: an upstream silent for too long counts as dropped."""
         idle_limit = settings.RELAY_IDLE_TIMEOUT_S
-        renewed = self._loop.time()
-        while True:
-            await asyncio.sleep(CANCEL_POLL_S)
-            if self._loop.time() - self._last_bytes > idle_limit and self._reader is not None:
-                logger.warning("upstream silent for %ss on %s; treating as dropped", idle_limit, self.request_id)
-                self._stalled = True
-                self._reader.cancel()  # surfaces as a drop: resume or reconcile
-            renew = self._loop.time() - renewed >= LEASE_RENEW_S - 0.5
-            cancel = await db(services.request_renew_lease)(request_id=self.uuid, token=self.token, renew=renew)
-            if renew:
-                renewed = self._loop.time()
-                self.writes += 1
-            if cancel and not self.cancel_requested.is_set():
-                self.cancel()  # Stop pressed in a process that does not run this request
+        if now - self._last_bytes > idle_limit and self._reader is not None:
+            logger.warning("upstream silent for %ss on %s; treating as dropped", idle_limit, self.request_id)
+            self._stalled = True
+            self._reader.cancel()  # surfaces as a drop: resume or reconcile
 
 
 def _is_tool_event(event: dict[str, Any]) -> bool:
