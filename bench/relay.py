@@ -264,7 +264,8 @@ async def _viewer_ours(cfg: dict[str, Any], i: int, win: Window, http: Any, gate
             if remaining <= 0:
                 break
             try:
-                raw = await asyncio.wait_for(ws.recv(), timeout=min(remaining, 5))
+                async with asyncio.timeout(min(remaining, 5)):  # no task per message, unlike wait_for
+                    raw = await ws.recv()
             except TimeoutError:
                 continue
             now = time.time()
@@ -334,7 +335,8 @@ async def _viewer_naive(cfg: dict[str, Any], i: int, win: Window, gate: asyncio.
             if remaining <= 0:
                 break
             try:
-                raw = await asyncio.wait_for(ws.recv(), timeout=min(remaining, 5))
+                async with asyncio.timeout(min(remaining, 5)):  # no task per message, unlike wait_for
+                    raw = await ws.recv()
             except TimeoutError:
                 continue
             now = time.time()
