@@ -382,7 +382,7 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
     else:
         tasks = [asyncio.create_task(_viewer_naive(cfg, i, win, gate, ready, errors)) for i in range(n)]
     # Ramp-up: every viewer connected (or failed), then a warm-up, then the measured window.
-    deadline = time.time() + cfg.get("ramp_timeout", 45)
+    deadline = time.time() + cfg.get("ramp_timeout", 90)
     while len(ready) + len([e for e in errors if e.startswith("setup")]) < n and time.time() < deadline:
         await asyncio.sleep(0.05)
     ramp = time.time() - t_ramp

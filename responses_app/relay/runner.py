@@ -110,11 +110,11 @@ class StreamRunner:
                                        hold_window=settings.RELAY_HOLD_WINDOW)
         self.assembler = self.pipeline.assembler
         self.view = self.assembler.view
-        self.interval = settings.RELAY_FLUSH_INTERVAL_MS / 1000
+        self.base_interval = settings.RELAY_FLUSH_INTERVAL_MS / 1000
         self.checkpoint_interval = settings.RELAY_CHECKPOINT_INTERVAL_MS / 1000
         self.checkpoint_max_interval = max(settings.RELAY_CHECKPOINT_MAX_INTERVAL_MS / 1000, self.checkpoint_interval)
         self.checkpoint_min_events = settings.RELAY_CHECKPOINT_MIN_EVENTS
-        self.coalescer = Coalescer(self.interval)
+        self.coalescer = Coalescer(self.base_interval)
         self.redact_fields = frozenset(settings.RELAY_REDACT_FIELDS)
         self.cancel_requested = asyncio.Event()
         self.finished = asyncio.Event()
@@ -150,6 +150,11 @@ class StreamRunner:
         self._malformed_before = 0
         self.writes = 0  # database writes this runner made (the benchmark reads it)
 
+    @property
+    def interval(self) -> float:
+        """The flush interval: the setting, stretched by the hub's pacer while the process is busy."""
+        return self.base_interval * self.hub.pacer.scale
+
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def run(self) -> None:
@@ -161,6 +166,7 @@ class StreamRunner:
         # One upstream client per process (pooled connections); a test may bring its own.
         upstream = self._upstream_factory() if self._upstream_factory else self.hub.upstream()
         self.hub.leases.add(self)  # renewed, with everyone else's, by the hub's lease keeper
+        self.hub.pacer.start()
         try:
             segments = await db(lambda: request.segments.count())()
             if request.response_id or segments:
