@@ -48,10 +48,10 @@ class Hub:
         self._worker_task: asyncio.Task[Any] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._upstream: Upstream | None = None
-        from .runner import db
+        from .runner import db, db_writer
         from .writer import CheckpointWriter
 
-        self.writer = CheckpointWriter(db)
+        self.writer = CheckpointWriter(db_writer)
         self.leases = LeaseKeeper(db)
         self.pacer = Pacer(self)
         layer = get_channel_layer()

@@ -58,16 +58,22 @@ LOG_FLUSH_BYTES = 32 * 1024  # raw events held in memory before they go to the w
 _db_executor: ThreadPoolExecutor | None = None
 
 
-def db(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Run a database call off the event loop. Runner writes use their own small thread pool,
-    each thread keeping its connection (CONN_MAX_AGE), so one slow commit never queues every
-    stream behind it. SQLite takes one writer at a time anyway: there, one shared thread."""
-    global _db_executor
-    if connection.vendor == "sqlite":
-        return sync_to_async(fn, thread_sensitive=True)
-    if _db_executor is None:
-        _db_executor = ThreadPoolExecutor(max_workers=settings.RELAY_DB_THREADS, thread_name_prefix="relay-db")
+_writer_executor: ThreadPoolExecutor | None = None
 
+
+def db_writer(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`db`, on one thread of its own, for the checkpoint writer: its rounds are the process's
+    largest statements, and each thread's allocator keeps the peak it reached (glibc arenas).
+    One thread keeps one such peak, where the shared pool would grow one in every thread."""
+    global _writer_executor
+    if connection.vendor == "sqlite":
+        return db(fn)
+    if _writer_executor is None:
+        _writer_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="relay-writer")
+    return sync_to_async(_reconnecting(fn), thread_sensitive=False, executor=_writer_executor)
+
+
+def _reconnecting(fn: Callable[..., Any]) -> Callable[..., Any]:
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
@@ -78,25 +84,38 @@ def db(fn: Callable[..., Any]) -> Callable[..., Any]:
             connection.close()
             return fn(*args, **kwargs)
 
-    return sync_to_async(call, thread_sensitive=False, executor=_db_executor)
+    return call
+
+
+def db(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a database call off the event loop. Runner writes use their own small thread pool,
+    each thread keeping its connection (CONN_MAX_AGE), so one slow commit never queues every
+    stream behind it. SQLite takes one writer at a time anyway: there, one shared thread."""
+    global _db_executor
+    if connection.vendor == "sqlite":
+        return sync_to_async(fn, thread_sensitive=True)
+    if _db_executor is None:
+        _db_executor = ThreadPoolExecutor(max_workers=settings.RELAY_DB_THREADS, thread_name_prefix="relay-db")
+    return sync_to_async(_reconnecting(fn), thread_sensitive=False, executor=_db_executor)
 
 
 def close_db_threads() -> None:
     """Close every runner database thread's connection and stop the threads (tests, shutdown)."""
-    global _db_executor
-    executor, _db_executor = _db_executor, None
-    if executor is None:
-        return
-    workers = settings.RELAY_DB_THREADS
-    barrier = threading.Barrier(workers)
+    global _db_executor, _writer_executor
+    pools = [(_db_executor, settings.RELAY_DB_THREADS), (_writer_executor, 1)]
+    _db_executor = _writer_executor = None
+    for executor, workers in pools:
+        if executor is None:
+            continue
+        barrier = threading.Barrier(workers)
 
-    def close() -> None:
-        barrier.wait(timeout=10)  # every worker takes one: each closes its own connection
-        connection.close()
+        def close(barrier: threading.Barrier = barrier) -> None:
+            barrier.wait(timeout=10)  # every worker takes one: each closes its own connection
+            connection.close()
 
-    for future in [executor.submit(close) for _ in range(workers)]:
-        future.result()
-    executor.shutdown(wait=True)
+        for future in [executor.submit(close) for _ in range(workers)]:
+            future.result()
+        executor.shutdown(wait=True)
 
 
 class StreamRunner:
