@@ -33,7 +33,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -232,6 +232,25 @@ class Window:
     lost: int = 0  # deltas (naive: by sequence number) or revisions (ours) the viewer never got
     resyncs: int = 0
 
+    def record(self, now: float, stamps: list[float]) -> None:
+        """One message received at `now`, carrying deltas emitted at `stamps`."""
+        if stamps:
+            self.messages += 1
+            self.deltas += len(stamps)
+            self.newest.append((now - max(stamps)) * 1000)
+            self.oldest.append((now - min(stamps)) * 1000)
+
+
+async def _received(ws: Any, win: Window) -> AsyncIterator[tuple[float, str | bytes]]:
+    """(receipt time, message) from a websocket until the measurement window ends."""
+    while (remaining := win.end - time.time()) > 0:
+        try:
+            async with asyncio.timeout(min(remaining, 5)):  # no task per message, unlike wait_for
+                raw = await ws.recv()
+        except TimeoutError:
+            continue
+        yield time.time(), raw
+
 
 async def _viewer_ours(cfg: dict[str, Any], i: int, win: Window, http: Any, gate: asyncio.Semaphore,
                        ready: list[int], errors: list[str]) -> None:
@@ -259,16 +278,7 @@ async def _viewer_ours(cfg: dict[str, Any], i: int, win: Window, http: Any, gate
     loads = orjson.loads
     findall = STAMP.findall
     try:
-        while True:
-            remaining = win.end - time.time()
-            if remaining <= 0:
-                break
-            try:
-                async with asyncio.timeout(min(remaining, 5)):  # no task per message, unlike wait_for
-                    raw = await ws.recv()
-            except TimeoutError:
-                continue
-            now = time.time()
+        async for now, raw in _received(ws, win):
             message = loads(raw)
             kind = message.get("type")
             if kind == "snapshot":
@@ -291,11 +301,7 @@ async def _viewer_ours(cfg: dict[str, Any], i: int, win: Window, http: Any, gate
                 ready.append(i)  # deltas are flowing on this stream
             if not measuring:
                 continue
-            if stamps:
-                win.messages += 1
-                win.deltas += len(stamps)
-                win.newest.append((now - max(stamps)) * 1000)
-                win.oldest.append((now - min(stamps)) * 1000)
+            win.record(now, stamps)
     except Exception as exc:
         errors.append(f"recv: {type(exc).__name__}: {exc}"[:200])
     finally:
@@ -330,16 +336,7 @@ async def _viewer_naive(cfg: dict[str, Any], i: int, win: Window, gate: asyncio.
     loads = orjson.loads
     findall = STAMP.findall
     try:
-        while True:
-            remaining = win.end - time.time()
-            if remaining <= 0:
-                break
-            try:
-                async with asyncio.timeout(min(remaining, 5)):  # no task per message, unlike wait_for
-                    raw = await ws.recv()
-            except TimeoutError:
-                continue
-            now = time.time()
+        async for now, raw in _received(ws, win):
             message = loads(raw)
             seq = message["seq"]
             measuring = win.start <= now < win.end
@@ -352,11 +349,7 @@ async def _viewer_naive(cfg: dict[str, Any], i: int, win: Window, gate: asyncio.
             if not measuring:
                 continue
             stamps = [float(s) for s in findall(message["delta"])]
-            if stamps:
-                win.messages += 1
-                win.deltas += len(stamps)
-                win.newest.append((now - max(stamps)) * 1000)
-                win.oldest.append((now - min(stamps)) * 1000)
+            win.record(now, stamps)
     except Exception as exc:
         errors.append(f"recv: {type(exc).__name__}: {exc}"[:200])
     finally:
