@@ -121,9 +121,9 @@ def run_ours(chunks: list[bytes]) -> int:
     feed = pipeline.feed
     events = 0
     for chunk in chunks:
-        events += len(feed(chunk))
+        events += len(feed(chunk).events)
         take_ops()
-    events += len(pipeline.finish())
+    events += len(pipeline.finish().events)
     take_ops()
     pipeline.assembler.response()  # the final snapshot, as the relay stores it
     return events

@@ -41,7 +41,7 @@ async def read_streams(base: str, transport: httpx.AsyncBaseTransport, streams: 
         async with client.stream("POST", f"{base}/responses", content=orjson.dumps(body),
                                  headers={"content-type": "application/json"}) as response:
             async for chunk in response.aiter_bytes():
-                counts[i] += len(pipeline.feed(chunk))
+                counts[i] += len(pipeline.feed(chunk).events)
                 if started.is_set() is False and sum(counts) > streams * 5:
                     started.set()
 

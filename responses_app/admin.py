@@ -17,15 +17,15 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from .models import Checkpoint, Conversation, EventRecord, ResponseRequest, Segment, ToolCall
+from . import selectors
+from .models import Checkpoint, Conversation, ResponseRequest, Segment, ToolCall
 
 EVENT_BATCHES_PER_PAGE = 20
 
 
 def event_log_bytes(request: ResponseRequest) -> bytes:
     """The raw event log as one SSE stream: every batch's `data`, in order."""
-    chunks = EventRecord.objects.filter(request=request).order_by("id").values_list("data", flat=True)
-    return "".join(chunks).encode()
+    return selectors.event_log_text(request_id=request.pk).encode()
 
 
 class ReadOnlyInline(admin.TabularInline):
@@ -120,7 +120,7 @@ class ResponseRequestAdmin(admin.ModelAdmin):
         events = reverse("admin:responses_app_responserequest_events", args=[obj.pk])
         download = reverse("admin:responses_app_responserequest_events_sse", args=[obj.pk])
         parts = [format_html('<a href="{}">Event log ({} batches)</a>', events,
-                             EventRecord.objects.filter(request=obj).count()),
+                             selectors.event_batches(request_id=obj.pk).count()),
                  format_html('<a href="{}">Download .sse</a>', download)]
         if obj.conversation_id:
             chat = reverse("chat", args=[obj.conversation_id]) + f"#turn-{obj.pk}"
@@ -160,7 +160,7 @@ class ResponseRequestAdmin(admin.ModelAdmin):
 
     def events_view(self, request: HttpRequest, object_id: uuid.UUID) -> HttpResponse:
         obj = self._get_viewable(request, object_id)
-        batches = EventRecord.objects.filter(request=obj).order_by("id")
+        batches = selectors.event_batches(request_id=obj.pk)
         page = Paginator(batches, EVENT_BATCHES_PER_PAGE).get_page(request.GET.get("page"))
         context = {
             **self.admin_site.each_context(request),

@@ -12,16 +12,13 @@ from typing import Any
 
 import orjson
 from asgiref.sync import sync_to_async
-from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET, require_POST
 
 from . import selectors, services
-from .forms import SubmitForm
-from .models import Conversation, ResponseRequest
+from .models import ResponseRequest
 from .relay.hub import get_hub
 from .relay.worker import cancel_request, start_request
-from .tools import tool_definitions
 
 
 def _error(status: int, message: str, errors: dict[str, list[str]] | None = None) -> JsonResponse:
@@ -33,39 +30,6 @@ def _error(status: int, message: str, errors: dict[str, list[str]] | None = None
 
 def ws_url(request_id: uuid.UUID | str) -> str:
     return f"/ws/requests/{request_id}/"
-
-
-def submit(user: Any, data: dict[str, Any]) -> tuple[ResponseRequest | None, bool, dict[str, list[str]]]:
-    """Validate and create (or find) a logical request. Shared with the chat page."""
-    form = SubmitForm(data)
-    if not form.is_valid():
-        return None, False, {k: [str(m) for m in v] for k, v in form.errors.items()}
-    cleaned = form.cleaned_data
-    existing = ResponseRequest.objects.filter(owner=user, client_request_id=cleaned["client_request_id"]).first()
-    if existing is not None:  # a resubmitted form or retried call: the same logical request
-        return existing, False, {}
-    conversation = None
-    if cleaned.get("conversation"):
-        conversation = selectors.conversation_get_for_user(user=user, conversation_id=cleaned["conversation"])
-        if conversation is None or conversation.owner_id != user.pk:
-            return None, False, {"conversation": ["No such conversation."]}
-    else:
-        conversation = services.conversation_create(owner=user)
-    background = cleaned["background"]
-    params: dict[str, Any] = {
-        "background": settings.RELAY_BACKGROUND_DEFAULT if background is None else background,
-        "metadata": cleaned["metadata"],
-        "tools": tool_definitions(),
-    }
-    if conversation.last_response_id:
-        params["previous_response_id"] = conversation.last_response_id
-    request, created = services.request_create(
-        owner=user, input=cleaned["input"], model=cleaned["model"],
-        client_request_id=cleaned["client_request_id"], conversation=conversation, params=params,
-    )
-    if not created and conversation.pk != request.conversation_id and not conversation.requests.exists():
-        Conversation.objects.filter(pk=conversation.pk).delete()  # lost a race to a concurrent resubmit
-    return request, created, {}
 
 
 def describe(request: ResponseRequest, view: dict[str, Any]) -> dict[str, Any]:
@@ -96,7 +60,7 @@ async def requests_create(http: HttpRequest) -> JsonResponse:
             data["metadata"] = orjson.dumps(data["metadata"]).decode()  # JSONField parses a string
     else:
         data = http.POST.dict()
-    request, created, errors = await sync_to_async(submit)(user, data)
+    request, created, errors = await sync_to_async(services.request_submit)(user=user, data=data)
     if request is None:
         return _error(400, "invalid request", errors)
     if created or request.status == ResponseRequest.Status.PENDING:
@@ -112,7 +76,7 @@ async def requests_detail(http: HttpRequest, request_id: str) -> JsonResponse:
     if request is None:
         return _error(404, "not found")
     runner = get_hub().runner(str(request.pk))
-    view = runner.snapshot() if runner is not None else await sync_to_async(selectors.view_latest)(
+    view = runner.view_now() if runner is not None else await sync_to_async(selectors.view_latest)(
         request=request)
     return JsonResponse(describe(request, view))
 

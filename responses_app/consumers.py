@@ -144,8 +144,7 @@ class RequestConsumer(AsyncWebsocketConsumer):
     async def _send_snapshot(self) -> None:
         runner = get_hub().runner(self.request_id)
         if runner is not None:
-            view = runner.snapshot()  # newer than the last commit, and consistent with its patches
-            status = runner.status
+            view, status = await runner.live_view()  # newer than the last commit, at a patch boundary
         else:
             view, status = await self._committed_view()
             # A checkpoint is a patch boundary: chain the patches seen since, to be current.

@@ -8,7 +8,7 @@ from typing import Any
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import OuterRef, QuerySet, Subquery
 
-from .models import Checkpoint, Conversation, ResponseRequest
+from .models import Checkpoint, Conversation, EventRecord, ResponseRequest, Segment, ToolCall
 
 EMPTY_VIEW: dict[str, Any] = {"revision": 0, "meta": {"response_id": None, "status": None}, "blocks": []}
 
@@ -40,6 +40,42 @@ def view_latest(*, request: ResponseRequest) -> dict[str, Any]:
         return checkpoint.view  # type: ignore[no-any-return]
     view = dict(EMPTY_VIEW, meta={"response_id": request.response_id or None, "status": None})
     return view
+
+
+def request_get(*, request_id: uuid.UUID) -> ResponseRequest:
+    return ResponseRequest.objects.get(pk=request_id)
+
+
+def segment_count(*, request_id: uuid.UUID) -> int:
+    return Segment.objects.filter(request_id=request_id).count()
+
+
+def checkpoint_latest_revision(*, request_id: uuid.UUID) -> int | None:
+    return Checkpoint.objects.filter(request_id=request_id).order_by("-revision").values_list(
+        "revision", flat=True).first()
+
+
+def event_log_by_round(*, request_id: uuid.UUID) -> list[tuple[int, bytes]]:
+    """The raw event log in order, each batch with its response round: every continuation after
+    tool results is a new upstream response, counted by the continuation segments before it."""
+    kinds = list(Segment.objects.filter(request_id=request_id).order_by("index").values_list("kind", flat=True))
+    batches = event_batches(request_id=request_id).values_list("segment_index", "data")
+    return [(kinds[: segment_index + 1].count(Segment.Kind.CONTINUATION), data.encode())
+            for segment_index, data in batches]
+
+
+def event_batches(*, request_id: uuid.UUID) -> QuerySet[EventRecord]:
+    return EventRecord.objects.filter(request_id=request_id).order_by("id")
+
+
+def event_log_text(*, request_id: uuid.UUID) -> str:
+    """The whole raw event log as SSE text, as `manage.py replay` reads it."""
+    return "".join(event_batches(request_id=request_id).values_list("data", flat=True))
+
+
+def tool_call_output(*, request_id: uuid.UUID, call_id: str) -> str | None:
+    """The stored output of a tool call this request already ran."""
+    return ToolCall.objects.filter(request_id=request_id, call_id=call_id).values_list("output", flat=True).first()
 
 
 def conversations_for_user(*, user: User) -> QuerySet[Conversation]:

@@ -7,12 +7,16 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any, cast
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, connection, models, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from . import selectors
+from .forms import SubmitForm
 from .models import Checkpoint, Conversation, EventRecord, ResponseRequest, Segment, ToolCall
+from .tools import tool_definitions
 
 Status = ResponseRequest.Status
 LEASE_SECONDS = 30
@@ -57,6 +61,40 @@ def request_create(
             updates["title"] = _title_from(request.prompt_text)
         Conversation.objects.filter(pk=conversation.pk).update(**updates)
     return request, True
+
+
+def request_submit(*, user: Any, data: dict[str, Any]) -> tuple[ResponseRequest | None, bool, dict[str, list[str]]]:
+    """Validate and create (or find) a logical request: the one write path of the JSON API and
+    the chat page. Returns (request, created, errors); errors name the offending fields."""
+    form = SubmitForm(data)
+    if not form.is_valid():
+        return None, False, {k: [str(m) for m in v] for k, v in form.errors.items()}
+    cleaned = form.cleaned_data
+    existing = ResponseRequest.objects.filter(owner=user, client_request_id=cleaned["client_request_id"]).first()
+    if existing is not None:  # a resubmitted form or retried call: the same logical request
+        return existing, False, {}
+    conversation = None
+    if cleaned.get("conversation"):
+        conversation = selectors.conversation_get_for_user(user=user, conversation_id=cleaned["conversation"])
+        if conversation is None or conversation.owner_id != user.pk:
+            return None, False, {"conversation": ["No such conversation."]}
+    else:
+        conversation = conversation_create(owner=user)
+    background = cleaned["background"]
+    params: dict[str, Any] = {
+        "background": settings.RELAY_BACKGROUND_DEFAULT if background is None else background,
+        "metadata": cleaned["metadata"],
+        "tools": tool_definitions(),
+    }
+    if conversation.last_response_id:
+        params["previous_response_id"] = conversation.last_response_id
+    request, created = request_create(
+        owner=user, input=cleaned["input"], model=cleaned["model"],
+        client_request_id=cleaned["client_request_id"], conversation=conversation, params=params,
+    )
+    if not created and conversation.pk != request.conversation_id and not conversation.requests.exists():
+        Conversation.objects.filter(pk=conversation.pk).delete()  # lost a race to a concurrent resubmit
+    return request, created, {}
 
 
 def request_acquire_lease(*, request_id: uuid.UUID, token: uuid.UUID, now: datetime | None = None) -> bool:

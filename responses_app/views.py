@@ -23,7 +23,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from . import analytics, api, selectors, services, upstream
+from . import analytics, selectors, services, upstream
 from .models import Conversation, ResponseRequest
 from .relay import worker
 from .templatetags.relay_tags import BADGE_LABELS, badge_key, series_color
@@ -147,7 +147,7 @@ def _conversation_list(http: HttpRequest, *, values: dict[str, Any] | None = Non
 
 def _conversation_new(http: HttpRequest) -> tuple[HttpResponse, ResponseRequest | None]:
     data = _form_data(http)
-    request, created, errors = api.submit(http.user, data)
+    request, created, errors = services.request_submit(user=http.user, data=data)
     if request is None:
         return _conversation_list(http, values=data, errors=errors), None
     return HttpResponseRedirect(_chat_url(request.conversation_id, request.pk)), _should_start(request, created)
@@ -176,7 +176,8 @@ def _chat(http: HttpRequest, conversation_id: uuid.UUID) -> tuple[HttpResponse, 
         if not can_post:
             raise PermissionDenied("Only the owner can add to a conversation")
         values = _form_data(http)
-        request, created, errors = api.submit(http.user, dict(values, conversation=str(conversation.pk)))
+        request, created, errors = services.request_submit(
+            user=http.user, data=dict(values, conversation=str(conversation.pk)))
         if request is not None:
             redirect_to = HttpResponseRedirect(_chat_url(request.conversation_id, request.pk))
             return redirect_to, _should_start(request, created)

@@ -47,7 +47,7 @@ def _close_relay_db_threads(request: Any, django_db_blocker: Any) -> Any:
     yield
     from django.db import connection
 
-    from responses_app.relay.runner import close_db_threads
+    from responses_app.relay.dbthreads import close_db_threads
 
     close_db_threads()
     if connection.vendor == "postgresql":  # and any other thread's (asgiref's sync thread)

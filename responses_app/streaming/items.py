@@ -32,6 +32,11 @@ class Chunks:
     def __init__(self, initial: str = "") -> None:
         self._parts: list[Piece] = [initial] if initial else []
 
+    @property
+    def pieces(self) -> list[Piece]:
+        """The list itself, for a hot loop's `append` and for sharing with a view block."""
+        return self._parts
+
     def append(self, delta: str) -> None:
         self._parts.append(delta)
 

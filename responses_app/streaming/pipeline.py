@@ -10,9 +10,9 @@ Pure: no Django, no I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from .assembler import Assembler
+from .assembler import Applied, Assembler
 from .errors import EventTooLarge, MalformedEvent
 from .events import parse_event
 from .sse import ServerSentEvent, SSEDecoder
@@ -25,6 +25,11 @@ class Problem:
     kind: str  # "malformed" | "oversized"
     message: str
     data: str  # the offending payload (truncated), so nothing is silently lost
+
+
+class Fed(NamedTuple):
+    events: list[dict[str, Any]]  # the parsed events, in arrival order (for the raw event log)
+    applied: Applied  # what they did
 
 
 class StreamPipeline:
@@ -44,8 +49,8 @@ class StreamPipeline:
         self.malformed = 0
         self.oversized = 0
 
-    def feed(self, chunk: bytes) -> list[dict[str, Any]]:
-        """Decode and apply one chunk; returns the parsed events (for the raw event log)."""
+    def feed(self, chunk: bytes) -> Fed:
+        """Decode and apply one chunk."""
         try:
             messages = self.decoder.decode(chunk)
         except EventTooLarge as exc:
@@ -55,13 +60,12 @@ class StreamPipeline:
             messages = self.decoder.decode(b"")
         return self._apply(messages)
 
-    def finish(self) -> list[dict[str, Any]]:
+    def finish(self) -> Fed:
         """End of stream: flush the decoder and stop waiting for gaps to fill."""
-        events = self._apply(self.decoder.flush())
-        self.assembler.release_held()
-        return events
+        fed = self._apply(self.decoder.flush())
+        return Fed(fed.events, fed.applied.then(self.assembler.release_held()))
 
-    def _apply(self, messages: list[ServerSentEvent]) -> list[dict[str, Any]]:
+    def _apply(self, messages: list[ServerSentEvent]) -> Fed:
         events: list[dict[str, Any]] = []
         append = events.append
         parse = parse_event
@@ -72,8 +76,7 @@ class StreamPipeline:
                 self.malformed += 1
                 self._problem("malformed", str(exc), message.data[:2000])
         # Parse problems never depend on assembler state, so the batch is applied in one go.
-        self.assembler.feed_many(events)
-        return events
+        return Fed(events, self.assembler.feed_many(events))
 
     def _problem(self, kind: str, message: str, data: str) -> None:
         if len(self.problems) < MAX_PROBLEMS:

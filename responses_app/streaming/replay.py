@@ -34,9 +34,9 @@ def replay_bytes(
     step = chunk_size or len(data) or 1
     events = 0
     for start in range(0, len(data), step):
-        events += len(pipeline.feed(data[start:start + step]))
+        events += len(pipeline.feed(data[start:start + step]).events)
         ops += len(view.take_ops()[1])  # the relay drains ops after every chunk
-    events += len(pipeline.finish())
+    events += len(pipeline.finish().events)
     ops += len(view.take_ops()[1])
     assembler = pipeline.assembler
     return ReplayResult(

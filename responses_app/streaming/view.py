@@ -19,6 +19,7 @@ Pure: no Django, no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .textbuf import Piece, join
@@ -87,6 +88,22 @@ class ViewModel:
             self.meta.update(changed)
             self._ops.append(["meta", changed])
             self.revision += 1
+
+    # --- the assembler's text fast path ------------------------------------------------------
+    # `append` split into its parts, for a loop that appends many deltas: it appends each text to
+    # `pieces(id)` and `["append", id, text]` to `op_sink()`, then calls `advance(n)` once.
+
+    def pieces(self, block_id: str) -> list[Piece]:
+        """The block's text pieces: the list itself, which keeps its identity for the block's life."""
+        return self._chunks[block_id]
+
+    def op_sink(self) -> Callable[[Op], None]:
+        """Where ops go until the next `take_ops()`."""
+        return self._ops.append
+
+    def advance(self, ops: int) -> None:
+        """Count `ops` ops appended through `op_sink()`."""
+        self.revision += ops
 
     # --- readers ----------------------------------------------------------------------------
 

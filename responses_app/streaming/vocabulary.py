@@ -44,3 +44,23 @@ TERMINAL_EVENT_BY_STATUS: Final = {status: event for event, status in TERMINAL_E
 
 # Output item types that are not tool calls.
 NON_TOOL_ITEM_TYPES: Final = frozenset({"message", "reasoning"})
+
+# Events after which the relay sends what it holds and commits a checkpoint: a content part, an
+# item or the response itself ended (`error` included: it may be the last thing a stream says).
+BOUNDARY_EVENT_TYPES: Final = frozenset({
+    "response.content_part.done", "response.output_item.done", "response.reasoning_summary_part.done",
+    *TERMINAL_EVENTS, "error",
+})
+
+# Answer text a person reads: the first of these is the time to first token.
+ANSWER_TEXT_DELTAS: Final = frozenset({"response.output_text.delta", "response.refusal.delta"})
+
+# Text deltas of a content part (reasoning text too): the assembler's hot path.
+PART_TEXT_DELTAS: Final = ANSWER_TEXT_DELTAS | {"response.reasoning_text.delta"}
+
+
+def is_tool_event(event_type: str, item_type: object = None) -> bool:
+    """An event about a tool call: a tool item added (`item_type`), or any `*_call*` event."""
+    if event_type == "response.output_item.added":
+        return isinstance(item_type, str) and item_type not in NON_TOOL_ITEM_TYPES
+    return "_call" in event_type

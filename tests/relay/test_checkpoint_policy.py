@@ -8,7 +8,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from responses_app.models import Checkpoint, EventRecord
-from responses_app.relay import runner as runner_module
+from responses_app.relay import eventlog
 from responses_app.relay.hub import get_hub
 from responses_app.relay.runner import StreamRunner
 from responses_app.streaming.replay import replay_bytes
@@ -62,7 +62,7 @@ async def test_the_max_interval_bounds_how_stale_a_slow_stream_gets(owner: Any, 
 
 async def test_a_fast_stream_hands_its_log_over_in_bounded_batches(owner: Any, settings: Any,
                                                                    monkeypatch: Any) -> None:
-    monkeypatch.setattr(runner_module, "LOG_FLUSH_BYTES", 4096)
+    monkeypatch.setattr(eventlog, "LOG_FLUSH_BYTES", 4096)
     settings.RELAY_CHECKPOINT_INTERVAL_MS = 60_000
     settings.RELAY_CHECKPOINT_MAX_INTERVAL_MS = 60_000
     saved, runner = await run(owner, pace=0)

@@ -9,7 +9,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from responses_app.models import ResponseRequest
-from responses_app.relay import hub as hub_module
+from responses_app.relay import keepers
 from responses_app.relay.hub import get_hub
 from responses_app.relay.runner import StreamRunner
 from tests.relay.helpers import make_request, reload
@@ -18,8 +18,8 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 
 
 async def test_leases_are_renewed_together_and_a_stop_from_elsewhere_is_heard(owner: Any, monkeypatch: Any) -> None:
-    monkeypatch.setattr(hub_module, "LEASE_POLL_S", 0.1)
-    monkeypatch.setattr(hub_module, "LEASE_RENEW_S", 0.2)
+    monkeypatch.setattr(keepers, "LEASE_POLL_S", 0.1)
+    monkeypatch.setattr(keepers, "LEASE_RENEW_S", 0.2)
     slow = {"sim.tokens_per_s": "20", "sim.tokens": "400"}
     # Seeds of their own: the simulator derives response ids from the seed.
     requests = [await make_request(owner, "sim-long", dict(slow, **{"sim.seed": str(100 + i)}), background=False)

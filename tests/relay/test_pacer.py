@@ -7,13 +7,13 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
-from responses_app.relay.hub import Pacer
+from responses_app.relay.keepers import Pacer
 
 
 async def test_a_lagging_loop_stretches_the_interval_and_a_calm_one_restores_it(monkeypatch: Any) -> None:
     monkeypatch.setattr(Pacer, "PERIOD", 0.02)
-    hub: Any = SimpleNamespace(leases=SimpleNamespace(runners={"a runner"}))
-    pacer = Pacer(hub)
+    leases: Any = SimpleNamespace(runners={"a runner"})
+    pacer = Pacer(leases)
     pacer.start()
     for _ in range(20):  # the loop blocked for 60 ms at a time, with only a moment between: far behind
         await asyncio.sleep(0)
@@ -22,7 +22,7 @@ async def test_a_lagging_loop_stretches_the_interval_and_a_calm_one_restores_it(
     async with asyncio.timeout(10):
         while pacer.scale > 1.0:  # calm again
             await asyncio.sleep(0.02)
-    hub.leases.runners.clear()
+    leases.runners.clear()
     async with asyncio.timeout(5):
         while not pacer._task.done():  # type: ignore[union-attr]
             await asyncio.sleep(0.02)

@@ -432,7 +432,7 @@ def test_oversized_event_is_reported_and_its_neighbours_kept() -> None:
             b'data: {"type":"response.content_part.added","sequence_number":2,"item_id":"m","output_index":0,'
             b'"content_index":0,"part":{"type":"output_text","text":""}}\n\n')
     pipeline = StreamPipeline(max_event_bytes=1024)
-    events = pipeline.feed(head + delta(3, "a") + delta(4, "x" * 5000) + delta(5, "b"))
+    events = pipeline.feed(head + delta(3, "a") + delta(4, "x" * 5000) + delta(5, "b")).events
     assert [e.get("sequence_number") for e in events] == [0, 1, 2, 3, 5]
     assert pipeline.oversized == 1 and "exceeds" in pipeline.problems[0].message
     assert pipeline.assembler.held_count == 1, "seq 5 waits for the hole the oversized event left"

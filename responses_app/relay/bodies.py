@@ -1,0 +1,27 @@
+"""Request bodies for `POST /v1/responses`, from a stored logical request."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..models import ResponseRequest
+
+_FORWARDED = ("background", "metadata", "previous_response_id", "instructions", "max_output_tokens", "tools")
+
+
+def build_body(request: ResponseRequest) -> dict[str, Any]:
+    params = request.params or {}
+    body: dict[str, Any] = {"model": request.model, "input": request.input, "store": True}
+    for key in _FORWARDED:
+        if params.get(key) not in (None, "", {}, []):
+            body[key] = params[key]
+    return body
+
+
+def continuation_body(request: ResponseRequest, previous_response_id: str,
+                      outputs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The next round after tool results: the outputs as input, chained to the last response."""
+    body = build_body(request)
+    body["previous_response_id"] = previous_response_id
+    body["input"] = outputs
+    return body

@@ -1,0 +1,120 @@
+"""Where one runner's results go, and when: patches to viewers, checkpoints and the raw event log
+to the database. The core's policies decide when (`FlushPolicy`, `CheckpointPolicy`: time passed
+in); this shell only owns the one timer that wakes it when a policy's deadline comes without
+another chunk, and the backpressure when the database falls behind.
+
+Every change of the view passes through `changed()` as the ops the core returned; nothing else
+reads or writes the view here except to serialise it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from django.conf import settings
+
+from ..streaming.policies import CheckpointPolicy
+from ..streaming.transcript import Ops, Step, Transcript
+from .checkpoints import Checkpointer
+from .eventlog import EventLog
+from .hub import Hub
+from .patches import PatchStream
+
+LOG_BACKLOG_BYTES = 256 * 1024  # raw events waiting for the database before the runner waits too
+
+
+class Delivery:
+    def __init__(self, request_id: str, hub: Hub, transcript: Transcript) -> None:
+        self.request_id = request_id
+        self.hub = hub
+        self.transcript = transcript
+        self._loop = asyncio.get_running_loop()
+        self.patches = PatchStream(transcript.view, self.publish, settings.RELAY_FLUSH_INTERVAL_MS / 1000)
+        self.checkpoints = Checkpointer(uuid.UUID(request_id), hub.writer, CheckpointPolicy(
+            interval=settings.RELAY_CHECKPOINT_INTERVAL_MS / 1000,
+            min_events=settings.RELAY_CHECKPOINT_MIN_EVENTS,
+            max_interval=settings.RELAY_CHECKPOINT_MAX_INTERVAL_MS / 1000, now=self._loop.time()))
+        self.log = EventLog(frozenset(settings.RELAY_REDACT_FIELDS))
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
+
+    # --- input ----------------------------------------------------------------------------------
+
+    def events(self, step: Step) -> bool:
+        """A chunk's events and changes; True when the database is behind and the caller should
+        `catch_up()` before reading on (the upstream then waits in the socket, not in memory)."""
+        self.log.add(step.events)
+        self.checkpoints.policy.push(self._loop.time(), events=len(step.events))
+        self.changed(step.change, boundary=step.boundary)
+        if self.log.full:  # a fast stream: bound what it holds in memory
+            self.checkpoints.hand_over(self.log.take())
+        return len(self.log) + self.checkpoints.unwritten > LOG_BACKLOG_BYTES
+
+    def changed(self, change: Ops, *, boundary: bool = False) -> None:
+        now = self._loop.time()
+        self.patches.policy.scale = self.hub.pacer.scale
+        if change.ops:
+            self.checkpoints.policy.push(now, changed=True)
+        if self.patches.push(change, now, boundary=boundary):
+            self._flush(now, "boundary" if boundary else None)
+        else:
+            self._arm(now)
+
+    async def catch_up(self) -> None:
+        """Commit what is held and wait for the database."""
+        self._flush(self._loop.time(), "interval")
+        await self.checkpoints.drain()
+
+    async def final(self) -> None:
+        """The terminal checkpoint, committed before the caller marks the request ended."""
+        self._flush(self._loop.time(), "terminal")
+        await self.checkpoints.drain()
+
+    def publish(self, message: dict[str, Any], text: str) -> None:
+        self.hub.publish(self.request_id, message, text)
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.patches.close()
+
+    @property
+    def writes(self) -> int:
+        return self.checkpoints.writes
+
+    # --- timing ---------------------------------------------------------------------------------
+
+    def _flush(self, now: float, checkpoint: str | None = None) -> None:
+        self.patches.flush(now)
+        if checkpoint is None and self.checkpoints.policy.due(now):
+            checkpoint = "interval"
+        if checkpoint is not None:
+            self.checkpoints.capture(self.transcript, self.log.take(), checkpoint, now)
+        self._arm(now)
+
+    def _arm(self, now: float) -> None:
+        """One timer for whichever falls due first: pending patches, or a quiet stream's commit."""
+        deadlines = [at for at in (self.patches.next_deadline(), self.checkpoints.policy.next_deadline(
+            now, not_before=self.patches.policy.interval)) if at is not None]
+        if not deadlines:
+            return
+        at = min(deadlines)
+        if self._timer is not None:
+            if self._timer_at <= at:
+                return  # it fires first, and re-arms
+            self._timer.cancel()
+        self._timer_at = at
+        self._timer = self._loop.call_at(at, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        now = self._loop.time()
+        if self.checkpoints.policy.due(now):
+            self._flush(now, "interval")
+        elif self.patches.due(now):
+            self._flush(now)
+        else:
+            self._arm(now)

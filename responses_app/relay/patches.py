@@ -1,0 +1,72 @@
+"""One request's patch stream: view ops coalesced (the core's Coalescer), timed by the core's
+FlushPolicy, and published to every viewer through the hub.
+
+A viewer's first snapshot is taken at a patch boundary, never by flushing on its behalf: with
+nothing pending it is the view as it stands; otherwise it is answered right after the next flush,
+so the patches that follow continue exactly from its revision. Reading never publishes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from ..streaming.coalescer import Coalescer
+from ..streaming.policies import FlushPolicy
+from ..streaming.transcript import Ops
+from ..streaming.view import ViewModel
+
+Publish = Callable[[dict[str, Any], str], None]
+
+
+class PatchStream:
+    def __init__(self, view: ViewModel, publish: Publish, interval: float) -> None:
+        self.view = view
+        self.policy = FlushPolicy(interval)
+        self._coalescer = Coalescer(interval)
+        self._publish = publish
+        self._waiters: list[asyncio.Future[dict[str, Any]]] = []
+
+    def push(self, change: Ops, now: float, *, boundary: bool = False) -> bool:
+        """Take a change; True when it should go out now."""
+        urgent = False
+        if change.ops:
+            urgent = self._coalescer.push(change.base, change.ops, change.revision, now)
+        return self.policy.push(now, changed=bool(change.ops), boundary=boundary) or urgent
+
+    def flush(self, now: float) -> None:
+        patch = self._coalescer.flush()
+        if patch is not None:
+            message = {"type": "patch", **patch}
+            self._publish(message, orjson.dumps(message).decode())
+        self.policy.flushed(now, sent=patch is not None)
+        if self._waiters:
+            self._answer()
+
+    def next_deadline(self) -> float | None:
+        return self.policy.next_deadline()
+
+    def due(self, now: float) -> bool:
+        return self.policy.due(now)
+
+    async def snapshot(self) -> dict[str, Any]:
+        """The view at a patch boundary (see the module docstring)."""
+        if not self._coalescer.pending:
+            return self.view.to_dict()
+        waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        return await waiter
+
+    def close(self) -> None:
+        """The runner stopped: whoever still waits gets the view as it stands."""
+        self._answer()
+
+    def _answer(self) -> None:
+        view = self.view.to_dict()  # once, for every waiter
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(view)

@@ -1,0 +1,37 @@
+"""What the relay's process-wide parts (hub, keepers, worker) need of a stream runner.
+
+The hub and the keepers know runners only through this Protocol, so nothing imports the runner
+except the worker that starts it: no import circle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Protocol
+from uuid import UUID
+
+
+class Runner(Protocol):
+    """What the hub and its keepers need of a stream runner (relay/runner.py)."""
+
+    uuid: UUID
+    token: UUID
+    status: str
+    cancel_requested: asyncio.Event
+
+    async def run(self) -> None: ...
+
+    def cancel(self) -> None: ...
+
+    def check_idle(self, now: float) -> None: ...
+
+    def count_write(self, n: int = 1) -> None: ...
+
+    async def live_view(self) -> tuple[dict[str, Any], str]: ...
+
+    def view_now(self) -> dict[str, Any]: ...
+
+
+class Viewer(Protocol):
+    def offer(self, message: dict[str, Any], text: str) -> None:
+        """Queue a message without waiting; drop it when the viewer is too far behind."""

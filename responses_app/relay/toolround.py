@@ -1,0 +1,64 @@
+"""The tool step between two responses: each completed function call runs once per call id.
+
+A call id is claimed in the database before its tool runs (`services.tool_call_claim`); a replay,
+a recovery or a reconnect finds the claim and reuses the stored output, never running it again.
+Arguments are parsed only from the finished call item. Each state change of the view goes to the
+runner as the ops the transcript returned, sent at once (a boundary).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+from asgiref.sync import sync_to_async
+
+from .. import selectors, services
+from ..streaming.transcript import Ops, Transcript
+from ..tools import ToolError, parse_arguments, run_tool
+from .dbthreads import db
+
+
+class ToolRound:
+    def __init__(self, request_id: uuid.UUID, changed: Callable[[Ops], None]) -> None:
+        self.request_id = request_id
+        self._changed = changed
+        self.writes = 0
+
+    async def run(self, transcript: Transcript) -> list[dict[str, Any]]:
+        """Outputs for the continuation (empty: the response called no function)."""
+        calls = transcript.function_calls()
+        if not calls:
+            return []
+        self._changed(transcript.tools_started())
+        outputs = []
+        for call in calls:
+            call_id, name, arguments = call["call_id"], call.get("name", ""), call.get("arguments") or ""
+            claim = await db(services.tool_call_claim)(request_id=self.request_id, call_id=call_id, name=name,
+                                                        arguments=_json_or_text(arguments))
+            self.writes += 1
+            if claim is None:  # it ran before (replay, recovery): reuse its output, never run it again
+                output = await db(selectors.tool_call_output)(request_id=self.request_id, call_id=call_id) or ""
+            else:
+                self._changed(transcript.tool_running(call.get("id")))
+                try:
+                    output = await sync_to_async(run_tool, thread_sensitive=False)(
+                        name, parse_arguments(name, arguments))
+                    ok = True
+                except ToolError as exc:
+                    output, ok = orjson.dumps({"error": str(exc)}).decode(), False
+                await db(services.tool_call_finish)(call_id=call_id, output=output, ok=ok)
+                self.writes += 1
+            self._changed(transcript.tool_done(call.get("id"), output))
+            outputs.append({"type": "function_call_output", "call_id": call_id, "output": output})
+        self._changed(transcript.tools_finished())
+        return outputs
+
+
+def _json_or_text(arguments: str) -> Any:
+    try:
+        return orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return arguments

@@ -1,0 +1,319 @@
+"""Output items and their parts: the half of the assembler that keeps per-item state.
+
+`ItemEvents` is a base of `Assembler`: it owns the items (by output index and by item id), finds
+the item or part an event addresses (repairing, and recording an anomaly, when the stream skipped
+an `added` event), and handles every item-, part- and tool-level event. Sequencing, the text
+fast path and the response lifecycle live in assembler.py.
+
+Pure: no Django, no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .items import Item, Part
+from .projection import add_item_block, add_part_block, item_block_id, part_block_id, sync_item, sync_part
+from .view import ViewModel
+
+# Tool-ish item events that only move a state: event type -> state shown to people.
+STATE_EVENTS = {
+    "response.web_search_call.in_progress": "in_progress",
+    "response.web_search_call.searching": "searching",
+    "response.web_search_call.completed": "completed",
+    "response.file_search_call.in_progress": "in_progress",
+    "response.file_search_call.searching": "searching",
+    "response.file_search_call.completed": "completed",
+    "response.code_interpreter_call.in_progress": "in_progress",
+    "response.code_interpreter_call.interpreting": "interpreting",
+    "response.code_interpreter_call.completed": "completed",
+    "response.image_generation_call.in_progress": "in_progress",
+    "response.image_generation_call.generating": "generating",
+    "response.image_generation_call.completed": "completed",
+    "response.mcp_call.in_progress": "in_progress",
+    "response.mcp_call.completed": "completed",
+    "response.mcp_call.failed": "failed",
+    "response.mcp_list_tools.in_progress": "in_progress",
+    "response.mcp_list_tools.completed": "completed",
+    "response.mcp_list_tools.failed": "failed",
+}
+
+# Streamed item fields: delta event -> (item field), done event -> (item field, event field).
+BUFFER_DELTAS = {
+    "response.function_call_arguments.delta": "arguments",
+    "response.mcp_call_arguments.delta": "arguments",
+    "response.custom_tool_call_input.delta": "input",
+    "response.code_interpreter_call_code.delta": "code",
+}
+BUFFER_DONES = {
+    "response.function_call_arguments.done": ("arguments", "arguments"),
+    "response.mcp_call_arguments.done": ("arguments", "arguments"),
+    "response.custom_tool_call_input.done": ("input", "input"),
+    "response.code_interpreter_call_code.done": ("code", "code"),
+}
+
+
+
+@dataclass
+class AssemblerStats:
+    events: int = 0  # events applied
+    duplicates: int = 0  # ignored: sequence number already applied
+    held: int = 0  # arrived ahead of a gap and were held
+    gaps: int = 0  # holes given up on
+    unknown: int = 0  # events of a type this code does not know
+    anomalies: list[str] = field(default_factory=list)  # impossible orderings, repaired
+    unknown_types: dict[str, int] = field(default_factory=dict)
+
+
+class ItemEvents:
+    def __init__(self, view: ViewModel, block_prefix: str) -> None:
+        self.view = view
+        self.block_prefix = block_prefix
+        self.stats = AssemblerStats()
+        self._items: dict[int, Item] = {}
+        self._by_id: dict[str, Item] = {}
+        self._anomaly_count = 0  # unbounded, unlike stats.anomalies: tells a repair happened
+
+    def share_text(self) -> None:
+        """Join each content part's text once, for the part and its view block alike.
+
+        Both receive the same delta objects, but each would join its own list into its own
+        string: two copies of every answer held for the life of the stream. Where they hold the
+        same text, they now hold one string."""
+        view = self.view
+        for item in self._items.values():
+            for summary, parts in ((False, item.parts), (True, item.summary)):
+                for index, part in parts.items():
+                    block_id = part_block_id(item, index, summary)
+                    if not view.has(block_id):
+                        continue
+                    block = view.pieces(block_id)
+                    mine = part.text.pieces
+                    if block is mine:
+                        continue
+                    if block == mine:  # the same pieces: join once, for both
+                        part.text.value  # noqa: B018 -- joins `mine` in place
+                    elif view.text(block_id) != part.text.value:
+                        continue  # different text (a view the assembler does not own): leave it
+                    block[:] = mine
+
+    def _anomaly(self, message: str) -> None:
+        self._anomaly_count += 1
+        if len(self.stats.anomalies) < 100:  # bounded: a broken stream must not grow memory
+            self.stats.anomalies.append(message)
+
+    # --- items and parts ------------------------------------------------------------------
+
+    def _new_item(self, data: dict[str, Any], index: int) -> Item:
+        item = Item(data, index, self.block_prefix)
+        self._items[index] = item
+        if item.id:
+            self._by_id[item.id] = item
+        add_item_block(self.view, item)
+        return item
+
+    def _set_item(self, item: Item, data: dict[str, Any]) -> None:
+        old_id = item.id
+        item.reset(data)
+        if old_id and old_id != item.id:
+            self._by_id.pop(old_id, None)
+        if item.id:
+            self._by_id[item.id] = item
+
+    def _item(self, event: dict[str, Any]) -> Item:
+        """The item an event addresses: by output index, else by item id, else repaired."""
+        index = event.get("output_index")
+        item = self._items.get(index) if type(index) is int else None
+        item_id = event.get("item_id")
+        if item is not None and (item_id is None or item.id is None or item.id == item_id):
+            return item
+        if item_id is not None:
+            found = self._by_id.get(item_id)
+            if found is not None:
+                return found
+        self._anomaly(f"{event['type']} for an item that was never added ({item_id or index})")
+        if type(index) is not int or index in self._items:
+            index = max(self._items, default=-1) + 1
+        return self._new_item({"id": item_id, "type": implied_item_type(event["type"])}, index)
+
+    def _part(self, event: dict[str, Any], *, summary: bool = False) -> tuple[Item, int, Part]:
+        item = self._item(event)
+        index = event.get("summary_index" if summary else "content_index", 0)
+        part = item.part(index, summary=summary)
+        if part is None:
+            self._anomaly(f"{event['type']} before its part was added")
+            implied = {"type": implied_part_type(event["type"])}
+            part = item.add_part(index, implied, summary=summary)
+            add_part_block(self.view, item, index, part, summary=summary)
+        return item, index, part
+
+    def _on_item_added(self, event: dict[str, Any]) -> None:
+        data = event.get("item")
+        index = event.get("output_index")
+        if not isinstance(data, dict) or type(index) is not int:
+            self._anomaly("response.output_item.added without an item or output_index")
+            return
+        existing = self._items.get(index)
+        if existing is not None and existing.id == data.get("id"):
+            return  # a repeat of what we have (legacy streams have no sequence numbers to tell)
+        self._new_item(data, index)
+
+    def _on_item_done(self, event: dict[str, Any]) -> None:
+        data = event.get("item")
+        if not isinstance(data, dict):
+            self._anomaly("response.output_item.done without an item")
+            return
+        item = self._items.get(event.get("output_index"))  # type: ignore[arg-type]
+        if item is None:
+            item = self._by_id.get(data.get("id", "")) or self._item(event)
+        keep = item.materialize()
+        merged = dict(data)
+        for key in ("content", "summary"):  # an item.done that omits parts must not lose them
+            if not merged.get(key) and keep.get(key):
+                merged[key] = keep[key]
+        self._set_item(item, merged)
+        item.done = True
+        sync_item(self.view, item)
+
+    def _on_part_added(self, event: dict[str, Any], summary: bool = False) -> None:
+        item = self._item(event)
+        index = event.get("summary_index" if summary else "content_index", 0)
+        data = event.get("part")
+        if item.part(index, summary=summary) is not None:
+            return
+        part = item.add_part(index, data if isinstance(data, dict) else {}, summary=summary)
+        add_part_block(self.view, item, index, part, summary=summary)
+
+    def _on_part_done(self, event: dict[str, Any], summary: bool = False) -> None:
+        item, index, part = self._part(event, summary=summary)
+        data = event.get("part")
+        if isinstance(data, dict):
+            final = Part(data)
+            if final.text.value or not part.text.value:  # never trade shown text for an empty one
+                part.text.replace(final.text.value)
+            part.data.update(final.data)
+        sync_part(self.view, item, index, part, summary, done=True)
+
+    def _on_text_done(self, event: dict[str, Any], field: str = "text") -> None:
+        item, index, part = self._part(event)
+        value = event.get(field)
+        if isinstance(value, str):
+            part.text.replace(value)
+        sync_part(self.view, item, index, part, False, done=True)
+
+    def _on_refusal_done(self, event: dict[str, Any]) -> None:
+        self._on_text_done(event, "refusal")
+
+    def _on_annotation(self, event: dict[str, Any]) -> None:
+        item, index, part = self._part(event)
+        annotations = part.data.setdefault("annotations", [])
+        position = event.get("annotation_index")
+        annotation = event.get("annotation")
+        if type(position) is int and position < len(annotations):
+            annotations[position] = annotation
+        else:
+            annotations.append(annotation)
+        self.view.set(part_block_id(item, index, False), {"annotations": list(annotations)})
+
+    def _on_summary_delta(self, event: dict[str, Any]) -> None:
+        item, index, part = self._part(event, summary=True)
+        delta = event.get("delta", "")
+        part.text.append(delta)
+        self.view.append(part_block_id(item, index, True), delta)
+
+    def _on_summary_text_done(self, event: dict[str, Any]) -> None:
+        item, index, part = self._part(event, summary=True)
+        value = event.get("text")
+        if isinstance(value, str):
+            part.text.replace(value)
+        sync_part(self.view, item, index, part, True, done=True)
+
+    def _on_buffer_delta(self, event: dict[str, Any]) -> None:
+        item = self._item(event)
+        item.buffer(BUFFER_DELTAS[event["type"]]).append(event.get("delta", ""))
+        if event["type"] == "response.code_interpreter_call_code.delta":
+            self.view.append(item_block_id(item), event.get("delta", ""))
+
+    def _on_buffer_done(self, event: dict[str, Any]) -> None:
+        item = self._item(event)
+        field_name, event_field = BUFFER_DONES[event["type"]]
+        value = event.get(event_field)
+        if isinstance(value, str):
+            item.buffer(field_name).replace(value)
+        if isinstance(event.get("name"), str):
+            item.data["name"] = event["name"]
+        sync_item(self.view, item)
+
+    def _on_state(self, event: dict[str, Any]) -> None:
+        item = self._item(event)
+        state = STATE_EVENTS[event["type"]]
+        item.data["status"] = state
+        self.view.set(item_block_id(item), {"state": state})
+
+    def _on_partial_image(self, event: dict[str, Any]) -> None:
+        item = self._item(event)
+        item.data["partial_image_index"] = event.get("partial_image_index")
+        item.data["partial_image_b64"] = event.get("partial_image_b64")
+        self.view.set(
+            item_block_id(item),
+            {"state": "generating", "partial_index": event.get("partial_image_index"),
+             "image_b64": event.get("partial_image_b64")},
+        )
+
+    def _on_shell_command(self, event: dict[str, Any]) -> None:
+        item = self._item(event)
+        index = event.get("command_index", 0)
+        kind = event["type"].rsplit(".", 1)[1]
+        if kind == "delta":
+            item.command(index).append(event.get("delta", ""))
+        else:
+            item.command(index).replace(event.get("command") or "")
+        if kind == "done":
+            sync_item(self.view, item)
+
+    def _on_shell_output(self, event: dict[str, Any]) -> None:
+        item = self._item(event)
+        if event["type"].endswith(".done") and isinstance(event.get("output"), list):
+            item.data["output"] = event["output"]
+            sync_item(self.view, item)
+
+    def _on_patch_diff(self, event: dict[str, Any]) -> None:
+        item = self._item(event)
+        operation = dict(item.data.get("operation") or {})
+        if event["type"].endswith(".delta"):
+            item.buffer("_diff").append(event.get("delta", ""))
+            return
+        diff = event.get("diff")
+        item.buffers.pop("_diff", None)
+        operation["diff"] = diff if isinstance(diff, str) else operation.get("diff", "")
+        item.data["operation"] = operation
+        sync_item(self.view, item)
+
+    def _on_audio(self, event: dict[str, Any]) -> None:
+        if event["type"] == "response.audio.transcript.delta":
+            if not self.view.has("audio"):
+                self.view.add({"id": "audio", "kind": "audio", "state": "in_progress"})
+            self.view.append("audio", event.get("delta", ""))
+        elif event["type"] == "response.audio.transcript.done" and self.view.has("audio"):
+            self.view.set("audio", {"state": "completed"})
+
+
+def implied_item_type(event_type: str) -> str:
+    if "reasoning" in event_type:
+        return "reasoning"
+    if event_type.startswith(("response.output_text", "response.refusal", "response.content_part")):
+        return "message"
+    if event_type.startswith("response.function_call"):
+        return "function_call"
+    return event_type.split(".")[1] if "." in event_type else "unknown"
+
+
+def implied_part_type(event_type: str) -> str:
+    if event_type.startswith("response.refusal"):
+        return "refusal"
+    if event_type.startswith("response.reasoning_text"):
+        return "reasoning_text"
+    if event_type.startswith("response.reasoning_summary"):
+        return "summary_text"
+    return "output_text"

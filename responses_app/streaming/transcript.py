@@ -1,0 +1,208 @@
+"""One logical request's live view: the only writer of its `ViewModel`.
+
+A logical request may span several upstream responses (each tool round's continuation is a new
+response drawn into the same view, its blocks prefixed `r<round>-`) and several segments (a
+resume after a drop, a reconcile). The transcript owns the view, the current response's pipeline
+(decoder + assembler) and the counters of the finished ones. The relay feeds it bytes and tells
+it what the relay itself did (a tool ran, the request ended without a terminal event); every
+method returns the view ops it caused, so the relay only moves values around: it never writes the
+view and never looks at an event's type.
+
+Pure: no Django, no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from .assembler import Applied, Assembler, AssemblerStats
+from .pipeline import StreamPipeline
+from .sse import SSEDecoder
+from .view import Op, ViewModel
+from .vocabulary import CANCELLED, ERROR, RESPONSE_FINAL_STATUSES, TERMINAL_EVENT_BY_STATUS, UNKNOWN
+
+# Relay outcomes that no upstream event reports: the view's meta says so itself.
+_RELAY_ENDINGS = frozenset({CANCELLED, UNKNOWN, ERROR})
+_USAGE_KEYS = ("input_tokens", "output_tokens", "total_tokens")
+
+
+class Ops(NamedTuple):
+    base: int  # the revision the ops apply on
+    ops: list[Op]
+    revision: int  # the revision after them
+
+
+class Step(NamedTuple):
+    """What one chunk of upstream bytes did."""
+
+    events: list[dict[str, Any]]  # parsed, in arrival order (for the raw event log)
+    change: Ops
+    boundary: bool  # a part, item or response ended: send and commit now
+    first_text: bool  # the request's first answer text
+    first_tool: bool  # the request's first tool event
+    terminal: bool  # the current response is in a terminal state
+
+
+class Transcript:
+    def __init__(self, *, max_event_bytes: int = 8 * 1024 * 1024, hold_window: int = 8) -> None:
+        self.view = ViewModel()
+        self.round = 0
+        self._max_event_bytes = max_event_bytes
+        self._hold_window = hold_window
+        self._finished_stats: list[AssemblerStats] = []
+        self._malformed_before = 0
+        self._usage_total: dict[str, int] = {}
+        self._text_seen = self._tool_seen = False
+        self.assembler = Assembler(hold_window=hold_window, view=self.view)
+        self.pipeline = StreamPipeline(max_event_bytes=max_event_bytes, assembler=self.assembler)
+
+    # --- the current response ---------------------------------------------------------------
+
+    @property
+    def response_id(self) -> str | None:
+        return self.assembler.response_id
+
+    @property
+    def status(self) -> str | None:
+        return self.assembler.status
+
+    @property
+    def terminal(self) -> bool:
+        return self.assembler.terminal
+
+    @property
+    def last_sequence_number(self) -> int | None:
+        return self.assembler.last_sequence_number
+
+    def assume_response_id(self, response_id: str) -> None:
+        """A taken-over request: the id stored by the runner that died."""
+        if response_id:
+            self.assembler.response_id = response_id
+
+    # --- upstream bytes ---------------------------------------------------------------------
+
+    def feed(self, chunk: bytes) -> Step:
+        return self._step(*self.pipeline.feed(chunk))
+
+    def finish(self) -> Step:
+        """The stream ended: flush the decoder and apply what waits behind a gap."""
+        return self._step(*self.pipeline.finish())
+
+    def restart_decoder(self) -> None:
+        """Before a resume: a partial event from the dropped connection never completes."""
+        self.pipeline.decoder = SSEDecoder(max_event_bytes=self._max_event_bytes)
+
+    def _step(self, events: list[dict[str, Any]], applied: Applied) -> Step:
+        first_text = applied.first_text and not self._text_seen
+        first_tool = applied.first_tool and not self._tool_seen
+        self._text_seen |= first_text
+        self._tool_seen |= first_tool
+        return Step(events, self.take_ops(), applied.boundary, first_text, first_tool, applied.terminal)
+
+    def apply_final(self, response: dict[str, Any]) -> Ops:
+        """The upstream's own answer about how the response ended (reconcile, cancel)."""
+        status = response.get("status")
+        kind = TERMINAL_EVENT_BY_STATUS.get(status if isinstance(status, str) else "", "response.failed")
+        if status in RESPONSE_FINAL_STATUSES:
+            self.assembler.release_held()
+            self.assembler.feed({"type": kind, "response": response})
+        return self.take_ops()
+
+    def restore(self, rounds: list[tuple[int, bytes]], committed_revision: int) -> None:
+        """Rebuild from the raw event log (round, SSE bytes) of a runner that died. Revisions
+        only grow: tabs holding the old runner's revision resync instead of stalling."""
+        for round_, data in rounds:
+            if round_ != self.round:
+                self.next_response(round_)
+            self.pipeline.feed(data)
+        self.view.take_ops()
+        self.view.revision = max(self.view.revision, committed_revision) + 1
+        self.view.take_ops()
+
+    # --- rounds and tools -------------------------------------------------------------------
+
+    def next_response(self, round_: int | None = None) -> None:
+        """A continuation: a new upstream response drawn into the same view."""
+        self._finished_stats.append(self.assembler.stats)
+        self._malformed_before += self.pipeline.malformed + self.pipeline.oversized
+        self._add_usage(self.view.meta.get("usage"))
+        self.round = self.round + 1 if round_ is None else round_
+        self.assembler = Assembler(hold_window=self._hold_window, view=self.view, block_prefix=f"r{self.round}-")
+        self.pipeline = StreamPipeline(max_event_bytes=self._max_event_bytes, assembler=self.assembler)
+
+    def function_calls(self) -> list[dict[str, Any]]:
+        """The current response's function calls with a call id (complete once it is terminal)."""
+        return self.assembler.function_calls()
+
+    def tools_started(self) -> Ops:
+        self.view.set_meta({"status": "waiting_for_tool"})
+        return self.take_ops()
+
+    def tool_running(self, item_id: str | None) -> Ops:
+        block_id = self.assembler.block_id_for(item_id)
+        if block_id:
+            self.view.set(block_id, {"state": "running"})
+        return self.take_ops()
+
+    def tool_done(self, item_id: str | None, output: str) -> Ops:
+        block_id = self.assembler.block_id_for(item_id)
+        if block_id:
+            self.view.set(block_id, {"state": "done", "output": output})
+        return self.take_ops()
+
+    def tools_finished(self) -> Ops:
+        self.view.set_meta({"status": "in_progress"})
+        return self.take_ops()
+
+    # --- the end ----------------------------------------------------------------------------
+
+    def end(self, status: str, error: tuple[str, str] | None = None) -> Ops:
+        """The relay's outcome. A status no upstream event reported (cancelled, unknown, a
+        transport error) is shown as such; a terminal response keeps its own."""
+        if status in _RELAY_ENDINGS and not self.terminal:
+            fields: dict[str, Any] = {"status": status}
+            if error:
+                fields["error"] = {"code": error[0], "message": error[1]}
+            self.view.set_meta(fields)
+        return self.take_ops()
+
+    def take_ops(self) -> Ops:
+        base, ops = self.view.take_ops()
+        return Ops(base, ops, self.view.revision)
+
+    def counters(self) -> dict[str, Any]:
+        stats = [*self._finished_stats, self.assembler.stats]
+        return {
+            "events": sum(s.events for s in stats), "duplicates": sum(s.duplicates for s in stats),
+            "out_of_order": sum(s.held for s in stats), "gaps": sum(s.gaps for s in stats),
+            "unknown_events": sum(s.unknown for s in stats),
+            "malformed_events": self._malformed_before + self.pipeline.malformed + self.pipeline.oversized,
+            "last_sequence_number": self.assembler.last_sequence_number,
+        }
+
+    def usage(self) -> Any:
+        """One response: its terminal usage exactly as reported; several: the sums."""
+        last = self.view.meta.get("usage")
+        if not self._usage_total:
+            return last
+        total = dict(self._usage_total)
+        if isinstance(last, dict):
+            for key in _USAGE_KEYS:
+                if isinstance(last.get(key), int):
+                    total[key] = total.get(key, 0) + last[key]
+        return total
+
+    def _add_usage(self, usage: Any) -> None:
+        if isinstance(usage, dict):
+            for key in _USAGE_KEYS:
+                if isinstance(usage.get(key), int):
+                    self._usage_total[key] = self._usage_total.get(key, 0) + usage[key]
+
+    def final_text(self) -> str:
+        view = self.view
+        return "\n\n".join(view.text(b["id"]) for b in view.to_dict()["blocks"] if b["kind"] == "text")
+
+    def snapshot(self) -> dict[str, Any]:
+        """The current response's Response snapshot (for checkpoints): it joins each text once,
+        for the snapshot and the view alike, so take it before the view."""
+        return self.assembler.response()

@@ -1,0 +1,139 @@
+"""The flush and checkpoint policies, with time as plain numbers: no sleeping, no loop."""
+
+from __future__ import annotations
+
+import pytest
+
+from responses_app.streaming.policies import CheckpointPolicy, FlushPolicy
+
+# --- flush policy -------------------------------------------------------------------------------
+
+
+def test_the_first_change_goes_out_at_once() -> None:
+    policy = FlushPolicy(0.05)
+    assert policy.push(10.0, changed=True)
+
+
+def test_a_steady_flow_goes_out_at_most_once_per_interval() -> None:
+    policy = FlushPolicy(0.05)
+    assert policy.push(10.0, changed=True)
+    policy.flushed(10.0, sent=True)
+    assert not policy.push(10.01, changed=True)
+    assert not policy.push(10.02, changed=True)
+    assert policy.next_deadline() == pytest.approx(10.05)
+    assert not policy.due(10.049) and policy.due(10.05)
+    policy.flushed(10.05, sent=True)
+    assert policy.next_deadline() is None, "nothing pending after a flush"
+
+
+def test_a_change_after_a_quiet_spell_goes_out_at_once() -> None:
+    policy = FlushPolicy(0.05)
+    policy.push(10.0, changed=True)
+    policy.flushed(10.0, sent=True)
+    assert not policy.push(10.01, changed=True), "flowing: it waits for the interval"
+    policy.flushed(10.05, sent=True)
+    # 20 ms after a flush, but no change for 60 ms: the leading edge again
+    assert policy.push(10.07, changed=True)
+
+
+def test_a_boundary_goes_out_at_once_whatever_the_timing() -> None:
+    policy = FlushPolicy(0.05)
+    policy.push(10.0, changed=True)
+    policy.flushed(10.0, sent=True)
+    assert policy.push(10.001, changed=True, boundary=True)
+
+
+def test_the_pacers_scale_stretches_the_interval() -> None:
+    policy = FlushPolicy(0.05)
+    policy.push(10.0, changed=True)
+    policy.flushed(10.0, sent=True)
+    policy.scale = 4.0
+    policy.push(10.01, changed=True)
+    assert policy.next_deadline() == pytest.approx(10.2)
+    assert not policy.push(10.1, changed=True), "100 ms is within a 200 ms interval"
+
+
+def test_nothing_pending_has_no_deadline() -> None:
+    policy = FlushPolicy(0.05)
+    assert policy.next_deadline() is None and not policy.due(99.0)
+    policy.push(1.0, changed=False)
+    assert policy.next_deadline() is None
+
+
+def test_a_negative_interval_is_refused() -> None:
+    with pytest.raises(ValueError):
+        FlushPolicy(-1)
+
+
+# --- checkpoint policy --------------------------------------------------------------------------
+
+
+def policy(now: float = 0.0, *, interval: float = 0.5, min_events: int = 64, max_interval: float = 2.0
+           ) -> CheckpointPolicy:
+    return CheckpointPolicy(interval=interval, min_events=min_events, max_interval=max_interval, now=now)
+
+
+def test_the_first_interval_checkpoint_comes_as_soon_as_the_interval_allows() -> None:
+    p = policy()
+    p.push(0.1, events=3, changed=True)
+    assert not p.due(0.49)
+    assert p.due(0.5), "a reload early in an answer shows text"
+
+
+def test_later_checkpoints_wait_for_enough_events() -> None:
+    p = policy()
+    p.push(0.1, events=3, changed=True)
+    p.committed(0.5, interval=True)
+    for t in range(1, 60):  # a steady trickle: one event every 10 ms
+        p.push(0.5 + t * 0.01, events=1, changed=True)
+    assert not p.due(1.1), "59 events after the interval: not yet"
+    p.push(1.1, events=5, changed=True)
+    assert p.due(1.1)
+
+
+def test_a_quiet_stream_is_committed_an_interval_after_its_last_change() -> None:
+    p = policy()
+    p.push(0.1, events=1, changed=True)
+    p.committed(0.5, interval=True)
+    p.push(0.6, events=1, changed=True)
+    assert not p.due(1.05), "the last change was 450 ms ago"
+    assert p.due(1.1)
+    assert p.next_deadline(0.7, not_before=0.05) == pytest.approx(1.0), "no sooner than the interval"
+    assert p.next_deadline(1.05, not_before=0.05) == pytest.approx(1.1), "the quiet moment"
+
+
+def test_the_max_interval_bounds_a_steady_slow_stream() -> None:
+    p = policy(min_events=10_000)
+    p.push(0.1, events=1, changed=True)
+    p.committed(0.5, interval=True)
+    t = 0.5
+    while t < 2.35:
+        t += 0.1
+        p.push(t, events=1, changed=True)
+        assert not p.due(t), t
+    p.push(2.5, events=1, changed=True)
+    assert p.due(2.5), "2 s after the last checkpoint"
+
+
+def test_nothing_new_is_never_due() -> None:
+    p = policy()
+    assert not p.due(100.0) and p.next_deadline(100.0) is None
+    p.push(1.0, events=1)
+    p.committed(1.0, interval=False)
+    assert not p.dirty and not p.due(100.0)
+
+
+def test_a_flowing_stream_timer_is_not_sooner_than_a_flush_interval() -> None:
+    p = policy()
+    p.push(0.1, events=1, changed=True)
+    p.committed(0.5, interval=True)
+    p.push(1.2, events=1, changed=True)  # past the interval, still flowing
+    assert p.next_deadline(1.2, not_before=0.05) == pytest.approx(1.7)
+    p.push(1.69, events=1, changed=True)
+    assert p.next_deadline(1.7, not_before=0.05) == pytest.approx(2.19)
+    assert p.next_deadline(2.6, not_before=0.05) == pytest.approx(2.65), "the max interval has passed"
+
+
+def test_bad_settings_are_refused() -> None:
+    with pytest.raises(ValueError):
+        policy(min_events=0)
