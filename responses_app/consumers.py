@@ -155,7 +155,7 @@ class RequestConsumer(AsyncWebsocketConsumer):
         text = orjson.dumps({"type": "snapshot", "revision": view["revision"], "status": status,
                              "view": view}).decode()
         await self.send(text_data=text)
-        if status in ResponseRequest.TERMINAL or status == ResponseRequest.Status.UNKNOWN:
+        if status in ResponseRequest.ENDED:
             await self.send(text_data=orjson.dumps({"type": "terminal", "status": status,
                                                     "revision": view["revision"]}).decode())
 

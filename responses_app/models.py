@@ -12,6 +12,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from .streaming import vocabulary as v
+
 
 class RawJSON(bytes):
     """JSON already serialised (UTF-8): stored as it is. A checkpoint is serialised when it is
@@ -103,17 +105,18 @@ class Conversation(models.Model):
 class ResponseRequest(models.Model):
     """One logical request: counted once, however many tabs, reconnects or segments it has."""
 
-    class Status(models.TextChoices):
-        PENDING = "pending"
-        STREAMING = "streaming"
-        COMPLETED = "completed"
-        FAILED = "failed"
-        INCOMPLETE = "incomplete"
-        ERROR = "error"
-        CANCELLED = "cancelled"
-        UNKNOWN = "unknown"  # the stream was lost and reconciliation could not tell the outcome
+    class Status(models.TextChoices):  # the values are streaming/vocabulary.py's, spelled once there
+        PENDING = v.PENDING
+        STREAMING = v.STREAMING
+        COMPLETED = v.COMPLETED
+        FAILED = v.FAILED
+        INCOMPLETE = v.INCOMPLETE
+        ERROR = v.ERROR
+        CANCELLED = v.CANCELLED
+        UNKNOWN = v.UNKNOWN  # the stream was lost and reconciliation could not tell the outcome
 
-    TERMINAL = frozenset({Status.COMPLETED, Status.FAILED, Status.INCOMPLETE, Status.ERROR, Status.CANCELLED})
+    TERMINAL = v.TERMINAL_STATUSES
+    ENDED = v.ENDED_STATUSES  # terminal, or unknown: nobody streams it any more
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     conversation = models.ForeignKey(

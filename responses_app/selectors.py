@@ -42,6 +42,11 @@ def view_latest(*, request: ResponseRequest) -> dict[str, Any]:
     return view
 
 
+def request_by_client_id(*, owner: User, client_request_id: str) -> ResponseRequest | None:
+    """The idempotency lookup: a resubmitted form or retried call finds its logical request."""
+    return ResponseRequest.objects.filter(owner=owner, client_request_id=client_request_id).first()
+
+
 def request_get(*, request_id: uuid.UUID) -> ResponseRequest:
     return ResponseRequest.objects.get(pk=request_id)
 

@@ -40,7 +40,7 @@ def request_create(
     params: dict[str, Any] | None = None,
 ) -> tuple[ResponseRequest, bool]:
     """Create the logical request, or return the one this idempotency key already made."""
-    existing = ResponseRequest.objects.filter(owner=owner, client_request_id=client_request_id).first()
+    existing = selectors.request_by_client_id(owner=owner, client_request_id=client_request_id)
     if existing is not None:
         return existing, False
     try:
@@ -54,7 +54,9 @@ def request_create(
                 params=params or {},
             )
     except IntegrityError:  # a concurrent submit with the same key won the race
-        return ResponseRequest.objects.get(owner=owner, client_request_id=client_request_id), False
+        winner = selectors.request_by_client_id(owner=owner, client_request_id=client_request_id)
+        assert winner is not None
+        return winner, False
     if conversation is not None:
         updates: dict[str, Any] = {"updated": request.created}
         if not conversation.title:
@@ -70,7 +72,7 @@ def request_submit(*, user: Any, data: dict[str, Any]) -> tuple[ResponseRequest 
     if not form.is_valid():
         return None, False, {k: [str(m) for m in v] for k, v in form.errors.items()}
     cleaned = form.cleaned_data
-    existing = ResponseRequest.objects.filter(owner=user, client_request_id=cleaned["client_request_id"]).first()
+    existing = selectors.request_by_client_id(owner=user, client_request_id=cleaned["client_request_id"])
     if existing is not None:  # a resubmitted form or retried call: the same logical request
         return existing, False, {}
     conversation = None
@@ -158,7 +160,7 @@ def request_mark_terminal(
     response_id: str = "",
 ) -> bool:
     """The one place a request becomes terminal (or unknown). Guarded by the runner's lease token."""
-    if status not in ResponseRequest.TERMINAL and status != Status.UNKNOWN:
+    if status not in ResponseRequest.ENDED:
         raise TransitionError(f"{status!r} is not an outcome")
     query = ResponseRequest.objects.filter(pk=request_id, status__in=[Status.STREAMING, Status.PENDING])
     if token is not None:
