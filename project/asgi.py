@@ -22,9 +22,9 @@ def _http_app():  # type: ignore[no-untyped-def]
     """Django for everything, except /simulator/v1/* which goes to the pure-ASGI simulator."""
     if not settings.SIMULATOR_ENABLED:
         return django_asgi_app
-    from responses_app.simulator import create_app
+    from responses_app.embedded import simulator_app
 
-    simulator = create_app()
+    simulator = simulator_app()  # the same instance the relay reaches in-process
 
     async def http(scope, receive, send):  # type: ignore[no-untyped-def]
         path = scope["path"]

@@ -130,8 +130,9 @@ if OPENAI_API_KEY and not OPENAI_BASE_URL:
     OPENAI_BASE_URL = "https://api.openai.com/v1"
 if not OPENAI_BASE_URL and not SIMULATOR_ENABLED:
     raise ImproperlyConfigured("Set OPENAI_BASE_URL and OPENAI_API_KEY, or keep SIMULATOR_ENABLED")
-# Where the relay reaches the embedded simulator when OPENAI_BASE_URL is empty.
-SIMULATOR_BASE_URL = env.str("SIMULATOR_BASE_URL", default="http://127.0.0.1:8000/simulator/v1").rstrip("/")
+# A standalone simulator (`python -m responses_app.simulator`) when OPENAI_BASE_URL is empty; left
+# empty, the relay reaches the embedded simulator in-process, whatever address the server has.
+SIMULATOR_BASE_URL = env.str("SIMULATOR_BASE_URL", default="").rstrip("/")
 
 # --- Relay ----------------------------------------------------------------------------------
 RELAY_FLUSH_INTERVAL_MS = _positive_int("RELAY_FLUSH_INTERVAL_MS", 50)
@@ -145,6 +146,9 @@ RELAY_HOLD_WINDOW = _positive_int("RELAY_HOLD_WINDOW", 8)
 RELAY_BACKGROUND_DEFAULT = env.bool("RELAY_BACKGROUND_DEFAULT", default=True)
 RELAY_REDACT_FIELDS = env.list("RELAY_REDACT_FIELDS", default=["arguments", "input", "output", "result", "code"])
 RELAY_IDLE_TIMEOUT_S = _positive_int("RELAY_IDLE_TIMEOUT_S", 120)
+# The longest a logical request may run, from its creation (takeovers keep the clock): then the
+# upstream is cancelled and the request ends incomplete with reason "deadline", keeping its text.
+RELAY_REQUEST_DEADLINE_S = _positive_int("RELAY_REQUEST_DEADLINE_S", 900)
 RELAY_DB_THREADS = _positive_int("RELAY_DB_THREADS", 8)
 RELAY_UPSTREAM_MAX_CONNECTIONS = _positive_int("RELAY_UPSTREAM_MAX_CONNECTIONS", 2000)
 # The runner consumer listens inside each web process (default); false when runworker processes do.

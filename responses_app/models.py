@@ -206,6 +206,7 @@ class Segment(models.Model):
         RESUME = "resume"
         CONTINUATION = "continuation"  # a new response after tool results
         RECONCILE = "reconcile"  # a GET of the response after the stream was lost
+        FULL_CONTEXT = "full_context"  # the chain was gone: the request again, with the whole conversation
 
     request = models.ForeignKey(ResponseRequest, on_delete=models.CASCADE, related_name="segments")
     index = models.PositiveIntegerField()

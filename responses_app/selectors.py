@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import orjson
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import OuterRef, QuerySet, Subquery
 
@@ -95,6 +96,29 @@ def conversation_get_for_user(*, user: User, conversation_id: uuid.UUID | str) -
     if conversation.owner_id != user.pk and not user.is_staff:  # type: ignore[attr-defined]
         return None
     return conversation
+
+
+def conversation_context(*, request: ResponseRequest) -> list[dict[str, Any]]:
+    """The turns of the request's conversation before it, as Responses input items: each turn's
+    input, its function calls with their outputs, and the answer shown. For when the upstream
+    no longer has the chain (`previous_response_not_found`)."""
+    if request.conversation_id is None:
+        return []
+    earlier = list(ResponseRequest.objects.filter(conversation_id=request.conversation_id, created__lt=request.created)
+                   .order_by("created"))
+    calls: dict[uuid.UUID, list[ToolCall]] = {}
+    for call in ToolCall.objects.filter(request__in=earlier).order_by("started_at"):
+        calls.setdefault(call.request_id, []).append(call)
+    items: list[dict[str, Any]] = []
+    for turn in earlier:
+        items.extend(turn.input if isinstance(turn.input, list) else [{"role": "user", "content": turn.input}])
+        for call in calls.get(turn.pk, []):
+            arguments = call.arguments if isinstance(call.arguments, str) else orjson.dumps(call.arguments).decode()
+            items.append({"type": "function_call", "call_id": call.call_id, "name": call.name, "arguments": arguments})
+            items.append({"type": "function_call_output", "call_id": call.call_id, "output": call.output})
+        if turn.final_text:
+            items.append({"role": "assistant", "content": turn.final_text})
+    return items
 
 
 def conversation_turns(*, conversation: Conversation) -> list[tuple[ResponseRequest, dict[str, Any]]]:

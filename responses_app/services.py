@@ -90,6 +90,8 @@ def request_submit(*, user: Any, data: dict[str, Any]) -> tuple[ResponseRequest 
     }
     if conversation.last_response_id:
         params["previous_response_id"] = conversation.last_response_id
+    elif conversation.requests.exists():
+        params["full_context"] = True  # the chain is gone: send the conversation so far instead
     request, created = request_create(
         owner=user, input=cleaned["input"], model=cleaned["model"],
         client_request_id=cleaned["client_request_id"], conversation=conversation, params=params,
@@ -184,6 +186,13 @@ def request_mark_terminal(
     if updated and response_id and status == Status.COMPLETED:
         Conversation.objects.filter(requests__pk=request_id).update(last_response_id=response_id, updated=at)
     return updated
+
+
+def conversation_chain_broken(*, request_id: uuid.UUID) -> None:
+    """The upstream forgot the conversation's last response: the next turn must not chain to it
+    (request_submit then sends the whole conversation). The chain is repaired by the next
+    completed turn (request_mark_terminal)."""
+    Conversation.objects.filter(requests__pk=request_id).update(last_response_id="")
 
 
 def request_cancel(*, request: ResponseRequest) -> bool:

@@ -17,6 +17,9 @@ import httpx
 import orjson
 from django.conf import settings
 
+from .embedded import EMBEDDED_BASE_URL, ASGIStreamTransport, simulator_app
+from .simulator.app import models_payload
+
 
 class UpstreamHTTPError(Exception):
     """The upstream answered with an error status before any stream."""
@@ -40,10 +43,26 @@ class UpstreamHTTPError(Exception):
 
 
 def base_url() -> str:
-    return settings.OPENAI_BASE_URL or settings.SIMULATOR_BASE_URL
+    """A real provider, a standalone simulator, or (by default) the embedded one, in-process."""
+    return settings.OPENAI_BASE_URL or settings.SIMULATOR_BASE_URL or EMBEDDED_BASE_URL
 
 
-def make_transport() -> httpx.AsyncBaseTransport:
+def list_models(*, timeout: float = 2.0) -> list[dict[str, Any]]:
+    """GET /models, synchronously (the page's model picker); in-process for the embedded simulator."""
+    base = base_url()
+    if base == EMBEDDED_BASE_URL:
+        return list(models_payload()["data"])
+    headers = {"authorization": f"Bearer {settings.OPENAI_API_KEY}"} if settings.OPENAI_API_KEY and \
+        settings.OPENAI_BASE_URL else {}
+    response = httpx.get(f"{base}/models", headers=headers, timeout=timeout)
+    response.raise_for_status()
+    data = orjson.loads(response.content).get("data")
+    return data if isinstance(data, list) else []
+
+
+def make_transport(base: str) -> httpx.AsyncBaseTransport:
+    if base == EMBEDDED_BASE_URL:
+        return ASGIStreamTransport(simulator_app())
     # One client serves every stream of the process: both transports default to 100 connections,
     # which would queue the 101st concurrent stream.
     size = settings.RELAY_UPSTREAM_MAX_CONNECTIONS
@@ -64,7 +83,7 @@ class Upstream:
             headers["authorization"] = f"Bearer {key}"
         self.base = (base or base_url()).rstrip("/")
         self.client = httpx.AsyncClient(
-            transport=transport or make_transport(),
+            transport=transport or make_transport(self.base),
             headers=headers,
             # No read timeout on streams: long silent reasoning is legitimate; the runner owns
             # idle detection and tells "no text" from "no activity".

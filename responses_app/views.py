@@ -48,18 +48,13 @@ def available_models() -> list[str]:
     Fetched server-side: the upstream key never reaches the browser."""
     models: list[str] | None = cache.get(MODELS_CACHE_KEY)
     if models is None:
-        headers = {}
-        if settings.OPENAI_API_KEY and settings.OPENAI_BASE_URL:
-            headers["authorization"] = f"Bearer {settings.OPENAI_API_KEY}"
         try:
-            response = httpx.get(f"{upstream.base_url()}/models", headers=headers, timeout=2.0)
-            response.raise_for_status()
-            models = [m["id"] for m in response.json().get("data", [])
+            models = [m["id"] for m in upstream.list_models(timeout=2.0)
                       if isinstance(m, dict) and isinstance(m.get("id"), str)]
             if not models:
                 raise ValueError("no models listed")
             cache.set(MODELS_CACHE_KEY, models, MODELS_TTL_S)
-        except (httpx.HTTPError, ValueError, AttributeError) as exc:
+        except (httpx.HTTPError, ValueError, AttributeError, TypeError) as exc:
             logger.info("model list unavailable from %s (%s); using the built-in list", upstream.base_url(), exc)
             models = list(FALLBACK_MODELS)
             cache.set(MODELS_CACHE_KEY, models, MODELS_RETRY_S)

@@ -25,3 +25,13 @@ def continuation_body(request: ResponseRequest, previous_response_id: str,
     body["previous_response_id"] = previous_response_id
     body["input"] = outputs
     return body
+
+
+def full_context_body(request: ResponseRequest, context: list[dict[str, Any]]) -> dict[str, Any]:
+    """The same request without the chain: the conversation so far (`selectors.conversation_context`)
+    and this turn's input, with `previous_response_id: null`."""
+    body = build_body(request)
+    own = request.input if isinstance(request.input, list) else [{"role": "user", "content": request.input}]
+    body["input"] = [*context, *own]
+    body["previous_response_id"] = None
+    return body

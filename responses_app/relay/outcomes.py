@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import enum
+import socket
+import ssl
 from dataclasses import dataclass
+
+import httpx
 
 from ..upstream import UpstreamHTTPError
 
@@ -21,6 +25,8 @@ class SegmentResult:
     ending: Ending
     detail: str = ""
     http: UpstreamHTTPError | None = None
+    never_sent: bool = False  # the connection failed before the request left: nothing can have run
+    code: str = ""  # for a connection failure: what kind
 
     @property
     def http_status(self) -> int | None:
@@ -33,3 +39,55 @@ class SegmentResult:
         if self.http is not None:
             return f"http_{self.http.status}"
         return self.ending.value
+
+
+_HTTP_KINDS = {
+    401: ("upstream_unauthorized", "The model provider refused the server's API key"),
+    403: ("upstream_forbidden", "The model provider does not allow this request"),
+    404: ("upstream_not_found", "The model provider has no such model or endpoint"),
+    429: ("rate_limited", "The model provider is rate limiting this server; try again in a moment"),
+}
+
+
+def describe_http_error(error: UpstreamHTTPError) -> tuple[str, str]:
+    """(code, message) for a request the upstream refused, as people read it in the page."""
+    code, sentence = _HTTP_KINDS.get(error.status, ("", ""))
+    if not code:
+        code, sentence = (("upstream_unavailable", "The model provider is unavailable") if error.status >= 500
+                          else ("upstream_rejected", "The model provider rejected the request"))
+    detail = f": {error.message}" if error.message else ""
+    return error.code or code, f"{sentence} (HTTP {error.status}){detail}"
+
+
+def connection_failure(exc: BaseException, base: str) -> SegmentResult:
+    """A transport failure, told apart by whether the request can have reached the upstream.
+
+    httpx (and httpx-aiohttp, which maps aiohttp's connector errors to it) raises ConnectError
+    only while connecting: refused, DNS, TLS. Then the request never left, and the outcome is
+    certain. Anything later (a reset, a read error) may follow a request the upstream acted on."""
+    detail = f"{type(exc).__name__}: {exc}"
+    if not isinstance(exc, httpx.ConnectError):
+        return SegmentResult(Ending.DROPPED, detail)
+    chain = _causes(exc)
+    if any(isinstance(e, socket.gaierror) for e in chain) or "name resolution" in detail.lower() \
+            or "name or service not known" in detail.lower():
+        code, what = "upstream_dns", "its host name does not resolve"
+    elif any(isinstance(e, ssl.SSLError | ssl.CertificateError) for e in chain) or "ssl" in detail.lower() \
+            or "certificate" in detail.lower():
+        code, what = "upstream_tls", "the TLS handshake failed"
+    elif any(isinstance(e, ConnectionRefusedError) for e in chain) or "refused" in detail.lower():
+        code, what = "upstream_refused", "the connection was refused"
+    else:
+        code, what = "upstream_unreachable", "it could not be reached"
+    message = f"Could not connect to the model provider at {base}: {what} ({detail}). Nothing was sent."
+    return SegmentResult(Ending.DROPPED, message, never_sent=True, code=code)
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    chain, seen = [], set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain

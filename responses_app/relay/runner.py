@@ -33,11 +33,11 @@ from ..models import ResponseRequest, Segment
 from ..streaming import vocabulary as v
 from ..streaming.transcript import Step, Transcript
 from ..upstream import Upstream, UpstreamHTTPError
-from .bodies import build_body, continuation_body
+from .bodies import build_body, continuation_body, full_context_body
 from .dbthreads import db
 from .delivery import Delivery
 from .hub import Hub
-from .outcomes import Ending, SegmentResult
+from .outcomes import Ending, SegmentResult, connection_failure, describe_http_error
 from .toolround import ToolRound
 
 logger = logging.getLogger(__name__)
@@ -46,6 +46,7 @@ Kind = Segment.Kind
 MAX_RESUMES = 5
 MAX_HTTP_RETRIES = 3
 MAX_TOOL_ROUNDS = 5
+ERROR_GRACE_S = 2.0  # after an `error` event, how long a following response.failed may take
 
 
 class StreamRunner:
@@ -71,6 +72,7 @@ class StreamRunner:
         self._stalled = False
         self._error: tuple[str, str] | None = None
         self._counters = {"retries": 0, "disconnects": 0}
+        self._deadline_hit = False
         self._own_writes = 0
 
     @property
@@ -92,19 +94,24 @@ class StreamRunner:
         upstream = self._upstream_factory() if self._upstream_factory else self.hub.upstream()
         self.hub.leases.add(self)  # renewed, with everyone else's, by the hub's lease keeper
         self.hub.pacer.start()
+        deadline = self._arm_deadline(request)
         try:
             segments = await db(selectors.segment_count)(request_id=self.uuid)
             if request.response_id or segments:
                 status = await self._recover(upstream, request)
             else:
-                status = await self._drive(upstream, Kind.INITIAL, build_body(request))
-            await self._finish(status)
+                status = await self._drive(upstream, Kind.INITIAL, await self._first_body(request))
+            if self._deadline_hit and status == v.CANCELLED:
+                await self._finish(v.INCOMPLETE, reason="deadline")
+            else:
+                await self._finish(status)
         except asyncio.CancelledError:
             raise  # process shutdown: the lease runs out and recovery takes over
         except Exception as exc:
             logger.exception("runner for %s failed", self.request_id)
             await self._finish(v.UNKNOWN if self.transcript.response_id else v.ERROR, error=("relay_error", str(exc)))
         finally:
+            deadline.cancel()
             self.hub.leases.discard(self)
             self.delivery.close()
             if self._upstream_factory:
@@ -112,6 +119,18 @@ class StreamRunner:
             else:
                 await self.hub.release_upstream(self)
             self.finished.set()
+
+    def _arm_deadline(self, request: ResponseRequest) -> asyncio.TimerHandle:
+        """RELAY_REQUEST_DEADLINE_S from the request's creation (a takeover keeps the clock):
+        then the upstream is cancelled and the request ends incomplete, keeping what was shown."""
+        age = (timezone.now() - request.created).total_seconds()
+        return self._loop.call_later(max(settings.RELAY_REQUEST_DEADLINE_S - age, 0), self._on_deadline)
+
+    def _on_deadline(self) -> None:
+        logger.warning("request %s reached its deadline (%ss); cancelling the upstream",
+                       self.request_id, settings.RELAY_REQUEST_DEADLINE_S)
+        self._deadline_hit = True
+        self.cancel()
 
     def cancel(self) -> None:
         """The explicit Stop: stop reading now, then cancel upstream."""
@@ -160,20 +179,36 @@ class StreamRunner:
                 continue
             if result.ending is Ending.CANCELLED or self.cancel_requested.is_set():
                 return await self._cancel_upstream(upstream)
-            fresh = kind in (Kind.INITIAL, Kind.CONTINUATION)
+            fresh = kind != Kind.RESUME
             if result.http is not None and fresh:
                 error = result.http
+                if error.code == "previous_response_not_found" and body and body.get("previous_response_id") \
+                        and kind == Kind.INITIAL:
+                    # The chain is gone (a provider forgot the response, or a restart of the embedded
+                    # simulator): once, the whole conversation as input, as the error guide advises.
+                    logger.info("request %s: previous response not found; sending the full context", self.request_id)
+                    context = await db(selectors.conversation_context)(request=self.request)
+                    body = full_context_body(self.request, context)
+                    await db(services.conversation_chain_broken)(request_id=self.uuid)
+                    self._counters["retries"] += 1
+                    kind = Kind.FULL_CONTEXT
+                    continue
                 if error.retryable and http_retries < MAX_HTTP_RETRIES:
                     http_retries += 1
                     self._counters["retries"] += 1
                     await asyncio.sleep(min(error.retry_after or 0.5 * 2 ** http_retries, 10))
                     continue
-                self._error = (error.code or f"http_{error.status}", error.message)
+                self._error = describe_http_error(error)
                 return v.ERROR
+            if result.never_sent and fresh:
+                self._error = (result.code or "upstream_unreachable", result.detail)
+                return v.ERROR  # certain: the request never left, so nothing can have happened
             if result.http is None:
                 self._counters["disconnects"] += 1
             # The stream ended without a terminal event: resume, reconcile, or admit we do not know.
             if not self.transcript.response_id:
+                self._error = ("outcome_unknown", "The connection to the model provider was lost before it "
+                               f"confirmed the request ({result.detail or result.ending.value}); it may have run.")
                 return v.UNKNOWN
             if background and resumes < MAX_RESUMES and result.http_status != 404:
                 resumes += 1
@@ -183,6 +218,11 @@ class StreamRunner:
                 kind = Kind.RESUME
                 continue
             return await self._reconcile(upstream)
+
+    async def _first_body(self, request: ResponseRequest) -> dict[str, Any]:
+        if (request.params or {}).get("full_context"):  # submitted after the chain broke
+            return full_context_body(request, await db(selectors.conversation_context)(request=request))
+        return build_body(request)
 
     def _response_status(self) -> str:
         return self.transcript.status or v.UNKNOWN
@@ -229,7 +269,7 @@ class StreamRunner:
         except UpstreamHTTPError as exc:
             result = SegmentResult(Ending.HTTP_ERROR, exc.message, exc)
         except (httpx.HTTPError, OSError) as exc:
-            result = SegmentResult(Ending.DROPPED, f"{type(exc).__name__}: {exc}")
+            result = connection_failure(exc, upstream.base)
         finally:
             self._reader = None
         if self.transcript.terminal:
@@ -242,25 +282,35 @@ class StreamRunner:
         return result
 
     async def _read(self, ctx: AbstractAsyncContextManager[httpx.Response], events: list[int]) -> SegmentResult:
-        feed = self.transcript.feed
+        transcript = self.transcript
         async with ctx as response:
-            async for chunk in response.aiter_bytes():
-                self._last_bytes = self._loop.time()
-                step = feed(chunk)
-                if step.events:
-                    events[0] += len(step.events)
-                    await self._on_step(step)
-                del step  # not held (with every string in it) while the stream is quiet
-                if self.transcript.terminal:
-                    return SegmentResult(Ending.TERMINAL)
-        # Events completed after an oversized one come out of the next decode; an unterminated
-        # last event is dropped, per spec.
-        step = feed(b"")
-        if step.events:
+            try:
+                async with asyncio.timeout(None) as grace:
+                    async for chunk in response.aiter_bytes():
+                        self._last_bytes = self._loop.time()
+                        step = transcript.feed(chunk)
+                        if step.events:
+                            events[0] += len(step.events)
+                            await self._on_step(step)
+                        del step  # not held (with every string in it) while the stream is quiet
+                        if transcript.settled:
+                            return SegmentResult(Ending.TERMINAL)
+                        if transcript.terminal and grace.when() is None:
+                            # An `error` event: a response.failed or .incomplete that follows it
+                            # decides the outcome, whatever the chunking; wait a little for it.
+                            grace.reschedule(self._loop.time() + ERROR_GRACE_S)
+            except TimeoutError:
+                if not grace.expired():
+                    raise
+                return SegmentResult(Ending.TERMINAL)
+        # The stream closed. Events completed after an oversized one come out of the last decode;
+        # a terminal event waiting behind a gap ends the response now.
+        step = transcript.finish()
+        if step.events or step.change.ops:
             events[0] += len(step.events)
             await self._on_step(step)
-        # The upstream closed without a terminal event: never success.
-        return SegmentResult(Ending.TERMINAL if self.transcript.terminal else Ending.DROPPED)
+        # Closed without a terminal event: never success.
+        return SegmentResult(Ending.TERMINAL if transcript.terminal else Ending.DROPPED)
 
     async def _on_step(self, step: Step) -> None:
         behind = self.delivery.events(step)
@@ -314,9 +364,9 @@ class StreamRunner:
         self.count_write(2)
         return (self.transcript.status or v.UNKNOWN) if self.transcript.terminal else v.UNKNOWN
 
-    async def _finish(self, status: str, error: tuple[str, str] | None = None) -> None:
+    async def _finish(self, status: str, error: tuple[str, str] | None = None, *, reason: str | None = None) -> None:
         error = error or self._error
-        self.delivery.changed(self.transcript.end(status, error))
+        self.delivery.changed(self.transcript.end(status, error, reason=reason))
         await self.delivery.final()
         transcript = self.transcript
         assembler_error = transcript.assembler.error or {}

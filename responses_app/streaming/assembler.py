@@ -89,6 +89,7 @@ class Assembler(ItemEvents):
         self.text_seen = False
         self.tool_seen = False
         self._reported = (0, False, False)
+        self._last_activity = ""
 
     # --- public ---------------------------------------------------------------------------
 
@@ -99,6 +100,11 @@ class Assembler(ItemEvents):
     @property
     def held_count(self) -> int:
         return len(self._held)
+
+    @property
+    def holds_terminal(self) -> bool:
+        """A terminal event waits behind a sequence gap."""
+        return any(event["type"] in TERMINAL_EVENTS for event in self._held.values())
 
     def feed(self, event: dict[str, Any]) -> Applied:
         """Apply one event, honouring sequence numbers."""
@@ -181,6 +187,13 @@ class Assembler(ItemEvents):
         return out
 
     # --- what happened ----------------------------------------------------------------------
+
+    def _activity(self, kind: str) -> None:
+        """What the response is doing now (`meta.activity`: text, reasoning or tool), so a page
+        can tell "no text yet, but a tool runs and events flow" from "nothing happens"."""
+        if kind != self._last_activity:
+            self._last_activity = kind
+            self.view.set_meta({"activity": kind})
 
     def _applied(self) -> Applied:
         """The effects since the last call, as a value."""
@@ -276,14 +289,20 @@ class Assembler(ItemEvents):
         # known types without a handler (audio.done and the like) change nothing
         if event_type in BOUNDARY_EVENT_TYPES:
             self._boundaries += 1
-        if not self.tool_seen:
-            item = event.get("item")
-            self.tool_seen = is_tool_event(event_type, item.get("type") if isinstance(item, dict) else None)
+        item = event.get("item")
+        if is_tool_event(event_type, item.get("type") if isinstance(item, dict) else None):
+            self.tool_seen = True
+            self._activity("tool")
+        elif "reasoning" in event_type:
+            self._activity("reasoning")
 
     def _text_target(self, event: dict[str, Any]) -> _TextTarget:
         """Resolve (and repair) where a text delta goes; remember it unless that took a repair."""
-        if not self.text_seen and event["type"] in ANSWER_TEXT_DELTAS:
+        if event["type"] in ANSWER_TEXT_DELTAS:
             self.text_seen = True  # every part's first delta passes here, never the fast path
+            self._activity("text")
+        else:
+            self._activity("reasoning")
         anomalies = self._anomaly_count
         item, index, part = self._part(event)
         block_id = part_block_id(item, index, False)
@@ -356,17 +375,28 @@ class Assembler(ItemEvents):
             self.response_id = rid
 
     def _replace_output(self, output: list[Any]) -> None:
-        for index, data in enumerate(output):
+        """The terminal output is authoritative. Its items are matched with the streamed ones by
+        item id (a stream's output_index values need not run 0..n-1: real captures skip one), by
+        position only where an id is missing; items the stream never announced are added."""
+        kept: set[int] = set()
+        for position, data in enumerate(output):
             if not isinstance(data, dict):
                 continue
-            item = self._items.get(index)
+            item_id = data.get("id") if isinstance(data.get("id"), str) and data.get("id") else None
+            item = self._by_id.get(item_id) if item_id else None
             if item is None:
+                candidate = self._items.get(position)
+                if candidate is not None and candidate.index not in kept and (candidate.id is None or item_id is None):
+                    item = candidate
+            if item is None:
+                index = position if position not in self._items else max(self._items) + 1
                 item = self._new_item(data, index)
             else:
                 self._set_item(item, data)
+            kept.add(item.index)
             item.done = True
             sync_item(self.view, item)
-        for index in [i for i in self._items if i >= len(output)]:
+        for index in [i for i in self._items if i not in kept]:
             self._anomaly(f"final response omits output item {index}; dropped from the snapshot")
             del self._items[index]
 

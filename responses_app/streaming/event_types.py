@@ -404,3 +404,12 @@ class ResponseApplyPatchCallOperationDiffDeltaEvent(_ItemEvent):
 class ResponseApplyPatchCallOperationDiffDoneEvent(_ItemEvent):
     type: Literal["response.apply_patch_call_operation_diff.done"]
     diff: str
+
+
+# --- Compaction (openai-python 3.x) -------------------------------------------------------------
+
+
+class ResponseCompactionCompactingEvent(_ItemEvent):
+    """Summary content is being sampled for a compaction item; carries no content itself."""
+
+    type: Literal["response.compaction.compacting"]

@@ -33,6 +33,7 @@ from .event_types import (
     ResponseCodeInterpreterCallCompletedEvent,
     ResponseCodeInterpreterCallInProgressEvent,
     ResponseCodeInterpreterCallInterpretingEvent,
+    ResponseCompactionCompactingEvent,
     ResponseCompletedEvent,
     ResponseContentPartAddedEvent,
     ResponseContentPartDoneEvent,
@@ -156,6 +157,7 @@ KnownEvent: TypeAlias = (
     | ResponseShellCallOutputContentDoneEvent
     | ResponseApplyPatchCallOperationDiffDeltaEvent
     | ResponseApplyPatchCallOperationDiffDoneEvent
+    | ResponseCompactionCompactingEvent
 )
 
 StreamEvent: TypeAlias = KnownEvent | UnknownEvent
@@ -169,7 +171,8 @@ def _literal_types(union: object) -> frozenset[str]:
     return frozenset(found)
 
 
-# The SDK's 53 (which include `error`) plus the 7 newer shell/apply-patch types: 60.
+# openai-python 3.x's 59 (which include `error` and compaction) plus the two apply-patch diff
+# types typed from captures: 61.
 KNOWN_EVENT_TYPES: frozenset[str] = _literal_types(KnownEvent)
 
 TERMINAL_EVENT_TYPES: frozenset[str] = frozenset(TERMINAL_EVENTS)

@@ -37,6 +37,7 @@ STATE_EVENTS = {
     "response.mcp_list_tools.in_progress": "in_progress",
     "response.mcp_list_tools.completed": "completed",
     "response.mcp_list_tools.failed": "failed",
+    "response.compaction.compacting": "compacting",
 }
 
 # Streamed item fields: delta event -> (item field), done event -> (item field, event field).

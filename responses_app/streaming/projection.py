@@ -13,7 +13,10 @@ from typing import Any
 from .items import Item, Part
 from .view import ViewModel
 
-BLOCK_KINDS = {"message": "message", "reasoning": "reasoning", "image_generation_call": "image"}
+# A compaction item is stored in the snapshot and shown as a notice, never as text: its content
+# is encrypted context for the model.
+BLOCK_KINDS = {"message": "message", "reasoning": "reasoning", "image_generation_call": "image",
+               "compaction": "compaction"}
 
 # Fields of a tool item worth showing, copied into its block when present.
 _TOOL_FIELDS = (

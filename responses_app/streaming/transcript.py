@@ -71,6 +71,12 @@ class Transcript:
         return self.assembler.terminal
 
     @property
+    def settled(self) -> bool:
+        """The response itself ended (completed, failed, incomplete, cancelled). An `error` event
+        alone is terminal but not settled: a `response.failed` that follows it decides."""
+        return self.assembler.status in RESPONSE_FINAL_STATUSES
+
+    @property
     def last_sequence_number(self) -> int | None:
         return self.assembler.last_sequence_number
 
@@ -85,8 +91,13 @@ class Transcript:
         return self._step(*self.pipeline.feed(chunk))
 
     def finish(self) -> Step:
-        """The stream ended: flush the decoder and apply what waits behind a gap."""
-        return self._step(*self.pipeline.finish())
+        """The stream closed: flush the decoder; a terminal event waiting behind a gap ends the
+        response now. Anything else held stays held: a resume starts before the gap and fills it
+        (a reconcile, `apply_final`, releases it)."""
+        events, applied = self.pipeline.feed(b"")
+        if self.assembler.holds_terminal:
+            applied = applied.then(self.assembler.release_held())
+        return self._step(events, applied)
 
     def restart_decoder(self) -> None:
         """Before a resume: a partial event from the dropped connection never completes."""
@@ -156,13 +167,16 @@ class Transcript:
 
     # --- the end ----------------------------------------------------------------------------
 
-    def end(self, status: str, error: tuple[str, str] | None = None) -> Ops:
+    def end(self, status: str, error: tuple[str, str] | None = None, *, reason: str | None = None) -> Ops:
         """The relay's outcome. A status no upstream event reported (cancelled, unknown, a
-        transport error) is shown as such; a terminal response keeps its own."""
-        if status in _RELAY_ENDINGS and not self.terminal:
+        transport error, the relay's own deadline: incomplete with a `reason`) is shown as such;
+        a settled response keeps its own."""
+        if (status in _RELAY_ENDINGS or reason) and not self.settled:
             fields: dict[str, Any] = {"status": status}
             if error:
                 fields["error"] = {"code": error[0], "message": error[1]}
+            if reason:
+                fields["incomplete_reason"] = reason
             self.view.set_meta(fields)
         return self.take_ops()
 

@@ -43,7 +43,7 @@ TERMINAL_EVENTS: Final = {
 TERMINAL_EVENT_BY_STATUS: Final = {status: event for event, status in TERMINAL_EVENTS.items()}
 
 # Output item types that are not tool calls.
-NON_TOOL_ITEM_TYPES: Final = frozenset({"message", "reasoning"})
+NON_TOOL_ITEM_TYPES: Final = frozenset({"message", "reasoning", "compaction"})
 
 # Events after which the relay sends what it holds and commits a checkpoint: a content part, an
 # item or the response itself ended (`error` included: it may be the last thing a stream says).

@@ -53,13 +53,15 @@ def literal_type_of(typed_dict: type) -> str:
 # --- The catalogue ------------------------------------------------------------------------------
 
 
-def test_known_types_are_the_sdk_catalogue_plus_the_newer_shell_and_patch_types() -> None:
-    # The catalogue lists 53 types, `error` (#7) among them; the captures add 7 shell/apply-patch
-    # types: 53 + 7 = 60.
-    assert len(KNOWN_EVENT_TYPES) == 60
-    assert "error" in KNOWN_EVENT_TYPES
-    newer = {t for t in KNOWN_EVENT_TYPES if "shell_call" in t or "apply_patch" in t}
-    assert len(newer) == 7
+def test_known_types_are_the_current_sdks_union_plus_the_apply_patch_diff_types() -> None:
+    sdk_file = Path(__file__).resolve().parents[1] / "fixtures" / "sdk_event_types.txt"
+    sdk = {line for line in sdk_file.read_text().splitlines() if line and not line.startswith("#")}
+    assert len(sdk) == 59  # openai-python 3.57.0's ResponseStreamEvent union
+    assert sdk <= KNOWN_EVENT_TYPES, sorted(sdk - KNOWN_EVENT_TYPES)
+    assert KNOWN_EVENT_TYPES - sdk == {
+        "response.apply_patch_call_operation_diff.delta", "response.apply_patch_call_operation_diff.done",
+    }, "only the apply-patch diff events, typed from captures, are beyond the SDK"
+    assert len(KNOWN_EVENT_TYPES) == 61
 
 
 def test_lifecycle_groupings() -> None:

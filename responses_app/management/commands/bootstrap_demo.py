@@ -1,9 +1,9 @@
 """`manage.py bootstrap_demo --address http://HOST:PORT/`: a newcomer's first minute.
 
 In development (settings.DEVELOPMENT) it creates the account `demo` / `demo` when it does not
-exist yet, and prints where to go and how to log in. It also checks that SIMULATOR_BASE_URL, where
-the relay reaches the embedded simulator, points at the address being served, and warns if not
-(settings stay as they are).
+exist yet, and prints where to go and how to log in. When SIMULATOR_BASE_URL is set to this
+server's own `/simulator/v1` (rather than left empty: the embedded simulator, reached in-process),
+it checks that it points at the address being served, and warns if not.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ def expected_simulator_url(address: str) -> str:
 
 def simulator_mismatch(address: str) -> str | None:
     """A warning when the relay would look for the simulator somewhere else than `address`."""
-    if settings.OPENAI_BASE_URL or not settings.SIMULATOR_ENABLED:
-        return None  # a real upstream: the simulator address does not matter
+    if settings.OPENAI_BASE_URL or not settings.SIMULATOR_ENABLED or not settings.SIMULATOR_BASE_URL:
+        return None  # a real upstream, or the embedded simulator reached in-process
     expected = expected_simulator_url(address)
     actual = settings.SIMULATOR_BASE_URL.rstrip("/")
     same = _origin(actual) == _origin(expected) and urlsplit(actual).path.rstrip("/") == "/simulator/v1"
