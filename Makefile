@@ -36,6 +36,7 @@ bench: install
 lint: install
 	$(VENV)/bin/ruff check project responses_app tests bench
 	$(VENV)/bin/mypy
+	$(PY) manage.py makemigrations --check --dry-run
 
 clean:
 	rm -rf $(VENV) db.sqlite3

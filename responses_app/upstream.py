@@ -27,11 +27,12 @@ class UpstreamHTTPError(Exception):
     def __init__(self, status: int, body: bytes, retry_after: float | None) -> None:
         self.status = status
         self.retry_after = retry_after
-        self.code = ""
+        self.code = self.provider_code = ""
         self.message = body[:500].decode("utf-8", "replace")
         try:
             error = orjson.loads(body).get("error") or {}
-            self.code = str(error.get("code") or error.get("type") or "")
+            self.provider_code = str(error.get("code") or "")  # a specific code, when the API gives one
+            self.code = self.provider_code or str(error.get("type") or "")
             self.message = str(error.get("message") or self.message)
         except (orjson.JSONDecodeError, AttributeError):
             pass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -86,3 +87,9 @@ def simulator_process() -> Iterator[tuple[subprocess.Popen[str], str]]:
 def simulator_url(simulator_process: tuple[subprocess.Popen[str], str]) -> str:
     """Base URL of a standalone simulator, e.g. http://127.0.0.1:PORT/v1."""
     return simulator_process[1]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -36,6 +36,8 @@ class EventLog:
         return len(self._data) >= LOG_FLUSH_BYTES
 
     def add(self, events: list[dict[str, Any]]) -> None:
+        if not events:
+            return
         data = self._data
         fields = self.redact_fields
         for event in events:

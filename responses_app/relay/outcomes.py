@@ -7,6 +7,7 @@ import socket
 import ssl
 from dataclasses import dataclass
 
+import aiohttp
 import httpx
 
 from ..upstream import UpstreamHTTPError
@@ -56,27 +57,31 @@ def describe_http_error(error: UpstreamHTTPError) -> tuple[str, str]:
         code, sentence = (("upstream_unavailable", "The model provider is unavailable") if error.status >= 500
                           else ("upstream_rejected", "The model provider rejected the request"))
     detail = f": {error.message}" if error.message else ""
-    return error.code or code, f"{sentence} (HTTP {error.status}){detail}"
+    return error.provider_code or code, f"{sentence} (HTTP {error.status}){detail}"
 
 
 def connection_failure(exc: BaseException, base: str) -> SegmentResult:
     """A transport failure, told apart by whether the request can have reached the upstream.
 
-    httpx (and httpx-aiohttp, which maps aiohttp's connector errors to it) raises ConnectError
-    only while connecting: refused, DNS, TLS. Then the request never left, and the outcome is
-    certain. Anything later (a reset, a read error) may follow a request the upstream acted on."""
+    httpx raises ConnectError only while connecting (refused, DNS, TLS); httpx-aiohttp maps
+    aiohttp's connector errors to ConnectTimeout instead, so the cause is what tells. Then the
+    request never left, and the outcome is certain. Anything later (a reset, a read error) may
+    follow a request the upstream acted on."""
     detail = f"{type(exc).__name__}: {exc}"
-    if not isinstance(exc, httpx.ConnectError):
-        return SegmentResult(Ending.DROPPED, detail)
     chain = _causes(exc)
-    if any(isinstance(e, socket.gaierror) for e in chain) or "name resolution" in detail.lower() \
-            or "name or service not known" in detail.lower():
-        code, what = "upstream_dns", "its host name does not resolve"
-    elif any(isinstance(e, ssl.SSLError | ssl.CertificateError) for e in chain) or "ssl" in detail.lower() \
-            or "certificate" in detail.lower():
-        code, what = "upstream_tls", "the TLS handshake failed"
-    elif any(isinstance(e, ConnectionRefusedError) for e in chain) or "refused" in detail.lower():
+    connecting = isinstance(exc, httpx.ConnectError) or any(
+        isinstance(e, aiohttp.ClientConnectorError) for e in chain)
+    if not connecting:
+        return SegmentResult(Ending.DROPPED, detail)
+    text = detail.lower()
+    if any(isinstance(e, ConnectionRefusedError) for e in chain) or "refused" in text:
         code, what = "upstream_refused", "the connection was refused"
+    elif any(isinstance(e, socket.gaierror) for e in chain) or "name or service not known" in text \
+            or "name resolution" in text:
+        code, what = "upstream_dns", "its host name does not resolve"
+    elif any(isinstance(e, ssl.SSLError | ssl.CertificateError | aiohttp.ClientSSLError) for e in chain) \
+            or "certificate verify" in text:
+        code, what = "upstream_tls", "the TLS handshake failed"
     else:
         code, what = "upstream_unreachable", "it could not be reached"
     message = f"Could not connect to the model provider at {base}: {what} ({detail}). Nothing was sent."
