@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
 from typing import Any
 
 import orjson
@@ -28,13 +27,19 @@ logger = logging.getLogger(__name__)
 
 OUTBOX_SIZE = 64  # messages; a viewer further behind than this drops patches and resyncs
 PING_SECONDS = 20.0
-RECENT_PATCHES = 128  # kept to bring a checkpoint up to date for viewers of a remote runner
+RESYNC_MIN_S = 1.0  # at most one snapshot per viewer per second (about a checkpoint interval)
+GROUP_JOIN_S = 3.0  # joining the channel group waits no longer (Redis restarting)
 RESYNC = "resync"  # outbox marker: send a fresh snapshot instead of the patches dropped before it
 
 
 class RequestConsumer(AsyncWebsocketConsumer):
     request_id: str
     request: ResponseRequest
+    # Delivery state (see `offer`), per socket.
+    sent_revision = -1  # the revision the client holds
+    overflows = resyncs = 0
+    _resync_pending = _resync_queued = False
+    _last_snapshot = 0.0
 
     async def connect(self) -> None:
         self.request_id = str(self.scope["url_route"]["kwargs"]["request_id"])
@@ -47,14 +52,15 @@ class RequestConsumer(AsyncWebsocketConsumer):
             await self.close(code=4403)
             return
         self.request = request
-        self.sent_revision = -1
         self.outbox: asyncio.Queue[str] = asyncio.Queue(maxsize=OUTBOX_SIZE)
-        self.overflows = 0
-        self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT_PATCHES)
         await self.accept()
         hub = get_hub()
         if hub.fanout:  # before reading anything: no patch published from now on is missed
-            await self.channel_layer.group_add(group_name(self.request_id), self.channel_name)
+            try:
+                async with asyncio.timeout(GROUP_JOIN_S):
+                    await self.channel_layer.group_add(group_name(self.request_id), self.channel_name)
+            except Exception:  # Redis away: this viewer converges by heartbeat and resync meanwhile
+                logger.warning("group_add for %s failed; relying on resyncs", self.request_id, exc_info=True)
         hub.attach(self.request_id, self)
         reconnect = "reconnect=1" in self.scope.get("query_string", b"").decode()
         await self._count(reconnect)
@@ -91,29 +97,64 @@ class RequestConsumer(AsyncWebsocketConsumer):
     # --- delivery -------------------------------------------------------------------------------
 
     def offer(self, message: dict[str, Any], text: str) -> None:
-        """Called by the runner in this process: never waits; a full outbox drops the patch."""
+        """Called by the runner in this process (or `relay_message`): never waits.
+
+        The consumer knows the revision its client holds, so a gap is caught here, not in the
+        browser: a patch that does not continue it (lost across processes, or dropped by a full
+        outbox) and a heartbeat ahead of it both mean "behind". The patch is not sent (the client
+        would only ask for a snapshot); a snapshot follows, at most one per RESYNC_MIN_S, so a
+        viewer catches up in one step instead of a storm."""
+        kind = message["type"]
         revision = message.get("revision", 0)
-        if message["type"] == "patch" and revision <= self.sent_revision:
+        if self.sent_revision < 0 and kind in ("patch", "ping"):
+            return  # the first snapshot, being taken, is at least as new
+        if kind == "patch":
+            if revision <= self.sent_revision:
+                return  # stale: the client has it
+            if message["base"] != self.sent_revision or self._resync_pending:
+                self._resync_soon()
+                return
+        elif kind == "ping" and revision > self.sent_revision >= 0:
+            self._resync_soon()
             return
-        if message["type"] == "patch":
-            self.recent.append(message)
         try:
             self.outbox.put_nowait(text)
         except asyncio.QueueFull:
             # Too far behind: the queued patches are worth less than a fresh snapshot. Drop them
-            # all (bounded memory, and the runner never waits) and resync this viewer.
+            # all (bounded memory, and the runner never waits) and resync this viewer; the
+            # snapshot of an ended request is followed by its terminal again.
             self.overflows += 1
+            while not self.outbox.empty():
+                self.outbox.get_nowait()
+            self._resync_queued = False
             self._enqueue_resync()
-            if message["type"] != "patch":
+            if kind not in ("patch", "ping"):
                 self.outbox.put_nowait(text)  # a terminal message is never dropped
             return
-        if message["type"] == "patch":
+        if kind == "patch":
             self.sent_revision = revision
 
+    def _resync_soon(self) -> None:
+        if self._resync_pending:
+            return
+        self._resync_pending = True  # patches wait for the snapshot
+        loop = asyncio.get_running_loop()
+        wait = max(0.0, self._last_snapshot + RESYNC_MIN_S - loop.time())
+        loop.call_later(wait, self._resync_due)
+
+    def _resync_due(self) -> None:
+        if self._resync_pending:  # unless a snapshot went out meanwhile
+            self._enqueue_resync()
+
     def _enqueue_resync(self) -> None:
+        """At most one snapshot waits in the outbox, however often it is asked for."""
+        self._resync_pending = True
+        if self._resync_queued:
+            return
+        self._resync_queued = True
         try:
             self.outbox.put_nowait(RESYNC)
-        except asyncio.QueueFull:
+        except asyncio.QueueFull:  # what is queued is older than the snapshot anyway
             while not self.outbox.empty():
                 self.outbox.get_nowait()
             self.outbox.put_nowait(RESYNC)
@@ -121,7 +162,10 @@ class RequestConsumer(AsyncWebsocketConsumer):
     async def relay_message(self, event: dict[str, Any]) -> None:
         """The same messages through the channel group, from a runner in another process."""
         text = event["text"]
-        self.offer(orjson.loads(text), text)
+        message = orjson.loads(text)
+        if message["type"] == "patch":
+            get_hub().remember(self.request_id, message)
+        self.offer(message, text)
 
     async def _write(self) -> None:
         # The hot path of every viewer: no task per message (as asyncio.wait_for would make) and
@@ -133,24 +177,37 @@ class RequestConsumer(AsyncWebsocketConsumer):
                     async with asyncio.timeout(PING_SECONDS):
                         text = await outbox.get()
                 except TimeoutError:
-                    text = '{"type":"ping"}'  # keeps proxies from cutting a long silent reasoning phase
+                    text = await self._idle()
             else:
                 text = outbox.get_nowait()
             if text is RESYNC:
+                self._resync_queued = False
                 await self._send_snapshot()
             else:
                 await send({"type": "websocket.send", "text": text})
 
+    async def _idle(self) -> str:
+        """Nothing sent for PING_SECONDS: a ping (it keeps proxies from cutting a long silent
+        reasoning phase) carrying what this viewer holds. With no runner here, the request may
+        have ended elsewhere with its `terminal` lost on the way: then the ending is sent again."""
+        if get_hub().runner(self.request_id) is None and await self._ended():
+            return RESYNC  # the snapshot of an ended request is followed by its terminal
+        return orjson.dumps({"type": "ping", "revision": self.sent_revision}).decode()
+
     async def _send_snapshot(self) -> None:
-        runner = get_hub().runner(self.request_id)
+        hub = get_hub()
+        runner = hub.runner(self.request_id)
         if runner is not None:
             view, status = await runner.live_view()  # newer than the last commit, at a patch boundary
         else:
             view, status = await self._committed_view()
-            # A checkpoint is a patch boundary: chain the patches seen since, to be current.
-            for patch in sorted(self.recent, key=lambda p: p["base"]):
+            # A checkpoint is a patch boundary: chain the patches this process heard since, to be current.
+            for patch in hub.recent_patches(self.request_id):
                 if patch["base"] == view["revision"]:
                     apply_patch(view, patch)
+        self._resync_pending = False
+        self._last_snapshot = asyncio.get_running_loop().time()
+        self.resyncs += 1
         self.sent_revision = view["revision"]
         text = orjson.dumps({"type": "snapshot", "revision": view["revision"], "status": status,
                              "view": view}).decode()
@@ -166,6 +223,10 @@ class RequestConsumer(AsyncWebsocketConsumer):
         if user is None:
             return None
         return selectors.request_get_for_user(user=user, request_id=self.request_id)
+
+    @database_sync_to_async
+    def _ended(self) -> bool:
+        return selectors.request_status(request_id=self.request.pk) in ResponseRequest.ENDED
 
     @database_sync_to_async
     def _committed_view(self) -> tuple[dict[str, Any], str]:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.utils import timezone
 
 from .models import Checkpoint, Conversation, EventRecord, ResponseRequest, Segment, ToolCall
 
@@ -46,6 +48,21 @@ def view_latest(*, request: ResponseRequest) -> dict[str, Any]:
 def request_by_client_id(*, owner: User, client_request_id: str) -> ResponseRequest | None:
     """The idempotency lookup: a resubmitted form or retried call finds its logical request."""
     return ResponseRequest.objects.filter(owner=owner, client_request_id=client_request_id).first()
+
+
+def requests_to_take_over(*, now: datetime | None = None, pending_after_s: int = 10
+                          ) -> list[tuple[uuid.UUID, str, datetime | None]]:
+    """Streaming requests whose runner died (lease expired), and pending ones nobody started:
+    (id, status, lease expiry)."""
+    now = now or timezone.now()
+    stale = Q(status=ResponseRequest.Status.STREAMING, lease_expires__lt=now) | Q(
+        status=ResponseRequest.Status.PENDING, created__lt=now - timedelta(seconds=pending_after_s))
+    return list(ResponseRequest.objects.filter(stale).order_by("created").values_list(
+        "pk", "status", "lease_expires")[:1000])
+
+
+def request_status(*, request_id: uuid.UUID) -> str:
+    return ResponseRequest.objects.filter(pk=request_id).values_list("status", flat=True).get()
 
 
 def request_get(*, request_id: uuid.UUID) -> ResponseRequest:

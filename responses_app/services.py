@@ -19,7 +19,10 @@ from .models import Checkpoint, Conversation, EventRecord, ResponseRequest, Segm
 from .tools import tool_definitions
 
 Status = ResponseRequest.Status
-LEASE_SECONDS = 30
+# A runner's lease on its request: renewed every keepers.LEASE_RENEW_S by its process. A runner that
+# died is taken over by a sweep (relay/worker.py, every SWEEP_S) once its lease has run out: the
+# stream flows again within LEASE_SECONDS + SWEEP_S (15 s).
+LEASE_SECONDS = 12
 
 
 class TransitionError(Exception):
@@ -125,14 +128,6 @@ def leases_renew(*, leases: list[tuple[uuid.UUID, uuid.UUID]], renew: bool = Tru
         cancelled.update(ResponseRequest.objects.filter(
             pk__in=[request_id for request_id, _token in chunk], cancel_requested=True).values_list("pk", flat=True))
     return cancelled
-
-
-def requests_to_recover(*, now: datetime | None = None, pending_after_s: int = 10) -> list[uuid.UUID]:
-    """Streaming requests whose runner died (lease expired), and pending ones nobody started."""
-    now = now or timezone.now()
-    stale = Q(status=Status.STREAMING, lease_expires__lt=now) | Q(
-        status=Status.PENDING, created__lt=now - timedelta(seconds=pending_after_s))
-    return list(ResponseRequest.objects.filter(stale).values_list("pk", flat=True)[:1000])
 
 
 def request_set_response_id(*, request_id: uuid.UUID, response_id: str, at: datetime) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +29,7 @@ from .writer import CheckpointWriter
 logger = logging.getLogger(__name__)
 
 RUNNER_CHANNEL = "relay-runner"
+RECENT_PATCHES = 256  # per request with viewers here: more than a checkpoint interval of patches
 
 
 def group_name(request_id: uuid.UUID | str) -> str:
@@ -41,6 +43,8 @@ class Hub:
         self.tasks: set[asyncio.Task[Any]] = set()
         self.loop = asyncio.get_running_loop()
         self.worker_task: asyncio.Task[Any] | None = None  # the in-process runner worker (worker.py)
+        self.counters = {"takeovers": 0, "lease_expiries": 0}
+        self._recent: dict[str, deque[dict[str, Any]]] = {}
         self._upstream: Upstream | None = None
         self.writer = CheckpointWriter(db_writer)
         self.leases = LeaseKeeper(db)
@@ -97,6 +101,19 @@ class Hub:
             viewers.discard(viewer)
             if not viewers:
                 del self.viewers[request_id]
+                self._recent.pop(request_id, None)
+
+    def remember(self, request_id: str, patch: dict[str, Any]) -> None:
+        """A patch heard from a runner in another process, once for all its viewers here: a
+        viewer that starts from the latest checkpoint chains these to be current at once."""
+        recent = self._recent.get(request_id)
+        if recent is None:
+            recent = self._recent[request_id] = deque(maxlen=RECENT_PATCHES)
+        if not recent or patch["revision"] > recent[-1]["revision"]:
+            recent.append(patch)
+
+    def recent_patches(self, request_id: str) -> list[dict[str, Any]]:
+        return list(self._recent.get(request_id, ()))
 
     def publish(self, request_id: str, message: dict[str, Any], text: str) -> None:
         """Deliver to local viewers now; to other processes' viewers through the group."""

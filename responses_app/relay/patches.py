@@ -29,6 +29,7 @@ class PatchStream:
         self._coalescer = Coalescer(interval)
         self._publish = publish
         self._waiters: list[asyncio.Future[dict[str, Any]]] = []
+        self.published = view.revision  # the revision of the last patch sent
 
     def push(self, change: Ops, now: float, *, boundary: bool = False) -> bool:
         """Take a change; True when it should go out now."""
@@ -42,6 +43,7 @@ class PatchStream:
         if patch is not None:
             message = {"type": "patch", **patch}
             self._publish(message, orjson.dumps(message).decode())
+            self.published = patch["revision"]
         self.policy.flushed(now, sent=patch is not None)
         if self._waiters:
             self._answer()

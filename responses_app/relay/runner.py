@@ -390,6 +390,12 @@ class StreamRunner:
                    "error": {"code": error[0], "message": error[1]} if error else final_error or None}
         self.delivery.publish(message, orjson.dumps(message).decode())
 
+    def heartbeat(self) -> None:
+        """Status and latest revision to every viewer: one that lost patches (a full queue across
+        processes, a Redis blip) sees it is behind and resyncs; see the websocket protocol."""
+        message = {"type": "ping", "status": self.status, "revision": self.delivery.patches.published}
+        self.delivery.publish(message, orjson.dumps(message).decode())
+
     def final_text(self) -> str:
         return self.transcript.final_text()
 

@@ -1,10 +1,19 @@
-"""The runner as a Channels consumer that belongs to no websocket.
+"""Where runners run: a Channels consumer that belongs to no websocket, kept alive by a supervisor.
 
 Submitting a request sends `relay.start` to the `relay-runner` channel. By default a Channels
 `Worker` listens on that channel inside the web process itself (started on first use), so
 `make run` needs one process and the in-memory layer. Scaled out, with Redis, set
-RELAY_INPROCESS_RUNNER=false on web processes and run `manage.py runworker relay-runner`
-processes: the same consumer, the same single-flight lease, anywhere.
+RELAY_INPROCESS_RUNNER=false on web processes and run `manage.py relayworker` processes: the same
+consumer, the same single-flight lease, anywhere.
+
+Every runner process, in-process or not, is supervised (`serve`):
+- it sweeps for expired leases at start and every SWEEP_S seconds, and takes each one over (the
+  runner rebuilds from the event log and resumes or reconciles; it never re-POSTs): a stream whose
+  runner died flows again within the lease (services.LEASE_SECONDS) plus one sweep;
+- a channel-layer failure (Redis restarting) restarts the Worker with backoff instead of ending
+  the process; runners already streaming are tasks of their own and go on meanwhile.
+
+May import: the runner (nothing imports this module back but consumers, views and the command).
 """
 
 from __future__ import annotations
@@ -21,11 +30,14 @@ from channels.routing import ChannelNameRouter
 from channels.worker import Worker
 from django.conf import settings
 
-from ..services import requests_to_recover
+from .. import selectors
 from .hub import RUNNER_CHANNEL, get_hub
 from .runner import StreamRunner
 
 logger = logging.getLogger(__name__)
+
+SWEEP_S = 3.0  # how often each runner process looks for expired leases
+BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)  # between restarts of a Worker whose channel layer failed
 
 
 class RunnerConsumer(AsyncConsumer):
@@ -45,31 +57,73 @@ class RunnerConsumer(AsyncConsumer):
 runner_application = ChannelNameRouter({RUNNER_CHANNEL: RunnerConsumer.as_asgi()})
 
 
+async def serve() -> None:
+    """Run the runner consumer and the takeover sweep until cancelled, surviving layer blips."""
+    sweeper = asyncio.get_running_loop().create_task(_sweep_forever(), name="relay-sweeper")
+    failures = 0
+    try:
+        while True:
+            layer = get_channel_layer()
+            assert layer is not None
+            worker = Worker(application=runner_application, channels=[RUNNER_CHANNEL], channel_layer=layer)
+            try:
+                await worker.arun()
+                failures = 0
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                delay = BACKOFF_S[min(failures, len(BACKOFF_S) - 1)]
+                failures += 1
+                logger.warning("relay worker lost its channel layer; restarting in %.1fs", delay, exc_info=True)
+                await asyncio.sleep(delay)
+    finally:
+        sweeper.cancel()
+
+
+async def _sweep_forever() -> None:
+    while True:
+        try:
+            await sweep()
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the database or the layer is away: the next sweep tries again
+            logger.warning("takeover sweep failed", exc_info=True)
+        await asyncio.sleep(SWEEP_S)
+
+
+async def sweep() -> int:
+    """Take over what died: streaming requests whose lease ran out, pending ones nobody started.
+    Single-flight holds: each is started through the channel, and only one runner wins its lease."""
+    stale = await sync_to_async(selectors.requests_to_take_over)()
+    if not stale:
+        return 0
+    hub = get_hub()
+    layer = get_channel_layer()
+    assert layer is not None
+    for request_id, status, expired in stale:
+        if str(request_id) in hub.runners:
+            continue  # its runner lives here and is only late renewing
+        if status == "streaming":
+            logger.warning("lease of request %s expired at %s: taking it over", request_id, expired)
+            hub.counters["lease_expiries"] += 1
+        else:
+            logger.warning("request %s was never started: starting it", request_id)
+        hub.counters["takeovers"] += 1
+        await layer.send(RUNNER_CHANNEL, {"type": "relay.start", "request_id": str(request_id)})
+    return len(stale)
+
+
 def ensure_worker() -> None:
-    """Run the runner consumer on the `relay-runner` channel inside this process (default)."""
+    """Serve the runner consumer inside this process (the default: RELAY_INPROCESS_RUNNER)."""
     if not settings.RELAY_INPROCESS_RUNNER:
         return
     hub = get_hub()
     if hub.worker_task is not None and not hub.worker_task.done():
         return
-    layer = get_channel_layer()
-    assert layer is not None
-    worker = Worker(application=runner_application, channels=[RUNNER_CHANNEL], channel_layer=layer)
     # A clean context: the first caller may be inside async_to_sync, whose executor must not
     # be inherited by a worker that outlives that call.
-    loop = asyncio.get_running_loop()
-    hub.worker_task = loop.create_task(worker.arun(), name="relay-worker", context=contextvars.Context())
-    recovery = loop.create_task(_recover(), name="relay-recovery", context=contextvars.Context())
-    hub.tasks.add(recovery)
-    recovery.add_done_callback(hub.tasks.discard)
-
-
-async def _recover() -> None:
-    """Restart what a previous process left behind: each runner resumes or reconciles."""
-    layer = get_channel_layer()
-    assert layer is not None
-    for request_id in await sync_to_async(requests_to_recover)():
-        await layer.send(RUNNER_CHANNEL, {"type": "relay.start", "request_id": str(request_id)})
+    hub.worker_task = asyncio.get_running_loop().create_task(serve(), name="relay-worker",
+                                                            context=contextvars.Context())
 
 
 async def start_request(request_id: str) -> None:

@@ -24,6 +24,8 @@ from .vocabulary import CANCELLED, ERROR, RESPONSE_FINAL_STATUSES, TERMINAL_EVEN
 # Relay outcomes that no upstream event reports: the view's meta says so itself.
 _RELAY_ENDINGS = frozenset({CANCELLED, UNKNOWN, ERROR})
 _USAGE_KEYS = ("input_tokens", "output_tokens", "total_tokens")
+# Far more ops than any runner publishes between two commits (at most a few seconds of a stream).
+TAKEOVER_REVISION_GAP = 1_000_000
 
 
 class Ops(NamedTuple):
@@ -120,14 +122,18 @@ class Transcript:
         return self.take_ops()
 
     def restore(self, rounds: list[tuple[int, bytes]], committed_revision: int) -> None:
-        """Rebuild from the raw event log (round, SSE bytes) of a runner that died. Revisions
-        only grow: tabs holding the old runner's revision resync instead of stalling."""
+        """Rebuild from the raw event log (round, SSE bytes) of a runner that died.
+
+        Revisions only grow, past any the old runner can have sent: it published patches after
+        its last commit (at most a checkpoint interval of them) that no log holds. A tab holding
+        such a revision would take the new runner's lower ones for stale and stall; past them, it
+        sees a gap and resyncs."""
         for round_, data in rounds:
             if round_ != self.round:
                 self.next_response(round_)
             self.pipeline.feed(data)
         self.view.take_ops()
-        self.view.revision = max(self.view.revision, committed_revision) + 1
+        self.view.revision = max(self.view.revision, committed_revision) + TAKEOVER_REVISION_GAP
         self.view.take_ops()
 
     # --- rounds and tools -------------------------------------------------------------------

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 
 from responses_app.consumers import OUTBOX_SIZE, RESYNC, RequestConsumer
 
@@ -13,7 +12,6 @@ def viewer() -> RequestConsumer:
     consumer.sent_revision = 0
     consumer.overflows = 0
     consumer.outbox = asyncio.Queue(maxsize=OUTBOX_SIZE)
-    consumer.recent = deque(maxlen=8)
     return consumer
 
 
@@ -43,3 +41,33 @@ def test_stale_patches_are_not_queued() -> None:
     assert consumer.outbox.empty()
     consumer.offer(*patch(11))
     assert consumer.outbox.qsize() == 1 and consumer.sent_revision == 11
+
+
+async def test_a_patch_that_does_not_continue_the_clients_revision_is_held_for_one_snapshot() -> None:
+    consumer = viewer()
+    consumer.sent_revision = 10
+    consumer.offer(*patch(13))  # 11 and 12 were lost on the way
+    consumer.offer(*patch(14))
+    consumer.offer(*patch(15))
+    assert consumer.outbox.empty(), "the client is not sent what it cannot apply"
+    async with asyncio.timeout(5):
+        assert await consumer.outbox.get() == RESYNC
+    assert consumer.outbox.empty(), "one snapshot, not one per patch"
+
+
+def test_at_most_one_snapshot_waits_however_often_it_is_asked_for() -> None:
+    consumer = viewer()
+    for _ in range(3000):
+        consumer._enqueue_resync()
+    assert consumer.outbox.qsize() == 1
+
+
+async def test_a_heartbeat_ahead_of_the_client_means_it_is_behind() -> None:
+    consumer = viewer()
+    consumer.sent_revision = 10
+    consumer.offer({"type": "ping", "revision": 10, "status": "streaming"}, '{"type":"ping"}')
+    assert consumer.outbox.get_nowait() == '{"type":"ping"}', "level: passed on"
+    consumer.offer({"type": "ping", "revision": 12, "status": "streaming"}, '{"type":"ping"}')
+    async with asyncio.timeout(5):
+        assert await consumer.outbox.get() == RESYNC
+

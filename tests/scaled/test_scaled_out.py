@@ -1,5 +1,5 @@
 """The scaled-out configuration for real: PostgreSQL, Redis channel layer, two Daphne web
-processes and a `runworker relay-runner` process. A request submitted to one web process is run by
+processes and a `relayworker` process. A request submitted to one web process is run by
 the worker and watched live through the other web process's websocket."""
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def cluster(services_env: dict[str, str]) -> Iterator[dict[str, Any]]:
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for port in ports
     ]
-    procs.append(subprocess.Popen([sys.executable, "manage.py", "runworker", "relay-runner"], cwd=ROOT,
+    procs.append(subprocess.Popen([sys.executable, "manage.py", "relayworker"], cwd=ROOT,
                                   env=services_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     try:
         deadline = time.monotonic() + 30

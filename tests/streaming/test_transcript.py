@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from responses_app.streaming.transcript import Transcript
+from responses_app.streaming.transcript import TAKEOVER_REVISION_GAP, Transcript
 from responses_app.streaming.view import apply_patch
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sim"
@@ -101,7 +101,7 @@ def test_restore_rebuilds_from_the_log_and_moves_the_revision_past_the_committed
     restored = Transcript()
     restored.restore([(0, data)], committed_revision=live.view.revision + 5)
     assert restored.view.to_dict()["blocks"] == live.view.to_dict()["blocks"]
-    assert restored.view.revision == live.view.revision + 6
+    assert restored.view.revision == live.view.revision + 5 + TAKEOVER_REVISION_GAP
     assert restored.take_ops().ops == []
 
 
