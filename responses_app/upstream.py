@@ -1,5 +1,7 @@
 """The upstream Responses API over `httpx.AsyncClient`: create a stream, resume one, retrieve,
 cancel. The built-in simulator by default; a real provider with OPENAI_API_KEY + OPENAI_BASE_URL.
+Every call bears the matching key: OPENAI_API_KEY for a provider, SIMULATOR_API_KEY for the
+simulator (embedded or standalone), which refuses requests without it.
 
 Transport: httpx's own async transport spends about twice the CPU per streamed event of the
 `httpx-aiohttp` transport (measured for the relay issue: 156 µs vs 75 µs per event at 200 streams),
@@ -43,6 +45,16 @@ def base_url() -> str:
     return settings.OPENAI_BASE_URL or settings.SIMULATOR_BASE_URL
 
 
+def upstream_key() -> str:
+    """The key for `base_url()`: never the provider's key to the simulator, nor the reverse."""
+    return settings.OPENAI_API_KEY if settings.OPENAI_BASE_URL else settings.SIMULATOR_API_KEY
+
+
+def auth_headers() -> dict[str, str]:
+    key = upstream_key()
+    return {"authorization": f"Bearer {key}"} if key else {}
+
+
 def make_transport() -> httpx.AsyncBaseTransport:
     # One client serves every stream of the process: both transports default to 100 connections,
     # which would queue the 101st concurrent stream.
@@ -59,7 +71,7 @@ class Upstream:
     def __init__(self, *, base: str | None = None, api_key: str | None = None,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
         headers = {"accept": "text/event-stream"}
-        key = settings.OPENAI_API_KEY if api_key is None else api_key
+        key = upstream_key() if api_key is None else api_key
         if key:
             headers["authorization"] = f"Bearer {key}"
         self.base = (base or base_url()).rstrip("/")

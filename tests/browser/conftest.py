@@ -112,7 +112,8 @@ def relay_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayServ
         while True:  # readiness: the login page and the mounted simulator both answer
             try:
                 if (httpx.get(f"{url}/accounts/login/", timeout=2).status_code == 200
-                        and httpx.get(f"{url}/simulator/v1/models", timeout=2).status_code == 200):
+                        and httpx.get(f"{url}/simulator/v1/models", timeout=2,
+                                  headers={"authorization": "Bearer sim-dev-key"}).status_code == 200):
                     break
             except httpx.TransportError:
                 pass
