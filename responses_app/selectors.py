@@ -8,7 +8,7 @@ from typing import Any
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import OuterRef, QuerySet, Subquery
 
-from .models import Checkpoint, Conversation, ResponseRequest
+from .models import Checkpoint, Conversation, ResponseRequest, ToolCall
 
 EMPTY_VIEW: dict[str, Any] = {"revision": 0, "meta": {"response_id": None, "status": None}, "blocks": []}
 
@@ -63,3 +63,9 @@ def conversation_turns(*, conversation: Conversation) -> list[tuple[ResponseRequ
     ids = [r.latest_checkpoint for r in requests if r.latest_checkpoint]  # type: ignore[attr-defined]
     views = dict(Checkpoint.objects.filter(pk__in=ids).values_list("request_id", "view"))
     return [(r, views.get(r.pk) or view_latest(request=r)) for r in requests]
+
+
+def tool_call_output(*, request_id: uuid.UUID, call_id: str) -> str | None:
+    """The stored output of this request's call `call_id` (None when it never ran here)."""
+    return ToolCall.objects.filter(request_id=request_id, call_id=call_id).values_list(
+        "output", flat=True).first()
