@@ -101,3 +101,67 @@ def submit_guard(*, user: Any, client_request_id: Any) -> Iterator[Refusal | Non
                           "wait for one to finish or stop one.", CONCURRENT_RETRY_AFTER)
             return
         yield _rate_check(user_id=user.pk, now=time.time())
+
+
+# --- websockets -------------------------------------------------------------------------------
+
+SOCKET_SLOT_TTL = 60  # seconds; a live socket refreshes its slot well before (see SOCKET_REFRESH)
+SOCKET_REFRESH = 20
+
+
+class SocketSlots:
+    """At most RELAY_MAX_SOCKETS_PER_USER open sockets per user, across processes.
+
+    Each socket holds one numbered slot key (`cache.add`, so two sockets never take the same one)
+    and refreshes it while open; `release` frees it on disconnect. A process that dies without
+    disconnecting frees its slots by expiry, so a count can never leak for longer than the TTL.
+    """
+
+    def __init__(self, *, user_id: int, owner: str) -> None:
+        self.user_id = user_id
+        self.owner = owner
+        self.key: str | None = None
+
+    async def acquire(self) -> bool:
+        for index in range(settings.RELAY_MAX_SOCKETS_PER_USER):
+            key = f"relay:ws-slot:{self.user_id}:{index}"
+            if await cache.aadd(key, self.owner, timeout=SOCKET_SLOT_TTL):
+                self.key = key
+                return True
+        return False
+
+    async def refresh(self) -> None:
+        if self.key is not None and not await cache.atouch(self.key, SOCKET_SLOT_TTL):
+            await cache.aadd(self.key, self.owner, timeout=SOCKET_SLOT_TTL)  # expired meanwhile
+
+    async def release(self) -> None:
+        if self.key is not None and await cache.aget(self.key) == self.owner:
+            await cache.adelete(self.key)
+        self.key = None
+
+
+class FrameBudget:
+    """A token bucket of frames a socket may send: `rate` per second, bursts up to `burst`.
+    Time is an argument, so it is testable without sleeping."""
+
+    def __init__(self, *, rate: float, burst: int, now: float) -> None:
+        self.rate = rate
+        self.burst = burst
+        self.tokens = float(burst)
+        self.stamp = now
+        self.refused = 0  # frames refused since the last one allowed
+
+    def allow(self, now: float) -> bool:
+        self.tokens = min(float(self.burst), self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            self.refused = 0
+            return True
+        self.refused += 1
+        return False
+
+    @property
+    def exhausted(self) -> bool:
+        """A client that keeps sending past the limit: close it rather than keep reading."""
+        return self.refused > self.burst
