@@ -9,6 +9,8 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from responses_app.relay.redact import DEFAULT_FIELDS as REDACT_DEFAULT_FIELDS  # plain data, no Django
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
@@ -230,7 +232,8 @@ RELAY_CHECKPOINT_MAX_INTERVAL_MS = _positive_int("RELAY_CHECKPOINT_MAX_INTERVAL_
 RELAY_MAX_EVENT_BYTES = _positive_int("RELAY_MAX_EVENT_BYTES", 8 * 1024 * 1024)
 RELAY_HOLD_WINDOW = _positive_int("RELAY_HOLD_WINDOW", 8)
 RELAY_BACKGROUND_DEFAULT = env.bool("RELAY_BACKGROUND_DEFAULT", default=True)
-RELAY_REDACT_FIELDS = env.list("RELAY_REDACT_FIELDS", default=["arguments", "input", "output", "result", "code"])
+# Tool payloads redacted in the raw event log (every kind by default; see relay/redact.py).
+RELAY_REDACT_FIELDS = env.list("RELAY_REDACT_FIELDS", default=list(REDACT_DEFAULT_FIELDS))
 RELAY_IDLE_TIMEOUT_S = _positive_int("RELAY_IDLE_TIMEOUT_S", 120)
 RELAY_DB_THREADS = _positive_int("RELAY_DB_THREADS", 8)
 RELAY_UPSTREAM_MAX_CONNECTIONS = _positive_int("RELAY_UPSTREAM_MAX_CONNECTIONS", 2000)

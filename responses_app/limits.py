@@ -13,6 +13,7 @@ A resubmit of an existing `client_request_id` is never refused: it starts nothin
 from __future__ import annotations
 
 import math
+import random
 import time
 import uuid
 from collections.abc import Iterator
@@ -123,8 +124,10 @@ class SocketSlots:
         self.key: str | None = None
 
     async def acquire(self) -> bool:
-        for index in range(settings.RELAY_MAX_SOCKETS_PER_USER):
-            key = f"relay:ws-slot:{self.user_id}:{index}"
+        limit = settings.RELAY_MAX_SOCKETS_PER_USER
+        start = random.randrange(limit)  # probing from a random slot finds a free one at once
+        for step in range(limit):
+            key = f"relay:ws-slot:{self.user_id}:{(start + step) % limit}"
             if await cache.aadd(key, self.owner, timeout=SOCKET_SLOT_TTL):
                 self.key = key
                 return True
