@@ -94,8 +94,8 @@ def test_no_tool_payload_survives_and_the_log_still_replays(capture: Path) -> No
 
 
 @pytest.mark.parametrize(("item", "key"), [
-    ({"type": "code_interpreter_call", "id": "ci", "code": "import os", "outputs": [{"type": "logs", "logs": "secret"}]},
-     "outputs"),
+    ({"type": "code_interpreter_call", "id": "ci", "code": "import os",
+      "outputs": [{"type": "logs", "logs": "secret"}]}, "outputs"),
     ({"type": "shell_call", "id": "sh", "action": {"commands": ["cat /etc/passwd"], "timeout_ms": 1000}}, "action"),
     ({"type": "shell_call_output", "id": "sho", "output": [{"stdout": "root:x:0", "outcome": {"type": "exit"}}]},
      "output"),
