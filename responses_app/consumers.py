@@ -135,18 +135,26 @@ class RequestConsumer(AsyncWebsocketConsumer):
                 self.writer.cancel()
                 if get_hub().fanout:
                     await self.channel_layer.group_discard(group_name(self.request_id), self.channel_name)
-            if self.session_key and hasattr(self, "watchdog"):
-                await self.channel_layer.group_discard(session_group(self.session_key), self.channel_name)
+            session_key = getattr(self, "session_key", None)
+            if session_key and hasattr(self, "watchdog"):
+                await self.channel_layer.group_discard(session_group(session_key), self.channel_name)
         finally:
             await self.slots.release()  # whatever failed above, the slot is not leaked
 
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # The frame budget is applied before Channels' dispatch, which spends a thread hop
+        # (close_old_connections) on every message: a flood of frames dropped here costs
+        # microseconds each and never queues behind the database threads pages need.
+        if message["type"] == "websocket.receive":
+            if not hasattr(self, "budget") or self.closing:
+                return  # refused at connect, or already closing
+            if not self.budget.allow(time.monotonic()):
+                if self.budget.exhausted:  # a client that keeps flooding is cut off
+                    await self._close(CLOSE_TOO_MANY)
+                return
+        await super().dispatch(message)
+
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if not hasattr(self, "budget") or self.closing:
-            return  # refused at connect (closing), or already closing
-        if not self.budget.allow(time.monotonic()):
-            if self.budget.exhausted:  # drop unread; a client that keeps flooding is cut off
-                await self._close(CLOSE_TOO_MANY)
-            return
         raw = text_data if text_data is not None else bytes_data or b""
         if len(raw) > MAX_FRAME_CHARS:
             kind = None

@@ -37,9 +37,10 @@ def manage(env: dict[str, str], *args: str, check: bool = True) -> subprocess.Co
 
 
 def serve(env: dict[str, str], log_path: Path, ready_path: str = "/accounts/login/",
-          headers: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes], str]:
-    """Daphne on a free port with `env`; returns once `ready_path` answers (any status below 500)."""
-    port = free_port()
+          headers: dict[str, str] | None = None, port: int | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """Daphne on `port` (a free one by default) with `env`; returns once `ready_path` answers
+    (any status below 500)."""
+    port = port or free_port()
     url = f"http://127.0.0.1:{port}"
     log = log_path.open("w")
     proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
