@@ -68,7 +68,10 @@ def close_sockets_on_logout(sender: Any, request: Any, user: Any, **kwargs: Any)
     session_key = getattr(getattr(request, "session", None), "session_key", None)
     layer = get_channel_layer()
     if session_key and layer is not None:
-        async_to_sync(layer.group_send)(session_group(session_key), {"type": "relay.logout"})
+        try:
+            async_to_sync(layer.group_send)(session_group(session_key), {"type": "relay.logout"})
+        except Exception:  # the logout itself must succeed; its sockets then close at the next check
+            logger.exception("could not tell the sockets of a logged-out session to close")
 
 
 class RequestConsumer(AsyncWebsocketConsumer):
