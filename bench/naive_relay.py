@@ -40,7 +40,10 @@ from channels.generic.websocket import AsyncWebsocketConsumer  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path  # noqa: E402
 
+from responses_app.simulator.auth import DEV_API_KEY  # noqa: E402
+
 UPSTREAM = os.environ.get("NAIVE_UPSTREAM", "http://127.0.0.1:8001/v1").rstrip("/")
+UPSTREAM_AUTH = {"authorization": f"Bearer {os.environ.get('SIMULATOR_API_KEY') or DEV_API_KEY}"}
 
 
 class NaiveRelayConsumer(AsyncWebsocketConsumer):
@@ -58,7 +61,7 @@ class NaiveRelayConsumer(AsyncWebsocketConsumer):
         self.pump = asyncio.get_running_loop().create_task(self._pump(body))
 
     async def _pump(self, body: dict[str, Any]) -> None:
-        async with httpx.AsyncClient() as client:
+        async with httpx.AsyncClient(headers=UPSTREAM_AUTH) as client:
             async with client.stream("POST", f"{UPSTREAM}/responses", json=body) as response:
                 async for line in response.aiter_lines():
                     if not line.startswith("data: "):

@@ -7,7 +7,7 @@ Processes (all started here, each in its own process group, all killed in `final
 
 * the simulator (`python -m responses_app.simulator --port 0`), with `sim.stamp`: every text delta
   carries the wall-clock time it was queued for the wire, so a viewer computes receipt - emit;
-* our relay: ONE Daphne process (`daphne project.asgi:application`, DJANGO_ENV=test, the in-memory
+* our relay: ONE Daphne process (`daphne project.asgi:application`, development settings, DEBUG off, the in-memory
   channel layer, the in-process runner) on a temporary PostgreSQL database (created, migrated,
   dropped here; a temporary SQLite file when PostgreSQL is not reachable);
 * the naive relay (bench/naive_relay.py): ONE Daphne process;
@@ -614,8 +614,12 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
         results["database"] = db_desc
         try:
             sim, sim_url = start_simulator(procs, base_env)
-            env = dict(base_env, DJANGO_ENV="test", DATABASE_URL=db_url, SIMULATOR_BASE_URL=sim_url,
-                       OPENAI_BASE_URL="", OPENAI_API_KEY="", LOG_LEVEL="WARNING")
+            # development settings with DEBUG off, and the per-user limits out of the way: one user
+            # drives every stream of the benchmark
+            env = dict(base_env, DJANGO_ENV="development", DEBUG="false", DATABASE_URL=db_url,
+                       SIMULATOR_BASE_URL=sim_url, OPENAI_BASE_URL="", OPENAI_API_KEY="", LOG_LEVEL="WARNING",
+                       RELAY_MAX_CONCURRENT_PER_USER="1000000", RELAY_SUBMIT_RATE="1000000/s",
+                       RELAY_MAX_SOCKETS_PER_USER="1000000")
             subprocess.run([PY, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env, check=True,
                            capture_output=True)
             session = make_session(env)
@@ -879,7 +883,7 @@ Machine: {env}.
 
 Setup, all on loopback, each in its own process: the simulator (`python -m responses_app.simulator`,
 `sim-long`, `sim.stamp` puts each delta's emit wall-clock time into its text); our relay as ONE Daphne
-process (`daphne project.asgi:application`, DJANGO_ENV=test, in-memory channel layer, in-process runner,
+process (`daphne project.asgi:application`, development settings, DEBUG off, in-memory channel layer, in-process runner,
 default RELAY_* settings: flush interval 50 ms, checkpoints every 500 ms to 2 s (64 events), aiohttp upstream transport)
 on {db}; the naive relay (bench/naive_relay.py: a Channels consumer per websocket, `httpx.AsyncClient()`
 with its default transport, stdlib `json` per SSE line, one in-memory `group_send` per delta) as ONE

@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from responses_app.simulator.auth import DEV_API_KEY  # noqa: E402
 from tests.servers import start_simulator, stop  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -32,6 +33,7 @@ def cpu_seconds(pid: int) -> float:
 async def one_stream(host: str, port: int, payload: bytes) -> int:
     reader, writer = await asyncio.open_connection(host, port)
     writer.write(b"POST /v1/responses HTTP/1.1\r\nHost: sim\r\nContent-Type: application/json\r\n"
+                 b"Authorization: Bearer " + DEV_API_KEY.encode() + b"\r\n"
                  b"Connection: close\r\nContent-Length: " + str(len(payload)).encode() + b"\r\n\r\n"
                  + payload)
     events = 0

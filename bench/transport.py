@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import orjson
 
+from responses_app.simulator.auth import DEV_API_KEY
 from responses_app.streaming.pipeline import StreamPipeline
 from tests.servers import start_simulator, stop
 
@@ -28,8 +29,9 @@ RESULTS = Path(__file__).resolve().parent / "results" / "transport.md"
 async def read_streams(base: str, transport: httpx.AsyncBaseTransport, streams: int, tokens_per_s: int,
                        seconds: float) -> tuple[int, float]:
     limits = httpx.Limits(max_connections=streams + 10, max_keepalive_connections=streams + 10)
-    client = httpx.AsyncClient(transport=transport, timeout=None, limits=limits) if isinstance(
-        transport, httpx.AsyncHTTPTransport) else httpx.AsyncClient(transport=transport, timeout=None)
+    auth = {"authorization": f"Bearer {DEV_API_KEY}"}  # the standalone simulator's default key
+    client = httpx.AsyncClient(transport=transport, timeout=None, limits=limits, headers=auth) if isinstance(
+        transport, httpx.AsyncHTTPTransport) else httpx.AsyncClient(transport=transport, timeout=None, headers=auth)
     tokens = int(tokens_per_s * (seconds + 30))
     body = {"model": "sim-long", "input": "bench", "stream": True,
             "metadata": {"sim.tokens_per_s": str(tokens_per_s), "sim.tokens": str(tokens)}}

@@ -1,4 +1,9 @@
-"""ASGI entry point: HTTP through Django, websockets through Channels."""
+"""ASGI entry point: HTTP through Django, websockets through Channels.
+
+The embedded simulator (development only) answers /simulator/v1/* only for an allowed Host
+(ALLOWED_HOSTS, as Django checks it) and a request bearing SIMULATOR_API_KEY. Websockets pass the
+exact origin check of responses_app.routing before authentication and routing.
+"""
 
 import os
 
@@ -9,13 +14,21 @@ django_asgi_app = get_asgi_application()  # first: sets up apps before anything 
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
 from responses_app.relay.worker import runner_application  # noqa: E402
-from responses_app.routing import websocket_urlpatterns  # noqa: E402
+from responses_app.routing import ExactOriginValidator, host_allowed, websocket_urlpatterns  # noqa: E402
 
 SIMULATOR_PREFIX = "/simulator/v1"
+_BAD_HOST = (b'{"error":{"message":"Invalid Host header.","type":"invalid_request_error",'
+             b'"param":null,"code":"invalid_host"}}')
+
+
+def _host(scope):  # type: ignore[no-untyped-def]
+    for name, value in scope.get("headers") or []:
+        if name == b"host":
+            return bytes(value).decode("latin-1")
+    return None
 
 
 def _http_app():  # type: ignore[no-untyped-def]
@@ -29,6 +42,11 @@ def _http_app():  # type: ignore[no-untyped-def]
     async def http(scope, receive, send):  # type: ignore[no-untyped-def]
         path = scope["path"]
         if path.startswith(SIMULATOR_PREFIX + "/") or path == SIMULATOR_PREFIX:
+            if not host_allowed(_host(scope)):
+                await send({"type": "http.response.start", "status": 400,
+                            "headers": [(b"content-type", b"application/json")]})
+                await send({"type": "http.response.body", "body": _BAD_HOST})
+                return None
             inner = dict(scope, path=path[len("/simulator") :],
                          root_path=scope.get("root_path", "") + "/simulator")
             return await simulator(inner, receive, send)
@@ -40,7 +58,7 @@ def _http_app():  # type: ignore[no-untyped-def]
 application = ProtocolTypeRouter(
     {
         "http": _http_app(),
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": ExactOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
         # `manage.py runworker relay-runner` serves this when runners are scaled out
         "channel": runner_application,
     }

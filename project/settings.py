@@ -9,6 +9,8 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from responses_app.relay.redact import DEFAULT_FIELDS as REDACT_DEFAULT_FIELDS  # plain data, no Django
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
@@ -25,18 +27,49 @@ def _positive_int(name: str, default: int) -> int:
     return value
 
 
-# "development" turns on DEBUG, the demo account and permissive defaults; anything else is production.
+def _rate(name: str, default: str) -> tuple[int, int]:
+    """`N/s`, `N/m`, `N/h` or `N/d` -> (N, window seconds)."""
+    raw = env.str(name, default=default).strip()
+    count, _, unit = raw.partition("/")
+    windows = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    if not count.isdigit() or int(count) <= 0 or unit not in windows:
+        raise ImproperlyConfigured(f"{name} must look like 20/m (per s, m, h or d), got {raw!r}")
+    return int(count), windows[unit]
+
+
+# Only "development" is development: DEBUG, the demo account, the public dev keys, the simulator.
+# "test" and "production" get the secure defaults; "production" also refuses unsafe combinations.
 ENVIRONMENT = env.str("DJANGO_ENV", default="development")
 if ENVIRONMENT not in ("development", "production", "test"):
     raise ImproperlyConfigured(f"DJANGO_ENV must be development, production or test, got {ENVIRONMENT!r}")
-DEVELOPMENT = ENVIRONMENT in ("development", "test")
+DEVELOPMENT = ENVIRONMENT == "development"
+PRODUCTION = ENVIRONMENT == "production"
 
-DEBUG = env.bool("DEBUG", default=ENVIRONMENT == "development")
-SECRET_KEY = env.str("SECRET_KEY", default="" if not DEVELOPMENT else "dev-only-insecure-key-change-me")
+DEBUG = env.bool("DEBUG", default=DEVELOPMENT)
+if PRODUCTION and DEBUG:
+    raise ImproperlyConfigured("DEBUG=true is refused under DJANGO_ENV=production")
+SECRET_KEY = env.str("SECRET_KEY", default="dev-only-insecure-key-change-me" if DEVELOPMENT else "")
 if not SECRET_KEY:
-    raise ImproperlyConfigured("SECRET_KEY must be set outside development")
+    raise ImproperlyConfigured(f"SECRET_KEY must be set under DJANGO_ENV={ENVIRONMENT}")
+if not DEVELOPMENT and "ALLOWED_HOSTS" not in env:
+    raise ImproperlyConfigured(f"ALLOWED_HOSTS must be set under DJANGO_ENV={ENVIRONMENT} (comma-separated)")
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]", "testserver"])
+# Also the origins websockets accept besides the page's own (scheme://host[:port], exact).
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+# --- HTTPS, behind a TLS-terminating reverse proxy -----------------------------------------------
+# The proxy sets X-Forwarded-Proto; trusting it is what lets SSL redirect and secure cookies work
+# behind it. Turn it off only when nothing in front can be trusted to set (or strip) that header.
+TRUST_X_FORWARDED_PROTO = env.bool("DJANGO_TRUST_X_FORWARDED_PROTO", default=not DEVELOPMENT)
+if TRUST_X_FORWARDED_PROTO:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=not DEVELOPMENT)
+SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=0 if DEVELOPMENT else 31_536_000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=not DEVELOPMENT)
+SECURE_HSTS_PRELOAD = env.bool("DJANGO_SECURE_HSTS_PRELOAD", default=not DEVELOPMENT)
+SESSION_COOKIE_SECURE = env.bool("DJANGO_SESSION_COOKIE_SECURE", default=not DEVELOPMENT)
+CSRF_COOKIE_SECURE = env.bool("DJANGO_CSRF_COOKIE_SECURE", default=not DEVELOPMENT)
+SECURE_REFERRER_POLICY = "same-origin"
 
 INSTALLED_APPS = [
     "daphne",  # first, so `runserver` serves ASGI and websockets
@@ -47,18 +80,51 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "csp",
+    "axes",
     "responses_app",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: turns a locked-out login into a 429 page
 ]
+if not DEVELOPMENT:  # static files outside development (collectstatic first); runserver serves them in development
+    MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")
+
+# A Content-Security-Policy on every page: scripts only from this origin (chat.js is a module file,
+# no inline script anywhere); inline style attributes stay allowed for the analytics legend.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],  # fetch and the same-origin websocket
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
+
+# Login throttling (django-axes): a username + address pair is locked out after this many failures.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = _positive_int("AXES_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = _positive_int("AXES_COOLOFF_MINUTES", 15) / 60  # hours
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+if TRUST_X_FORWARDED_PROTO:
+    # Behind the proxy every connection comes from it: take the client's address it forwards.
+    AXES_IPWARE_PROXY_COUNT = 1
+    AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"]
 
 ROOT_URLCONF = "project.urls"
 ASGI_APPLICATION = "project.asgi.application"
@@ -112,7 +178,14 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(env.str("DJANGO_STATIC_ROOT", default=str(BASE_DIR / "staticfiles")))
+# Outside development: `manage.py collectstatic` first; WhiteNoise serves the hashed, compressed
+# files with far-future cache headers. Development serves them from the app directories.
+if not DEVELOPMENT:
+    STORAGES = {
+        "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+        "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    }
 
 LOGGING = {
     "version": 1,
@@ -122,8 +195,17 @@ LOGGING = {
 }
 
 # --- Upstream -------------------------------------------------------------------------------
-# With no key, the relay talks to the built-in simulator mounted on this very server.
-SIMULATOR_ENABLED = env.bool("SIMULATOR_ENABLED", default=True)
+# With no OPENAI_BASE_URL the relay talks to the built-in simulator mounted on this very server
+# (development only: a production process refuses to start with the simulator on).
+SIMULATOR_ENABLED = env.bool("SIMULATOR_ENABLED", default=DEVELOPMENT)
+if PRODUCTION and SIMULATOR_ENABLED:
+    raise ImproperlyConfigured(
+        "SIMULATOR_ENABLED=true is refused under DJANGO_ENV=production: the simulator must not be "
+        "reachable in production. Unset it and configure OPENAI_BASE_URL and OPENAI_API_KEY.")
+# The bearer key the simulator demands and the relay sends it (embedded or standalone).
+SIMULATOR_API_KEY = env.str("SIMULATOR_API_KEY", default="sim-dev-key" if DEVELOPMENT else "")
+if SIMULATOR_ENABLED and not SIMULATOR_API_KEY:
+    raise ImproperlyConfigured(f"SIMULATOR_API_KEY must be set to enable the simulator under DJANGO_ENV={ENVIRONMENT}")
 OPENAI_API_KEY = env.str("OPENAI_API_KEY", default="")
 OPENAI_BASE_URL = env.str("OPENAI_BASE_URL", default="").rstrip("/")
 if OPENAI_API_KEY and not OPENAI_BASE_URL:
@@ -133,6 +215,13 @@ if not OPENAI_BASE_URL and not SIMULATOR_ENABLED:
 # A standalone simulator (`python -m responses_app.simulator`) when OPENAI_BASE_URL is empty; left
 # empty, the relay reaches the embedded simulator in-process, whatever address the server has.
 SIMULATOR_BASE_URL = env.str("SIMULATOR_BASE_URL", default="").rstrip("/")
+UPSTREAM_IS_SIMULATOR = not OPENAI_BASE_URL  # sim.* metadata reaches only the simulator
+# Models a user may ask for; with a real provider anything else is a 400 (every model costs money).
+RELAY_ALLOWED_MODELS = env.list("RELAY_ALLOWED_MODELS", default=[])
+if PRODUCTION and not UPSTREAM_IS_SIMULATOR and not RELAY_ALLOWED_MODELS:
+    raise ImproperlyConfigured(
+        "RELAY_ALLOWED_MODELS must be set under DJANGO_ENV=production with a real provider "
+        "(comma-separated model ids, e.g. gpt-4.1-mini,gpt-4.1)")
 
 # --- Relay ----------------------------------------------------------------------------------
 RELAY_FLUSH_INTERVAL_MS = _positive_int("RELAY_FLUSH_INTERVAL_MS", 50)
@@ -144,7 +233,8 @@ RELAY_CHECKPOINT_MAX_INTERVAL_MS = _positive_int("RELAY_CHECKPOINT_MAX_INTERVAL_
 RELAY_MAX_EVENT_BYTES = _positive_int("RELAY_MAX_EVENT_BYTES", 8 * 1024 * 1024)
 RELAY_HOLD_WINDOW = _positive_int("RELAY_HOLD_WINDOW", 8)
 RELAY_BACKGROUND_DEFAULT = env.bool("RELAY_BACKGROUND_DEFAULT", default=True)
-RELAY_REDACT_FIELDS = env.list("RELAY_REDACT_FIELDS", default=["arguments", "input", "output", "result", "code"])
+# Tool payloads redacted in the raw event log (every kind by default; see relay/redact.py).
+RELAY_REDACT_FIELDS = env.list("RELAY_REDACT_FIELDS", default=list(REDACT_DEFAULT_FIELDS))
 RELAY_IDLE_TIMEOUT_S = _positive_int("RELAY_IDLE_TIMEOUT_S", 120)
 # The longest a logical request may run, from its creation (takeovers keep the clock): then the
 # upstream is cancelled and the request ends incomplete with reason "deadline", keeping its text.
@@ -158,3 +248,12 @@ RELAY_GROUP_FANOUT = env.bool("RELAY_GROUP_FANOUT", default=True)
 RELAY_UPSTREAM_TRANSPORT = env.str("RELAY_UPSTREAM_TRANSPORT", default="aiohttp")
 if RELAY_UPSTREAM_TRANSPORT not in ("aiohttp", "httpx"):
     raise ImproperlyConfigured("RELAY_UPSTREAM_TRANSPORT must be aiohttp or httpx")
+
+# --- Limits (per user, held in Django's cache and the database, so across processes) ---------------
+RELAY_MAX_CONCURRENT_PER_USER = _positive_int("RELAY_MAX_CONCURRENT_PER_USER", 4)
+RELAY_SUBMIT_RATE = _rate("RELAY_SUBMIT_RATE", "20/m")
+RELAY_MAX_OUTPUT_TOKENS = _positive_int("RELAY_MAX_OUTPUT_TOKENS", 8192)
+RELAY_MAX_SOCKETS_PER_USER = _positive_int("RELAY_MAX_SOCKETS_PER_USER", 16)
+# Frames a socket may send: a sustained rate and a burst; beyond it frames are dropped, then closed.
+RELAY_WS_FRAME_RATE = _positive_int("RELAY_WS_FRAME_RATE", 10)
+RELAY_WS_FRAME_BURST = _positive_int("RELAY_WS_FRAME_BURST", 30)

@@ -1,6 +1,7 @@
 """The JSON API for programmatic clients: session-authenticated, CSRF-protected.
 
-POST /api/requests                 -> 201 {id, ws_url, status} (200 with the same id on a resubmit)
+POST /api/requests                 -> 201 {id, ws_url, status} (200 with the same id on a resubmit),
+                                      400 {error, errors: {field: [...]}}, 429 {error, code} + Retry-After
 GET  /api/requests/<id>            -> {status, response_id, revision, view}
 POST /api/requests/<id>/cancel     -> the explicit Stop
 """
@@ -15,7 +16,7 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET, require_POST
 
-from . import selectors, services
+from . import limits, selectors, services
 from .models import ResponseRequest
 from .relay.hub import get_hub
 from .relay.worker import cancel_request, start_request
@@ -30,6 +31,23 @@ def _error(status: int, message: str, errors: dict[str, list[str]] | None = None
 
 def ws_url(request_id: uuid.UUID | str) -> str:
     return f"/ws/requests/{request_id}/"
+
+
+def submit_limited(
+    user: Any, data: dict[str, Any]
+) -> tuple[ResponseRequest | None, bool, dict[str, list[str]], limits.Refusal | None]:
+    """`submit` under the user's limits (limits.py); a Refusal means answer 429, nothing was made."""
+    with limits.submit_guard(user=user, client_request_id=data.get("client_request_id")) as refusal:
+        if refusal is not None:
+            return None, False, {}, refusal
+        request, created, errors = services.request_submit(user=user, data=data)
+        return request, created, errors, None
+
+
+def refused(refusal: limits.Refusal) -> JsonResponse:
+    response = JsonResponse(refusal.body(), status=429)
+    response["Retry-After"] = str(refusal.retry_after)
+    return response
 
 
 def describe(request: ResponseRequest, view: dict[str, Any]) -> dict[str, Any]:
@@ -56,11 +74,11 @@ async def requests_create(http: HttpRequest) -> JsonResponse:
             return _error(400, "body is not valid JSON")
         if not isinstance(data, dict):
             return _error(400, "body must be a JSON object")
-        if isinstance(data.get("metadata"), dict):
-            data["metadata"] = orjson.dumps(data["metadata"]).decode()  # JSONField parses a string
     else:
         data = http.POST.dict()
-    request, created, errors = await sync_to_async(services.request_submit)(user=user, data=data)
+    request, created, errors, refusal = await sync_to_async(submit_limited)(user, data)
+    if refusal is not None:
+        return refused(refusal)
     if request is None:
         return _error(400, "invalid request", errors)
     if created or request.status == ResponseRequest.Status.PENDING:

@@ -5,19 +5,39 @@ then live `patch` messages, then `terminal`. Messages are JSON objects with `typ
 patches carry `base` too, so a client that sees `base` != its revision asks for a `snapshot`
 instead of showing a hole. Disconnecting never cancels (Stop is an explicit `cancel` message), and
 a reconnect never starts an upstream call nor counts the request again.
+
+Hardening (the origin check is in routing.py): at most RELAY_MAX_SOCKETS_PER_USER sockets per
+user across processes (limits.SocketSlots; more are closed 4429); frames past the per-socket
+budget (RELAY_WS_FRAME_RATE/RELAY_WS_FRAME_BURST) are dropped unread and a socket that keeps
+flooding is closed 4429; at most one snapshot request pending per socket; a cancel is honoured
+and written once per request. When the session ends (logout, expiry, deletion) its sockets close
+with 4401: at once on logout (a group message per session), otherwise at the latest when the
+session's expiry or the next periodic check comes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
+import time
+from importlib import import_module
 from typing import Any
 
 import orjson
+from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+from django.contrib.auth.signals import user_logged_out
+from django.core.cache import cache
+from django.dispatch import receiver
+from django.utils import timezone
+from django.utils.crypto import constant_time_compare
 
-from . import selectors, services
+from . import limits, selectors, services
 from .models import ResponseRequest
 from .relay.hub import get_hub, group_name
 from .relay.worker import cancel_request, start_request
@@ -30,6 +50,28 @@ PING_SECONDS = 20.0
 RESYNC_MIN_S = 1.0  # at most one snapshot per viewer per second (about a checkpoint interval)
 GROUP_JOIN_S = 3.0  # joining the channel group waits no longer (Redis restarting)
 RESYNC = "resync"  # outbox marker: send a fresh snapshot instead of the patches dropped before it
+MAX_FRAME_CHARS = 4096  # every client message is a few dozen bytes
+SESSION_CHECK_SECONDS = 60.0  # a session deleted or invalidated elsewhere is noticed this soon
+CANCEL_MEMORY_SECONDS = 24 * 3600
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
+CLOSE_TOO_MANY = 4429
+
+
+def session_group(session_key: str) -> str:
+    return "relay-session." + hashlib.sha256(session_key.encode()).hexdigest()[:40]
+
+
+@receiver(user_logged_out, dispatch_uid="relay-close-sockets-on-logout")
+def close_sockets_on_logout(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
+    """Every socket opened with this session closes 4401 now, in any process (through the layer)."""
+    session_key = getattr(getattr(request, "session", None), "session_key", None)
+    layer = get_channel_layer()
+    if session_key and layer is not None:
+        try:
+            async_to_sync(layer.group_send)(session_group(session_key), {"type": "relay.logout"})
+        except Exception:  # the logout itself must succeed; its sockets then close at the next check
+            logger.exception("could not tell the sockets of a logged-out session to close")
 
 
 class RequestConsumer(AsyncWebsocketConsumer):
@@ -49,11 +91,30 @@ class RequestConsumer(AsyncWebsocketConsumer):
             # Accept first: a close before the handshake reaches browsers as a bare 1006, and the
             # client must be able to tell "not yours" (4403, stop retrying) from a network blip.
             await self.accept()
-            await self.close(code=4403)
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        assert user is not None
+        self.slots = limits.SocketSlots(user_id=user.pk, owner=self.channel_name)
+        if not await self.slots.acquire():
+            await self.accept()
+            await self.close(code=CLOSE_TOO_MANY)
             return
         self.request = request
         self.outbox: asyncio.Queue[str] = asyncio.Queue(maxsize=OUTBOX_SIZE)
+        self.budget = limits.FrameBudget(rate=settings.RELAY_WS_FRAME_RATE, burst=settings.RELAY_WS_FRAME_BURST,
+                                         now=time.monotonic())
+        self.cancel_sent = False
+        self.closing = False
+        self.session_key: str | None = self.scope["session"].session_key if "session" in self.scope else None
+        if "session" in self.scope and not self.session_key:
+            await self.accept()
+            await self._close(CLOSE_UNAUTHENTICATED)
+            await self.slots.release()
+            return
         await self.accept()
+        if self.session_key:
+            await self.channel_layer.group_add(session_group(self.session_key), self.channel_name)
+        self.watchdog = asyncio.get_running_loop().create_task(self._watch_session())
         hub = get_hub()
         if hub.fanout:  # before reading anything: no patch published from now on is missed
             try:
@@ -72,27 +133,89 @@ class RequestConsumer(AsyncWebsocketConsumer):
             await start_request(self.request_id)  # takes over only if the owner's lease ran out
 
     async def disconnect(self, code: int) -> None:
-        if not hasattr(self, "writer"):
+        if not hasattr(self, "slots"):
             return
-        get_hub().detach(self.request_id, self)
-        self.writer.cancel()
-        if get_hub().fanout:
-            await self.channel_layer.group_discard(group_name(self.request_id), self.channel_name)
+        try:
+            if hasattr(self, "watchdog"):
+                self.watchdog.cancel()
+            if hasattr(self, "writer"):
+                get_hub().detach(self.request_id, self)
+                self.writer.cancel()
+                if get_hub().fanout:
+                    await self.channel_layer.group_discard(group_name(self.request_id), self.channel_name)
+            session_key = getattr(self, "session_key", None)
+            if session_key and hasattr(self, "watchdog"):
+                await self.channel_layer.group_discard(session_group(session_key), self.channel_name)
+        finally:
+            await self.slots.release()  # whatever failed above, the slot is not leaked
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # The frame budget is applied before Channels' dispatch, which spends a thread hop
+        # (close_old_connections) on every message: a flood of frames dropped here costs
+        # microseconds each and never queues behind the database threads pages need.
+        if message["type"] == "websocket.receive":
+            if not hasattr(self, "budget") or self.closing:
+                return  # refused at connect, or already closing
+            if not self.budget.allow(time.monotonic()):
+                if self.budget.exhausted:  # a client that keeps flooding is cut off
+                    await self._close(CLOSE_TOO_MANY)
+                return
+        await super().dispatch(message)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        try:
-            message = orjson.loads(text_data or bytes_data or b"")
-            kind = message.get("type") if isinstance(message, dict) else None
-        except orjson.JSONDecodeError:
+        raw = text_data if text_data is not None else bytes_data or b""
+        if len(raw) > MAX_FRAME_CHARS:
             kind = None
+        else:
+            try:
+                message = orjson.loads(raw)
+                kind = message.get("type") if isinstance(message, dict) else None
+            except orjson.JSONDecodeError:
+                kind = None
         if kind == "snapshot":
-            self._enqueue_resync()  # through the outbox, so it is ordered with the patches
+            self._enqueue_resync()  # one pending per socket (more would only repeat it), in order with the patches
         elif kind == "cancel":
-            await self._cancel()
+            await self._cancel_once()
         elif kind == "ping":
             await self.send(text_data='{"type":"pong"}')
         else:
             await self.send(text_data=orjson.dumps({"type": "error", "message": "unknown message"}).decode())
+
+    async def relay_logout(self, event: dict[str, Any]) -> None:
+        """This socket's session was logged out (in any process)."""
+        await self._close(CLOSE_UNAUTHENTICATED)
+
+    async def _close(self, code: int) -> None:
+        if not self.closing:
+            self.closing = True
+            await self.close(code=code)
+
+    async def _watch_session(self) -> None:
+        """Close 4401 once the session is no longer this user's (checked at its expiry and every
+        SESSION_CHECK_SECONDS; logout is pushed at once); keeps the socket slot alive meanwhile."""
+        next_check = expires_at = 0.0
+        while True:
+            now = time.monotonic()
+            if now >= next_check or now >= expires_at:
+                left = await self._session_seconds_left()
+                if left is None:
+                    await self._close(CLOSE_UNAUTHENTICATED)
+                    return
+                now = time.monotonic()
+                expires_at, next_check = now + left, now + SESSION_CHECK_SECONDS
+            await asyncio.sleep(max(0.05, min(limits.SOCKET_REFRESH, next_check - now, expires_at - now)))
+            await self.slots.refresh()
+
+    async def _cancel_once(self) -> None:
+        if self.cancel_sent:
+            return
+        self.cancel_sent = True
+        if await self._session_seconds_left() is None:  # logged out meanwhile: not honoured
+            await self._close(CLOSE_UNAUTHENTICATED)
+            return
+        # One write per request, however many sockets (in however many processes) press Stop.
+        if await cache.aadd(f"relay:cancel:{self.request_id}", 1, timeout=CANCEL_MEMORY_SECONDS):
+            await self._cancel()
 
     # --- delivery -------------------------------------------------------------------------------
 
@@ -227,6 +350,30 @@ class RequestConsumer(AsyncWebsocketConsumer):
     @database_sync_to_async
     def _ended(self) -> bool:
         return selectors.request_status(request_id=self.request.pk) in ResponseRequest.ENDED
+
+    @database_sync_to_async
+    def _session_seconds_left(self) -> float | None:
+        """Seconds until this socket's session expires; None once it is not this user's any more
+        (logged out, flushed, expired, or the password changed). A socket opened without a session
+        (only in tests that bypass AuthMiddlewareStack) has nothing to watch."""
+        if "session" not in self.scope:
+            return float(SESSION_CHECK_SECONDS)
+        if not self.session_key:
+            return None
+        store = import_module(settings.SESSION_ENGINE).SessionStore(session_key=self.session_key)
+        data = store.load()  # a fresh read: empty once the session is gone or expired
+        user = self.scope["user"]
+        if str(data.get(SESSION_KEY)) != str(user.pk) or data.get(BACKEND_SESSION_KEY) is None:
+            return None
+        if not constant_time_compare(data.get(HASH_SESSION_KEY) or "", user.get_session_auth_hash()):
+            return None
+        if hasattr(store, "get_model_class"):  # database sessions: the stored expiry, not a new one
+            expires = store.get_model_class().objects.filter(session_key=self.session_key).values_list(
+                "expire_date", flat=True).first()
+            if expires is None:
+                return None
+            return (expires - timezone.now()).total_seconds()
+        return float(store.get_expiry_age())
 
     @database_sync_to_async
     def _committed_view(self) -> tuple[dict[str, Any], str]:

@@ -261,8 +261,9 @@ class EventRecord(models.Model):
 
 
 class ToolCall(models.Model):
-    """A function call the relay executes. The unique call id makes a tool run once, never again
-    on replay, resume or reconnect."""
+    """A function call the relay executes. Unique per (request, call id): a tool runs once per
+    logical request, never again on replay, resume or reconnect, and a call id another user's
+    model happened to emit too (seeded streams, providers that reuse ids) is never shared."""
 
     class Status(models.TextChoices):
         RUNNING = "running"
@@ -270,10 +271,17 @@ class ToolCall(models.Model):
         FAILED = "failed"
 
     request = models.ForeignKey(ResponseRequest, on_delete=models.CASCADE, related_name="tool_calls")
-    call_id = models.CharField(max_length=128, unique=True)
+    call_id = models.CharField(max_length=128)
     name = models.CharField(max_length=100)
     arguments = models.JSONField(null=True, blank=True)
     output = models.TextField(blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
     started_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            # the claim before a tool runs (services.tool_call_claim) and every lookup by call id,
+            # always within one request (selectors.tool_call_output)
+            models.UniqueConstraint(fields=["request", "call_id"], name="toolcall_once_per_request"),
+        ]

@@ -96,11 +96,6 @@ def event_log_text(*, request_id: uuid.UUID) -> str:
     return "".join(event_batches(request_id=request_id).values_list("data", flat=True))
 
 
-def tool_call_output(*, request_id: uuid.UUID, call_id: str) -> str | None:
-    """The stored output of a tool call this request already ran."""
-    return ToolCall.objects.filter(request_id=request_id, call_id=call_id).values_list("output", flat=True).first()
-
-
 def conversations_for_user(*, user: User) -> QuerySet[Conversation]:
     return Conversation.objects.filter(owner=user).order_by("-updated")
 
@@ -145,3 +140,9 @@ def conversation_turns(*, conversation: Conversation) -> list[tuple[ResponseRequ
     ids = [r.latest_checkpoint for r in requests if r.latest_checkpoint]  # type: ignore[attr-defined]
     views = dict(Checkpoint.objects.filter(pk__in=ids).values_list("request_id", "view"))
     return [(r, views.get(r.pk) or view_latest(request=r)) for r in requests]
+
+
+def tool_call_output(*, request_id: uuid.UUID, call_id: str) -> str | None:
+    """The stored output of this request's call `call_id` (None when it never ran here)."""
+    return ToolCall.objects.filter(request_id=request_id, call_id=call_id).values_list(
+        "output", flat=True).first()

@@ -91,6 +91,8 @@ def request_submit(*, user: Any, data: dict[str, Any]) -> tuple[ResponseRequest 
         "metadata": cleaned["metadata"],
         "tools": tool_definitions(),
     }
+    if cleaned.get("max_output_tokens"):
+        params["max_output_tokens"] = cleaned["max_output_tokens"]
     if conversation.last_response_id:
         params["previous_response_id"] = conversation.last_response_id
     elif conversation.requests.exists():
@@ -264,7 +266,8 @@ def _insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
 
 
 def tool_call_claim(*, request_id: uuid.UUID, call_id: str, name: str, arguments: Any) -> ToolCall | None:
-    """Claim a call id for execution; None when it was claimed before (it ran, or is running)."""
+    """Claim a call id of this request for execution; None when it was claimed before (it ran, or
+    is running). Another request's call with the same id is another row."""
     try:
         with transaction.atomic():
             return ToolCall.objects.create(request_id=request_id, call_id=call_id, name=name, arguments=arguments)
@@ -272,10 +275,18 @@ def tool_call_claim(*, request_id: uuid.UUID, call_id: str, name: str, arguments
         return None
 
 
-def tool_call_finish(*, call_id: str, output: str, ok: bool) -> None:
-    ToolCall.objects.filter(call_id=call_id).update(
-        output=output, status=ToolCall.Status.DONE if ok else ToolCall.Status.FAILED, finished_at=timezone.now()
-    )
+def tool_call_finish(*, request_id: uuid.UUID | None = None, call_id: str, output: str, ok: bool) -> None:
+    """Store the output of this request's call.
+
+    `request_id` will become required: until relay/runner.py passes it, a call without it updates
+    the newest row with that call id, which is only right while ids do not collide."""
+    query = ToolCall.objects.filter(call_id=call_id)
+    if request_id is not None:
+        query = query.filter(request_id=request_id)
+    else:
+        query = query.filter(pk=query.order_by("-pk").values("pk")[:1])
+    query.update(output=output, status=ToolCall.Status.DONE if ok else ToolCall.Status.FAILED,
+                 finished_at=timezone.now())
 
 
 def _title_from(prompt: str) -> str:

@@ -1,5 +1,7 @@
 """The upstream Responses API over `httpx.AsyncClient`: create a stream, resume one, retrieve,
 cancel. The built-in simulator by default; a real provider with OPENAI_API_KEY + OPENAI_BASE_URL.
+Every call bears the matching key: OPENAI_API_KEY for a provider, SIMULATOR_API_KEY for the
+simulator (embedded or standalone), which refuses requests without it.
 
 Transport: httpx's own async transport spends about twice the CPU per streamed event of the
 `httpx-aiohttp` transport (measured for the relay issue: 156 µs vs 75 µs per event at 200 streams),
@@ -48,14 +50,22 @@ def base_url() -> str:
     return settings.OPENAI_BASE_URL or settings.SIMULATOR_BASE_URL or EMBEDDED_BASE_URL
 
 
+def upstream_key() -> str:
+    """The key for `base_url()`: never the provider's key to the simulator, nor the reverse."""
+    return settings.OPENAI_API_KEY if settings.OPENAI_BASE_URL else settings.SIMULATOR_API_KEY
+
+
+def auth_headers() -> dict[str, str]:
+    key = upstream_key()
+    return {"authorization": f"Bearer {key}"} if key else {}
+
+
 def list_models(*, timeout: float = 2.0) -> list[dict[str, Any]]:
     """GET /models, synchronously (the page's model picker); in-process for the embedded simulator."""
     base = base_url()
     if base == EMBEDDED_BASE_URL:
         return list(models_payload()["data"])
-    headers = {"authorization": f"Bearer {settings.OPENAI_API_KEY}"} if settings.OPENAI_API_KEY and \
-        settings.OPENAI_BASE_URL else {}
-    response = httpx.get(f"{base}/models", headers=headers, timeout=timeout)
+    response = httpx.get(f"{base}/models", headers=auth_headers(), timeout=timeout)
     response.raise_for_status()
     data = orjson.loads(response.content).get("data")
     return data if isinstance(data, list) else []
@@ -79,7 +89,7 @@ class Upstream:
     def __init__(self, *, base: str | None = None, api_key: str | None = None,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
         headers = {"accept": "text/event-stream"}
-        key = settings.OPENAI_API_KEY if api_key is None else api_key
+        key = upstream_key() if api_key is None else api_key
         if key:
             headers["authorization"] = f"Bearer {key}"
         self.base = (base or base_url()).rstrip("/")

@@ -23,7 +23,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from . import analytics, selectors, services, upstream
+from . import analytics, api, selectors, services, upstream
 from .models import Conversation, ResponseRequest
 from .relay import worker
 from .templatetags.relay_tags import BADGE_LABELS, badge_key, series_color
@@ -140,9 +140,18 @@ def _conversation_list(http: HttpRequest, *, values: dict[str, Any] | None = Non
     }, status=400 if errors else 200)
 
 
+def _refused(response: HttpResponse, refusal: Any) -> HttpResponse:
+    """The page again, the typed prompt kept, saying why (429, as the API answers)."""
+    response.status_code = 429
+    response["Retry-After"] = str(refusal.retry_after)
+    return response
+
+
 def _conversation_new(http: HttpRequest) -> tuple[HttpResponse, ResponseRequest | None]:
     data = _form_data(http)
-    request, created, errors = services.request_submit(user=http.user, data=data)
+    request, created, errors, refusal = api.submit_limited(http.user, data)
+    if refusal is not None:
+        return _refused(_conversation_list(http, values=data, errors={"request": [refusal.message]}), refusal), None
     if request is None:
         return _conversation_list(http, values=data, errors=errors), None
     return HttpResponseRedirect(_chat_url(request.conversation_id, request.pk)), _should_start(request, created)
@@ -167,23 +176,27 @@ def _chat(http: HttpRequest, conversation_id: uuid.UUID) -> tuple[HttpResponse, 
     can_post = conversation.owner_id == http.user.pk
     values: dict[str, Any] = {}
     errors: dict[str, list[str]] = {}
+    refusal = None
     if http.method == "POST":
         if not can_post:
             raise PermissionDenied("Only the owner can add to a conversation")
         values = _form_data(http)
-        request, created, errors = services.request_submit(
-            user=http.user, data=dict(values, conversation=str(conversation.pk)))
-        if request is not None:
+        request, created, errors, refusal = api.submit_limited(
+            http.user, dict(values, conversation=str(conversation.pk)))
+        if refusal is not None:
+            errors = {"request": [refusal.message]}
+        elif request is not None:
             redirect_to = HttpResponseRedirect(_chat_url(request.conversation_id, request.pk))
             return redirect_to, _should_start(request, created)
     turns = [turn_context(r, v) for r, v in selectors.conversation_turns(conversation=conversation)]
-    return render(http, "responses_app/chat.html", {
+    page = render(http, "responses_app/chat.html", {
         "conversation": conversation,
         "turns": turns,
         "can_post": can_post,
         "composer": composer_context(conversation=conversation, values=values, errors=errors),
         "composer_action": reverse("chat", args=[conversation.pk]),
-    }, status=400 if errors else 200), None
+    }, status=400 if errors else 200)
+    return (_refused(page, refusal) if refusal is not None else page), None
 
 
 @login_required

@@ -15,6 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
+from responses_app.simulator.auth import DEV_API_KEY
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -55,7 +57,9 @@ def start_simulator(deadline_s: float = 30.0) -> tuple[subprocess.Popen[str], st
         raise
     while True:
         try:
-            if httpx.get(f"{url}/models", timeout=2).status_code == 200:
+            # the development key: what the relay sends, and what the simulator demands by default
+            if httpx.get(f"{url}/models", headers={"authorization": f"Bearer {DEV_API_KEY}"},
+                         timeout=2).status_code == 200:
                 return proc, url
         except httpx.TransportError:
             pass

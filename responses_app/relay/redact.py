@@ -1,7 +1,13 @@
 """Redaction of sensitive tool payloads before events reach the raw event log.
 
-Only tool data is touched (function/MCP arguments, custom tool input, code, tool outputs);
-message text, the structure of items and every id stay, so a redacted log still replays.
+Every tool payload kind is covered: function and MCP arguments, custom tool input, MCP and tool
+outputs and errors, code interpreter code and outputs, shell and local-shell commands and output,
+apply-patch operations, web/file search queries and results, computer actions, generated image
+data. `fields` (RELAY_REDACT_FIELDS) names the item keys and logical kinds to redact.
+
+Only tool data is touched: message text, reasoning, item types, ids, names and statuses stay,
+and a redacted payload keeps its shape (every string inside becomes "[redacted]", numbers and
+`type` discriminators stay), so a redacted log still replays into the same structure.
 """
 
 from __future__ import annotations
@@ -9,6 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 REDACTED = "[redacted]"
+
+DEFAULT_FIELDS = ("arguments", "input", "output", "outputs", "result", "results", "code", "commands",
+                  "action", "queries", "operation", "error", "image")
 
 # Streamed tool payloads: event type -> (logical field, event keys holding it).
 _STREAMED = {
@@ -20,15 +29,27 @@ _STREAMED = {
     "response.custom_tool_call_input.done": ("input", ("input",)),
     "response.code_interpreter_call_code.delta": ("code", ("delta",)),
     "response.code_interpreter_call_code.done": ("code", ("code",)),
+    "response.shell_call_command.added": ("commands", ("command",)),
+    "response.shell_call_command.delta": ("commands", ("delta",)),
+    "response.shell_call_command.done": ("commands", ("command",)),
     "response.shell_call_output_content.delta": ("output", ("delta",)),
     "response.shell_call_output_content.done": ("output", ("output",)),
+    "response.apply_patch_call_operation_diff.delta": ("operation", ("delta",)),
+    "response.apply_patch_call_operation_diff.done": ("operation", ("diff", "delta")),
+    "response.image_generation_call.partial_image": ("image", ("partial_image_b64",)),
+}
+# Item keys that hold a payload, per logical field (an item key is also its own field).
+_ITEM_KEYS = {
+    "image": ("result",),  # image_generation_call.result is base64 image data
 }
 _ITEM_EVENTS = frozenset({"response.output_item.added", "response.output_item.done"})
 _RESPONSE_EVENTS = frozenset({
     "response.created", "response.queued", "response.in_progress",
     "response.completed", "response.failed", "response.incomplete",
 })
-_NOT_TOOLS = frozenset({"message", "reasoning"})
+_NOT_TOOLS = frozenset({"message", "reasoning", "compaction"})
+# Kept inside a redacted payload: its structure, never its content.
+_STRUCTURE = frozenset({"type", "id", "call_id", "status", "outcome", "exit_code", "index"})
 
 
 def needs_redaction(event_type: str) -> bool:
@@ -43,7 +64,7 @@ def redact_event(event: dict[str, Any], fields: frozenset[str]) -> dict[str, Any
         field, keys = streamed
         if field not in fields:
             return event
-        return {k: (REDACTED if k in keys else v) for k, v in event.items()}
+        return {k: (scrub(v) if k in keys else v) for k, v in event.items()}
     if event_type in _ITEM_EVENTS and isinstance(event.get("item"), dict):
         return dict(event, item=_redact_item(event["item"], fields))
     if event_type in _RESPONSE_EVENTS and isinstance(event.get("response"), dict):
@@ -54,7 +75,26 @@ def redact_event(event: dict[str, Any], fields: frozenset[str]) -> dict[str, Any
     return event
 
 
+def scrub(value: Any) -> Any:
+    """The same shape with every string replaced (empty strings and structure keys kept)."""
+    if isinstance(value, str):
+        return REDACTED if value else value
+    if isinstance(value, list):
+        return [scrub(v) for v in value]
+    if isinstance(value, dict):
+        return {k: (v if k in _STRUCTURE and not isinstance(v, (dict, list)) else scrub(v)) for k, v in value.items()}
+    return value
+
+
+def _item_keys(fields: frozenset[str]) -> frozenset[str]:
+    keys = set(fields)
+    for field in fields:
+        keys.update(_ITEM_KEYS.get(field, ()))
+    return frozenset(keys)
+
+
 def _redact_item(item: Any, fields: frozenset[str]) -> Any:
     if not isinstance(item, dict) or item.get("type") in _NOT_TOOLS:
         return item
-    return {k: (REDACTED if k in fields and v not in (None, "", []) else v) for k, v in item.items()}
+    keys = _item_keys(fields)
+    return {k: (scrub(v) if k in keys and v not in (None, "", [], {}) else v) for k, v in item.items()}

@@ -4,6 +4,9 @@ Port 0 picks a free port; the chosen base URL is printed as `SIMULATOR_LISTENING
 server accepts connections. It runs on uvicorn with the httptools parser: its per-write overhead is
 about a third of Daphne's (Twisted), which matters for paced streams. `--server daphne` keeps the
 Daphne path for comparison.
+
+Every request must bear `Authorization: Bearer <key>`: `--api-key`, else $SIMULATOR_API_KEY, else
+the development default (`sim-dev-key`, what the relay sends in development).
 """
 
 from __future__ import annotations
@@ -11,8 +14,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from types import FrameType
+
+from .auth import DEV_API_KEY
 
 
 def _url(host: str, port: int) -> str:
@@ -31,7 +37,7 @@ class _CutStreamsFilter(logging.Filter):
         return not isinstance(exc, asyncio.CancelledError)
 
 
-def run_uvicorn(host: str, port: int, verbosity: int) -> None:
+def run_uvicorn(host: str, port: int, verbosity: int, api_key: str) -> None:
     import uvicorn
 
     from .app import create_app
@@ -46,7 +52,7 @@ def run_uvicorn(host: str, port: int, verbosity: int) -> None:
             self.should_exit = True
 
     config = uvicorn.Config(
-        create_app(),
+        create_app(api_key=api_key),
         host=host,
         port=port,
         http="httptools",
@@ -81,7 +87,7 @@ def run_uvicorn(host: str, port: int, verbosity: int) -> None:
     asyncio.run(serve())
 
 
-def run_daphne(host: str, port: int, verbosity: int) -> None:
+def run_daphne(host: str, port: int, verbosity: int, api_key: str) -> None:
     # daphne.server installs the asyncio reactor on import: it must come before twisted's reactor.
     from daphne.endpoints import build_endpoint_description_strings
     from daphne.server import Server
@@ -101,7 +107,7 @@ def run_daphne(host: str, port: int, verbosity: int) -> None:
         reactor.callWhenRunning(announce)
 
     server = Server(
-        application=create_app(),
+        application=create_app(api_key=api_key),
         endpoints=build_endpoint_description_strings(host=host, port=port),
         verbosity=verbosity,
         ready_callable=ready,
@@ -120,11 +126,16 @@ def main(argv: list[str] | None = None) -> None:
         default="uvicorn",
         help="ASGI server: uvicorn (default) or daphne, which costs more CPU per streamed event",
     )
+    parser.add_argument(
+        "--api-key",
+        default=os.environ.get("SIMULATOR_API_KEY") or DEV_API_KEY,
+        help="the bearer key every request must carry (default: $SIMULATOR_API_KEY or the dev key)",
+    )
     args = parser.parse_args(argv)
     if args.server == "daphne":
-        run_daphne(args.host, args.port, args.verbosity)
+        run_daphne(args.host, args.port, args.verbosity, args.api_key)
     else:
-        run_uvicorn(args.host, args.port, args.verbosity)
+        run_uvicorn(args.host, args.port, args.verbosity, args.api_key)
     sys.exit(0)
 
 

@@ -1,7 +1,8 @@
 """The simulator's ASGI application: routing and the Responses API endpoints.
 
 Pure ASGI, no Django: it is mounted under /simulator/v1 by project.asgi and served on its own by
-`python -m responses_app.simulator`.
+`python -m responses_app.simulator`. With an `api_key` every request must bear it (401 otherwise);
+without one (in-process tests and fixtures only) it answers anyone.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from urllib.parse import parse_qs
 import orjson
 
 from . import texts
+from .auth import check_authorization
 from .emitter import Emitter
 from .errors import ApiError, bad_request, http_fault, not_found
 from .faults import FAULTS, parse_faults, validate_metadata
@@ -73,8 +75,9 @@ def _seed_for(seed: int | None, request: dict[str, Any]) -> tuple[int, bool]:
 
 
 class SimulatorApp:
-    def __init__(self, store: Store | None = None) -> None:
+    def __init__(self, store: Store | None = None, *, api_key: str | None = None) -> None:
         self.store = store or Store()
+        self.api_key = api_key
         self._models = orjson.dumps(models_payload())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -96,6 +99,8 @@ class SimulatorApp:
         parts = [p for p in path.split("/") if p]
         method = scope["method"]
         try:
+            if self.api_key is not None:
+                check_authorization(scope, self.api_key)
             await self._route(method, parts, scope, receive, send)
         except ApiError as error:
             await send_error(send, error)
@@ -355,5 +360,5 @@ class SimulatorApp:
         await send_json(send, 200, orjson.dumps(resp.obj))
 
 
-def create_app(store: Store | None = None) -> SimulatorApp:
-    return SimulatorApp(store)
+def create_app(store: Store | None = None, *, api_key: str | None = None) -> SimulatorApp:
+    return SimulatorApp(store, api_key=api_key)

@@ -93,8 +93,11 @@ def relay_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayServ
         "SIMULATOR_ENABLED": "true",
         "OPENAI_BASE_URL": "",
         "OPENAI_API_KEY": "",
-        "DJANGO_ENV": "test",
-        "DEBUG": "true",  # static files are served by project/urls.py under DEBUG
+        "DJANGO_ENV": "development",
+        "DEBUG": "true",
+        # these tests submit faster than one person types: the limits have tests of their own
+        "RELAY_MAX_CONCURRENT_PER_USER": "50",
+        "RELAY_SUBMIT_RATE": "1000/m",  # static files are served by project/urls.py under DEBUG
         "REDIS_URL": "",
         "PYTHONUNBUFFERED": "1",
     }
@@ -112,7 +115,8 @@ def relay_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayServ
         while True:  # readiness: the login page and the mounted simulator both answer
             try:
                 if (httpx.get(f"{url}/accounts/login/", timeout=2).status_code == 200
-                        and httpx.get(f"{url}/simulator/v1/models", timeout=2).status_code == 200):
+                        and httpx.get(f"{url}/simulator/v1/models", timeout=2,
+                                  headers={"authorization": "Bearer sim-dev-key"}).status_code == 200):
                     break
             except httpx.TransportError:
                 pass

@@ -14,9 +14,12 @@ from responses_app import services
 from responses_app.models import EventRecord, ResponseRequest, Segment
 from responses_app.relay.hub import get_hub
 from responses_app.relay.runner import StreamRunner
+from responses_app.simulator.auth import DEV_API_KEY
 from responses_app.streaming.replay import replay_bytes
 from responses_app.upstream import Upstream
 from tests.relay.helpers import Watcher, connect, make_request, reload
+
+SIM_AUTH = {"authorization": f"Bearer {DEV_API_KEY}"}  # what the standalone simulator demands
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("relay_settings")]
 
@@ -53,7 +56,7 @@ async def test_dropped_foreground_stream_is_reconciled_with_the_upstream(owner: 
     segments = await segments_of(saved)
     assert segments[0].outcome == "dropped"
     assert segments[-1].kind == "reconcile", "a closed socket is never taken as success"
-    async with httpx.AsyncClient() as client:
+    async with httpx.AsyncClient(headers=SIM_AUTH) as client:
         truth = (await client.get(f"{simulator_url}/responses/{saved.response_id}")).json()
     assert saved.status == truth["status"]
     assert watcher.terminal is not None and watcher.terminal["status"] == saved.status
@@ -204,7 +207,7 @@ async def test_a_dead_runner_is_recovered_from_the_event_log_without_a_second_po
     await second.run()
     saved = await reload(request)
     assert saved.status == "completed"
-    async with httpx.AsyncClient() as client:
+    async with httpx.AsyncClient(headers=SIM_AUTH) as client:
         truth = (await client.get(f"{simulator_url}/responses/{saved.response_id}")).json()
     assert saved.final_text == truth["output"][0]["content"][0]["text"]
     kinds = [s.kind for s in await segments_of(saved)]

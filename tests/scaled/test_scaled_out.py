@@ -57,7 +57,8 @@ def services_env(simulator_url: str) -> Iterator[dict[str, str]]:
     redis.Redis(host="127.0.0.1", port=6379, db=redis_db).flushdb()
     env = {
         **os.environ,
-        "DJANGO_ENV": "test",
+        "DJANGO_ENV": "development",
+        "DEBUG": "false",
         "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{name}",
         "REDIS_URL": f"redis://127.0.0.1:6379/{redis_db}",
         "RELAY_INPROCESS_RUNNER": "false",

@@ -9,12 +9,15 @@ from typing import Any, TypeVar
 
 import httpx
 
+from responses_app.simulator.auth import DEV_API_KEY
 from responses_app.simulator.scenarios import SCENARIOS
 
 SCENARIO_NAMES = list(SCENARIOS)
 TERMINAL = ("response.completed", "response.failed", "response.incomplete")
 FAST = {"sim.tokens_per_s": "0", "sim.seed": "7"}
 T = TypeVar("T")
+# The standalone simulator of tests/servers.py demands the development key, as the relay sends it.
+AUTH = {"authorization": f"Bearer {DEV_API_KEY}"}
 
 
 def body(
@@ -25,8 +28,12 @@ def body(
 
 
 def post_raw(url: str, payload: dict[str, Any], timeout: float = 30) -> httpx.Response:
-    with httpx.Client(timeout=timeout) as client:
+    with httpx.Client(timeout=timeout, headers=AUTH) as client:
         return client.post(f"{url}/responses", json=payload)
+
+
+def get(url: str, **kwargs: Any) -> httpx.Response:
+    return httpx.get(url, headers=AUTH, **kwargs)
 
 
 def stream_raw(url: str, payload: dict[str, Any], timeout: float = 30) -> bytes:

@@ -10,9 +10,12 @@ import openai
 import pytest
 
 from tests.simulator.helpers import (
+    AUTH,
+    DEV_API_KEY,
     blocks,
     body,
     check_invariants,
+    get,
     parse,
     post_raw,
     stream_raw,
@@ -32,11 +35,11 @@ def test_drop_after_in_background_keeps_generating(simulator_url: str) -> None:
     response_id = dropped[0]["response"]["id"]
 
     def finished() -> dict | None:
-        r = httpx.get(f"{simulator_url}/responses/{response_id}").json()
+        r = get(f"{simulator_url}/responses/{response_id}").json()
         return r if r["status"] == "completed" else None
 
     final = wait_until(finished)
-    with httpx.Client(timeout=30) as client:
+    with httpx.Client(timeout=30, headers=AUTH) as client:
         rest = client.get(
             f"{simulator_url}/responses/{response_id}",
             params={"stream": "true", "starting_after": "6"},
@@ -95,7 +98,7 @@ def test_http_errors_before_any_stream(simulator_url: str, status: int) -> None:
 
 
 def test_sdk_sees_the_rate_limit(simulator_url: str) -> None:
-    client = openai.OpenAI(base_url=simulator_url, api_key="sim", max_retries=0)
+    client = openai.OpenAI(base_url=simulator_url, api_key=DEV_API_KEY, max_retries=0)
     with pytest.raises(openai.RateLimitError):
         client.responses.create(model="sim-text", input="x", metadata={"sim.http_error": "429"})
 
@@ -150,7 +153,7 @@ def test_resume_max_age(simulator_url: str) -> None:
         )
     )
     resp_id = fresh[0]["response"]["id"]
-    r = httpx.get(
+    r = get(
         f"{simulator_url}/responses/{resp_id}", params={"stream": "true", "starting_after": "3"}
     )
     assert r.status_code == 200 and parse(r.content)[0]["sequence_number"] == 4
@@ -161,18 +164,18 @@ def test_resume_max_age(simulator_url: str) -> None:
         )
     )
     resp_id = old[0]["response"]["id"]
-    r = httpx.get(
+    r = get(
         f"{simulator_url}/responses/{resp_id}", params={"stream": "true", "starting_after": "3"}
     )
     assert r.status_code == 400
     assert "can no longer be streamed" in r.json()["error"]["message"]
     # the Response itself is still there
-    assert httpx.get(f"{simulator_url}/responses/{resp_id}").json()["status"] == "completed"
+    assert get(f"{simulator_url}/responses/{resp_id}").json()["status"] == "completed"
 
 
 def test_first_byte_delay(simulator_url: str) -> None:
     started = time.monotonic()
-    with httpx.Client(timeout=30) as client:
+    with httpx.Client(timeout=30, headers=AUTH) as client:
         with client.stream(
             "POST",
             f"{simulator_url}/responses",
@@ -194,7 +197,7 @@ def test_pace_follows_tokens_per_s(simulator_url: str) -> None:
 
 def test_client_disconnect_cancels_a_foreground_response(simulator_url: str) -> None:
     meta = {"sim.tokens_per_s": "50", "sim.seed": "21"}
-    with httpx.Client(timeout=30) as client:
+    with httpx.Client(timeout=30, headers=AUTH) as client:
         with client.stream(
             "POST", f"{simulator_url}/responses", json=body("sim-long", metadata=meta)
         ) as r:
@@ -202,7 +205,7 @@ def test_client_disconnect_cancels_a_foreground_response(simulator_url: str) -> 
     resp_id = json.loads(first[6:])["response"]["id"]
     status = wait_until(
         lambda: (
-            (s := httpx.get(f"{simulator_url}/responses/{resp_id}").json()["status"]) == "cancelled"
+            (s := get(f"{simulator_url}/responses/{resp_id}").json()["status"]) == "cancelled"
             and s
         )
     )

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import httpx
 import pytest
 
 from tests.simulator.helpers import (
     SCENARIO_NAMES,
     body,
     check_invariants,
+    get,
     parse,
     post_raw,
     stream_raw,
@@ -96,7 +96,7 @@ def test_non_stream_returns_the_final_response(simulator_url: str) -> None:
     response = post_raw(simulator_url, body("sim-text", stream=False))
     assert response.status_code == 200 and response.headers["content-type"] == "application/json"
     assert response.json() == streamed
-    got = httpx.get(f"{simulator_url}/responses/{streamed['id']}")
+    got = get(f"{simulator_url}/responses/{streamed['id']}")
     assert got.json() == streamed
 
 
@@ -115,7 +115,7 @@ def test_logprobs_when_included(simulator_url: str) -> None:
 
 
 def test_models_lists_scenarios_and_faults(simulator_url: str) -> None:
-    data = httpx.get(f"{simulator_url}/models").json()
+    data = get(f"{simulator_url}/models").json()
     assert data["object"] == "list"
     assert [m["id"] for m in data["data"]] == SCENARIO_NAMES
     for model in data["data"]:
@@ -142,5 +142,5 @@ def test_request_errors_have_the_api_shape(simulator_url: str) -> None:
     status, err = error(body("sim-text", previous_response_id="resp_missing"))
     assert status == 404 and err["code"] == "previous_response_not_found"
     assert err["param"] == "previous_response_id"
-    r = httpx.get(f"{simulator_url}/responses/resp_missing")
+    r = get(f"{simulator_url}/responses/resp_missing")
     assert r.status_code == 404 and r.json()["error"]["type"] == "invalid_request_error"

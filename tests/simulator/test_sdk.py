@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
 import openai
 import pytest
 
-from tests.simulator.helpers import FAST, SCENARIO_NAMES, body, stream_raw, wait_until
+from tests.simulator.helpers import DEV_API_KEY, FAST, SCENARIO_NAMES, body, get, stream_raw, wait_until
 
 COMPLETES = [m for m in SCENARIO_NAMES if m not in ("sim-failed", "sim-error", "sim-incomplete")]
 
 
 @pytest.fixture(scope="module")
 def client(simulator_url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=simulator_url, api_key="sim", max_retries=0)
+    return openai.OpenAI(base_url=simulator_url, api_key=DEV_API_KEY, max_retries=0)
 
 
 def _strip_parsed(value: Any) -> Any:
@@ -192,5 +191,5 @@ def test_background_create_keeps_running_without_a_client(
         lambda: (r := client.responses.retrieve(created.id)).status == "completed" and r
     )
     assert done.output_text
-    r = httpx.get(f"{simulator_url}/responses/{created.id}")
+    r = get(f"{simulator_url}/responses/{created.id}")
     assert r.json()["status"] == "completed"

@@ -33,7 +33,7 @@ async def test_mounted_under_simulator_v1_in_the_project() -> None:
         "path": "/simulator/v1/models",
         "root_path": "",
         "query_string": b"",
-        "headers": [],
+        "headers": [(b"host", b"127.0.0.1:8000"), (b"authorization", b"Bearer sim-dev-key")],
         "http_version": "1.1",
         "scheme": "http",
         "server": ("127.0.0.1", 8000),

@@ -1,0 +1,170 @@
+"""Per-user limits on starting requests, held in Django's cache (Redis when configured) and the
+database, so they hold across processes.
+
+- In flight: at most RELAY_MAX_CONCURRENT_PER_USER requests pending or streaming under a live
+  lease. Counted in the database, never in a counter, so a runner that dies cannot leak a slot;
+  a short per-user lock in the cache serialises the count with the create.
+- Rate: at most RELAY_SUBMIT_RATE new requests per window (a fixed window counter in the cache).
+
+A resubmit of an existing `client_request_id` is never refused: it starts nothing. Call
+`submit_guard` around the submit; it yields a `Refusal` (answer 429 with Retry-After) or None.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db.models import Q
+from django.utils import timezone
+
+from .models import ResponseRequest
+
+Status = ResponseRequest.Status
+LOCK_SECONDS = 10  # longer than any submit takes; a crashed holder frees it by itself
+LOCK_WAIT_SECONDS = 5.0
+CONCURRENT_RETRY_AFTER = 5
+
+
+@dataclass(frozen=True)
+class Refusal:
+    code: str  # "too_many_requests_in_flight" | "rate_limited"
+    message: str
+    retry_after: int  # seconds
+
+    def body(self) -> dict[str, Any]:
+        return {"error": self.message, "code": self.code, "retry_after": self.retry_after}
+
+
+def in_flight(*, user_id: int) -> int:
+    now = timezone.now()
+    live = Q(status=Status.PENDING) | Q(status=Status.STREAMING, lease_expires__gt=now)
+    return ResponseRequest.objects.filter(live, owner_id=user_id).count()
+
+
+def _rate_check(*, user_id: int, now: float) -> Refusal | None:
+    """Count this submit in the current window; a Refusal once the window is full."""
+    count, window = settings.RELAY_SUBMIT_RATE
+    start = int(now // window) * window
+    key = f"relay:submit-rate:{user_id}:{window}:{start}"
+    cache.add(key, 0, timeout=window + 1)
+    try:
+        used = cache.incr(key)
+    except ValueError:  # expired between add and incr
+        cache.add(key, 1, timeout=window + 1)
+        used = 1
+    if used <= count:
+        return None
+    retry = max(1, math.ceil(start + window - now))
+    return Refusal("rate_limited", f"Too many requests: at most {count} per {_window(window)}. "
+                   f"Try again in {retry} s.", retry)
+
+
+def _window(seconds: int) -> str:
+    return {1: "second", 60: "minute", 3600: "hour", 86400: "day"}.get(seconds, f"{seconds} s")
+
+
+@contextmanager
+def _user_lock(user_id: int) -> Iterator[None]:
+    key, token = f"relay:submit-lock:{user_id}", uuid.uuid4().hex
+    deadline = time.monotonic() + LOCK_WAIT_SECONDS
+    while not cache.add(key, token, timeout=LOCK_SECONDS):
+        if time.monotonic() > deadline:
+            break  # a stuck holder: the database count still bounds the damage to one race
+        time.sleep(0.01)
+    try:
+        yield
+    finally:
+        if cache.get(key) == token:
+            cache.delete(key)
+
+
+@contextmanager
+def submit_guard(*, user: Any, client_request_id: Any) -> Iterator[Refusal | None]:
+    """Hold the user's submit lock; yield why this submit is refused, or None to go ahead."""
+    if isinstance(client_request_id, str) and client_request_id.strip() and ResponseRequest.objects.filter(
+            owner=user, client_request_id=client_request_id.strip()).exists():
+        yield None  # a resubmit: the same logical request, nothing new starts
+        return
+    with _user_lock(user.pk):
+        limit = settings.RELAY_MAX_CONCURRENT_PER_USER
+        if in_flight(user_id=user.pk) >= limit:
+            yield Refusal("too_many_requests_in_flight",
+                          f"You already have {limit} requests in flight (RELAY_MAX_CONCURRENT_PER_USER); "
+                          "wait for one to finish or stop one.", CONCURRENT_RETRY_AFTER)
+            return
+        yield _rate_check(user_id=user.pk, now=time.time())
+
+
+# --- websockets -------------------------------------------------------------------------------
+
+SOCKET_SLOT_TTL = 60  # seconds; a live socket refreshes its slot well before (see SOCKET_REFRESH)
+SOCKET_REFRESH = 20
+
+
+class SocketSlots:
+    """At most RELAY_MAX_SOCKETS_PER_USER open sockets per user, across processes.
+
+    Each socket holds one numbered slot key (`cache.add`, so two sockets never take the same one)
+    and refreshes it while open; `release` frees it on disconnect. A process that dies without
+    disconnecting frees its slots by expiry, so a count can never leak for longer than the TTL.
+    """
+
+    def __init__(self, *, user_id: int, owner: str) -> None:
+        self.user_id = user_id
+        self.owner = owner
+        self.key: str | None = None
+
+    async def acquire(self) -> bool:
+        limit = settings.RELAY_MAX_SOCKETS_PER_USER
+        start = random.randrange(limit)  # probing from a random slot finds a free one at once
+        for step in range(limit):
+            key = f"relay:ws-slot:{self.user_id}:{(start + step) % limit}"
+            if await cache.aadd(key, self.owner, timeout=SOCKET_SLOT_TTL):
+                self.key = key
+                return True
+        return False
+
+    async def refresh(self) -> None:
+        if self.key is not None and not await cache.atouch(self.key, SOCKET_SLOT_TTL):
+            await cache.aadd(self.key, self.owner, timeout=SOCKET_SLOT_TTL)  # expired meanwhile
+
+    async def release(self) -> None:
+        if self.key is not None and await cache.aget(self.key) == self.owner:
+            await cache.adelete(self.key)
+        self.key = None
+
+
+class FrameBudget:
+    """A token bucket of frames a socket may send: `rate` per second, bursts up to `burst`.
+    Time is an argument, so it is testable without sleeping."""
+
+    def __init__(self, *, rate: float, burst: int, now: float) -> None:
+        self.rate = rate
+        self.burst = burst
+        self.tokens = float(burst)
+        self.stamp = now
+        self.refused = 0  # frames refused since the last one allowed
+
+    def allow(self, now: float) -> bool:
+        self.tokens = min(float(self.burst), self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            self.refused = 0
+            return True
+        self.refused += 1
+        return False
+
+    @property
+    def exhausted(self) -> bool:
+        """A client that keeps sending past the limit: close it rather than keep reading."""
+        return self.refused > self.burst

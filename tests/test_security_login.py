@@ -1,0 +1,31 @@
+"""Login throttling (django-axes): after AXES_FAILURE_LIMIT failures for a username from one
+address, even the right password is refused (429) until the cool-off; other users are not."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.urls import reverse
+
+pytestmark = pytest.mark.django_db
+
+
+def attempt(client: Client, username: str, password: str) -> Any:
+    return client.post(reverse("login"), {"username": username, "password": password})
+
+
+def test_repeated_failures_lock_the_account_out(settings: Any) -> None:
+    settings.AXES_FAILURE_LIMIT = 3
+    user_model = get_user_model()
+    user_model.objects.create_user("alice", password="right")
+    user_model.objects.create_user("bob", password="right")
+    client = Client()
+    assert [attempt(client, "alice", "wrong").status_code for _ in range(2)] == [200, 200]
+    assert attempt(client, "alice", "wrong").status_code == 429
+    assert attempt(client, "alice", "right").status_code == 429, "locked out, even with the password"
+    assert "_auth_user_id" not in client.session
+    bob = attempt(Client(), "bob", "right")
+    assert bob.status_code == 302, "another user is not locked out"
