@@ -275,18 +275,10 @@ def tool_call_claim(*, request_id: uuid.UUID, call_id: str, name: str, arguments
         return None
 
 
-def tool_call_finish(*, request_id: uuid.UUID | None = None, call_id: str, output: str, ok: bool) -> None:
-    """Store the output of this request's call.
-
-    `request_id` will become required: until relay/runner.py passes it, a call without it updates
-    the newest row with that call id, which is only right while ids do not collide."""
-    query = ToolCall.objects.filter(call_id=call_id)
-    if request_id is not None:
-        query = query.filter(request_id=request_id)
-    else:
-        query = query.filter(pk=query.order_by("-pk").values("pk")[:1])
-    query.update(output=output, status=ToolCall.Status.DONE if ok else ToolCall.Status.FAILED,
-                 finished_at=timezone.now())
+def tool_call_finish(*, request_id: uuid.UUID, call_id: str, output: str, ok: bool) -> None:
+    """Store the output of this request's call."""
+    ToolCall.objects.filter(request_id=request_id, call_id=call_id).update(
+        output=output, status=ToolCall.Status.DONE if ok else ToolCall.Status.FAILED, finished_at=timezone.now())
 
 
 def _title_from(prompt: str) -> str:

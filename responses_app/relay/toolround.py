@@ -49,7 +49,7 @@ class ToolRound:
                     ok = True
                 except ToolError as exc:
                     output, ok = orjson.dumps({"error": str(exc)}).decode(), False
-                await db(services.tool_call_finish)(call_id=call_id, output=output, ok=ok)
+                await db(services.tool_call_finish)(request_id=self.request_id, call_id=call_id, output=output, ok=ok)
                 self.writes += 1
             self._changed(transcript.tool_done(call.get("id"), output))
             outputs.append({"type": "function_call_output", "call_id": call_id, "output": output})
