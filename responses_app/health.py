@@ -1,0 +1,64 @@
+"""`GET /healthz`: whether this process reaches its database and its channel layer.
+
+200 `{"status": "ok", ...}` when both answer, 503 with the failing part's error otherwise; each
+check is bounded by CHECK_TIMEOUT_S so a hung dependency fails the probe instead of holding it.
+No authentication, no session or other write: one `SELECT 1` and one message sent to and
+received from a fresh channel of the layer (the path every cross-process patch takes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.db import connection
+from django.http import HttpRequest, JsonResponse
+from django.urls import path
+from django.views.decorators.http import require_safe
+
+CHECK_TIMEOUT_S = 3.0
+
+
+def _database() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        cursor.fetchone()
+
+
+async def _channel_layer() -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        raise RuntimeError("no channel layer configured")
+    channel = await layer.new_channel(prefix="healthz.")
+    await layer.send(channel, {"type": "healthz"})
+    message = await layer.receive(channel)
+    if message.get("type") != "healthz":
+        raise RuntimeError(f"unexpected message {message!r}")
+
+
+async def _timed(check: Any) -> dict[str, Any]:
+    started = time.perf_counter()
+    try:
+        async with asyncio.timeout(CHECK_TIMEOUT_S):
+            await check
+    except TimeoutError:
+        return {"ok": False, "error": f"no answer within {CHECK_TIMEOUT_S:g} s"}
+    except Exception as exc:
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
+    return {"ok": True, "ms": round((time.perf_counter() - started) * 1000, 1)}
+
+
+@require_safe
+async def healthz(request: HttpRequest) -> JsonResponse:
+    database, layer = await asyncio.gather(_timed(sync_to_async(_database)()), _timed(_channel_layer()))
+    ok = database["ok"] and layer["ok"]
+    response = JsonResponse({"status": "ok" if ok else "unavailable", "database": database, "channel_layer": layer},
+                            status=200 if ok else 503)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+urlpatterns = [path("", healthz, name="healthz")]
