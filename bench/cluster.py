@@ -157,6 +157,7 @@ class Cluster:
     postgres: PrivatePostgres | None = None
     simulator_url: str = ""
     session: str = ""
+    keep_logs: Path | None = None  # copy every process's log here on close
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -195,6 +196,10 @@ class Cluster:
 
     def close(self) -> None:
         self.procs.stop_all()
+        if self.keep_logs is not None:
+            self.keep_logs.mkdir(parents=True, exist_ok=True)
+            for log in self.tmp.glob("*.log"):
+                shutil.copy(log, self.keep_logs / log.name)
         if self.postgres is not None:
             self.postgres.destroy()
         shutil.rmtree(self.tmp, ignore_errors=True)

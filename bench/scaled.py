@@ -74,7 +74,8 @@ def step(cluster: Cluster, streams: int, args: argparse.Namespace) -> dict[str, 
 
 
 def run_layout(layout: str, steps: list[int], args: argparse.Namespace) -> list[dict[str, Any]]:
-    cluster = Cluster(layout=layout, web=args.web, workers=args.workers).start()
+    cluster = Cluster(layout=layout, web=args.web, workers=args.workers,
+                      keep_logs=Path(args.keep_logs) / layout if args.keep_logs else None).start()
     try:
         return [step(cluster, streams, args) for streams in steps]
     finally:
@@ -167,6 +168,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--deadline", type=float, default=120.0)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--keep-logs", default="", help="copy every process's log to this directory")
     args = parser.parse_args(argv)
     steps = [int(s) for s in args.streams.split(",")]
     if args.quick:
