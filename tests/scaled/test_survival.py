@@ -18,7 +18,8 @@ from bench.viewers import Load, Viewer, plain_text
 pytestmark = pytest.mark.services
 
 POOL_MAX = 17  # DATABASE_POOL_MAX's default: RELAY_DB_THREADS (8) + the writer + 8 for the rest
-TAKEOVER_S = 20.0  # the issue's bound: lease + sweep interval (15 s by default), plus slack
+TAKEOVER_S = 20.0
+LAG_P99_MS = 1000.0  # the issue's bound: lease + sweep interval (15 s by default), plus slack
 
 
 def explain(cluster: Cluster, load: Load) -> str:
@@ -167,7 +168,7 @@ async def test_scaled_out_for_thirty_seconds_under_load(cluster: Cluster) -> Non
     """Long enough for what short tests miss (runworkers that died of Redis timeouts after 8 s,
     pools that ran out): 20 streams of ~33 s, connections and health sampled throughout."""
     load = Load(ports=cluster.web_ports(), session=cluster.session, streams=20, viewers=2, tokens=1000,
-                tokens_per_s=30, deadline_s=75, seed=500)
+                tokens_per_s=30, deadline_s=90, seed=500)
     await load.start()
     started, samples, peak = time.monotonic(), [], 0
     assert cluster.postgres is not None
@@ -178,7 +179,10 @@ async def test_scaled_out_for_thirty_seconds_under_load(cluster: Cluster) -> Non
     await load.finish()
     summary = explain(cluster, load)
     assert time.monotonic() - started >= 30, summary
-    assert load.completed() == 20 and load.behind() == [], summary
+    assert load.completed() == 20, summary
+    # Lag across processes, emit to viewer: one process does 80 ms at p99 here at this load.
+    assert load.summary()["lag_p99_ms"] <= LAG_P99_MS, summary
+    assert load.behind() == [], summary
     assert all(codes == [200, 200] for codes in samples), f"{samples}\n{summary}"
     no_process_died(cluster)
     assert peak <= 4 * POOL_MAX, f"{peak} connections\n{summary}"
