@@ -3,6 +3,7 @@ from django.contrib.staticfiles.urls import staticfiles_urlpatterns
 from django.urls import URLPattern, URLResolver, include, path
 
 urlpatterns: list[URLPattern | URLResolver] = [
+    path("healthz", include("responses_app.health")),  # probes: database and channel layer reachable
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),  # login, logout, password change
     path("", include("responses_app.urls")),

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from . import storage
 from .streaming import vocabulary as v
 
 
@@ -46,40 +47,65 @@ _register_utf8_text_dumper()
 
 class FastJSONField(models.JSONField):  # type: ignore[type-arg]
     """A JSONField written with orjson. Checkpoints are written a few times a second per stream,
-    and the standard library's encoder holds the GIL for many times longer on the same view."""
+    and the standard library's encoder holds the GIL for many times longer on the same view.
+    On PostgreSQL, strings jsonb refuses (U+0000, lone surrogates) are escaped reversibly
+    (storage.py) and unescaped when read."""
 
     def get_db_prep_value(self, value: Any, connection: Any, prepared: bool = False) -> Any:
+        postgresql = connection.vendor == "postgresql"
         if isinstance(value, RawJSON):
-            if connection.vendor == "postgresql":
+            if postgresql:
                 from psycopg.types.json import Jsonb
 
-                return Jsonb(None, dumps=lambda _obj: bytes(value))
+                raw = storage.json_bytes_out(value)
+                return Jsonb(None, dumps=lambda _obj: raw)
             return value.decode()
         if not prepared:
             value = self.get_prep_value(value)
         if isinstance(value, (dict, list)):
             try:
                 text = orjson.dumps(value).decode()
-            except TypeError:  # what orjson refuses (non-string keys ...), the stdlib handles
+            except TypeError:  # what orjson refuses (non-string keys, lone surrogates ...)
+                if postgresql:
+                    value = storage.json_out(value)
                 return super().get_db_prep_value(value, connection, prepared=True)
-            if connection.vendor == "postgresql":
+            if postgresql:
                 from psycopg.types.json import Jsonb
 
+                if "\\u0000" in text or storage.MARK in text:
+                    text = orjson.dumps(storage.json_out(value)).decode()
                 return Jsonb(value, dumps=lambda _obj: text)
             return text
+        if postgresql and isinstance(value, str):
+            value = storage.json_out(value)
         return super().get_db_prep_value(value, connection, prepared=True)
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        decoded = super().from_db_value(value, expression, connection)
+        if isinstance(value, str) and storage.json_text_has_escapes(value):
+            return storage.json_in(decoded)
+        return decoded
 
 
 class Utf8TextField(models.TextField):  # type: ignore[type-arg]
     """A TextField that also takes UTF-8 bytes. On PostgreSQL they go over the wire unchanged;
-    decoded to a str first, text with one emoji in it would take 4 bytes per character."""
+    decoded to a str first, text with one emoji in it would take 4 bytes per character. What
+    PostgreSQL's text refuses (U+0000, bytes that are not UTF-8, lone surrogates) is escaped
+    reversibly (storage.py) and unescaped when read."""
 
     def get_db_prep_value(self, value: Any, connection: Any, prepared: bool = False) -> Any:
         if isinstance(value, (bytes, bytearray)):
             if connection.vendor == "postgresql":
-                return Utf8Text(value)
+                safe = storage.text_out(value)
+                return Utf8Text(safe) if isinstance(safe, (bytes, bytearray)) else safe
             return bytes(value).decode("utf-8", "replace")
-        return super().get_db_prep_value(value, connection, prepared)
+        value = super().get_db_prep_value(value, connection, prepared)
+        if isinstance(value, str) and connection.vendor == "postgresql":
+            return storage.text_out(value)
+        return value
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        return storage.text_in(value)
 
 
 class Conversation(models.Model):
@@ -125,15 +151,15 @@ class ResponseRequest(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="response_requests")
     client_request_id = models.CharField(max_length=100)
     model = models.CharField(max_length=100)
-    input = models.JSONField()
-    params = models.JSONField(default=dict, blank=True)  # metadata, background, previous_response_id ...
+    input = FastJSONField()
+    params = FastJSONField(default=dict, blank=True)  # metadata, background, previous_response_id ...
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     response_id = models.CharField(max_length=128, blank=True, db_index=True)
     error_code = models.CharField(max_length=100, blank=True)
-    error_message = models.TextField(blank=True)
+    error_message = Utf8TextField(blank=True)
     incomplete_reason = models.CharField(max_length=100, blank=True)
     usage = models.JSONField(null=True, blank=True)  # from the terminal Response only, never summed
-    final_text = models.TextField(blank=True)  # the answer's text, for listing and search
+    final_text = Utf8TextField(blank=True)  # the answer's text, for listing and search
 
     # Single-flight: a runner owns the request while its lease is unexpired.
     runner_token = models.UUIDField(null=True, blank=True)

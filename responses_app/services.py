@@ -9,7 +9,7 @@ from typing import Any, cast
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import IntegrityError, connection, models, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, connection, models, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -231,14 +231,51 @@ def segment_end(
 
 def checkpoints_commit_many(
     *, items: list[tuple[uuid.UUID, dict[str, Any] | None, list[dict[str, Any]]]]
-) -> None:
-    """Several requests' checkpoints and event batches: one transaction, two multi-row INSERTs."""
+) -> dict[uuid.UUID, Exception]:
+    """Several requests' checkpoints and event batches: one transaction, two multi-row INSERTs.
+
+    Returns the requests whose rows the database refused, with the error; every other request's
+    rows are committed. A round first tries all rows at once inside a savepoint; if that fails
+    for a reason other than the connection, each request gets a savepoint of its own, so one bad
+    row never drops another request's checkpoint or events. A connection error (the database
+    went away) raises: nothing was committed, and the caller retries the whole round."""
     now = timezone.now()
-    records = [dict(b, request_id=request_id, created=now) for request_id, _state, batches in items for b in batches]
-    checkpoints = [dict(state, request_id=request_id, created=now) for request_id, state, _b in items if state]
+
+    def rows(chosen: list[tuple[uuid.UUID, dict[str, Any] | None, list[dict[str, Any]]]]) -> tuple[
+            list[dict[str, Any]], list[dict[str, Any]]]:
+        records = [dict(b, request_id=rid, created=now) for rid, _state, batches in chosen for b in batches]
+        checkpoints = [dict(state, request_id=rid, created=now) for rid, state, _b in chosen if state]
+        return records, checkpoints
+
+    failed: dict[uuid.UUID, Exception] = {}
     with transaction.atomic():
-        _insert_rows(EventRecord, records)
-        _insert_rows(Checkpoint, checkpoints)
+        if connection.vendor == "postgresql":
+            # Django's foreign keys are DEFERRABLE INITIALLY DEFERRED: a row of a request deleted
+            # meanwhile would fail at COMMIT, taking every request's rows with it. Checked now,
+            # it fails inside its own savepoint instead.
+            with connection.cursor() as cursor:
+                cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        try:
+            with transaction.atomic():
+                records, checkpoints = rows(items)
+                _insert_rows(EventRecord, records)
+                _insert_rows(Checkpoint, checkpoints)
+            return failed
+        except (OperationalError, InterfaceError):
+            raise
+        except Exception:  # one request's row, most likely: find which
+            pass
+        for item in items:
+            try:
+                with transaction.atomic():
+                    records, checkpoints = rows([item])
+                    _insert_rows(EventRecord, records)
+                    _insert_rows(Checkpoint, checkpoints)
+            except (OperationalError, InterfaceError):
+                raise
+            except Exception as exc:
+                failed[item[0]] = exc
+    return failed
 
 
 def _insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
@@ -282,5 +319,6 @@ def tool_call_finish(*, request_id: uuid.UUID, call_id: str, output: str, ok: bo
 
 
 def _title_from(prompt: str) -> str:
-    line = " ".join(prompt.split())
+    # Derived for display (the prompt itself is kept whole): no NUL or lone surrogate in a varchar.
+    line = " ".join(prompt.replace("\x00", " ").encode("utf-8", "replace").decode().split())
     return line if len(line) <= 60 else line[:57].rstrip() + "..."

@@ -5,6 +5,16 @@ Measured with 150 streams on PostgreSQL: one transaction per runner per checkpoi
 database threads busy in the ORM, and their GIL time delayed the event loop's patches. A round
 takes whatever accumulated while the previous one was in flight, so it batches more under load
 and adds no delay when idle. For each request, the newest state wins; no event batch is dropped.
+
+Contract of `submit`'s future: it resolves once the state and batch are committed, and only
+then. A round that fails as a whole (the database is away) is retried with backoff, its rows
+kept, for up to `give_up_s`; meanwhile the futures stay pending, which is the runner's
+backpressure (it waits once its unwritten bytes pass its bound, so what is held stays bounded).
+Within a round each request's rows have a savepoint of their own (services.checkpoints_commit_many):
+a request whose rows the database refuses, or still unwritten when the writer gives up, gets
+`CheckpointNotWritten` on its futures, and so does every later submit for it, since writing
+later events after lost ones would leave a hole in its event log. The runner turns that into
+the request's error.
 """
 
 from __future__ import annotations
@@ -19,6 +29,19 @@ from .. import services
 
 logger = logging.getLogger(__name__)
 
+RETRY_FIRST_S = 0.2
+RETRY_MAX_S = 5.0
+GIVE_UP_S = 120.0  # longer than a PostgreSQL restart or failover, shorter than a viewer's patience
+
+
+class CheckpointNotWritten(Exception):
+    """A request's checkpoint or events could not be committed; its event log would have a hole."""
+
+    def __init__(self, request_id: uuid.UUID, cause: BaseException) -> None:
+        super().__init__(f"checkpoint of {request_id} not written: {cause!r}")
+        self.request_id = request_id
+        self.cause = cause
+
 
 class _Entry:
     __slots__ = ("state", "batches", "waiters")
@@ -30,16 +53,28 @@ class _Entry:
 
 
 class CheckpointWriter:
-    def __init__(self, run_db: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+    def __init__(self, run_db: Callable[[Callable[..., Any]], Callable[..., Any]], *,
+                 give_up_s: float = GIVE_UP_S, retry_first_s: float = RETRY_FIRST_S,
+                 retry_max_s: float = RETRY_MAX_S) -> None:
         self._db = run_db
         self._pending: dict[uuid.UUID, _Entry] = {}
+        self._failed: dict[uuid.UUID, CheckpointNotWritten] = {}
         self._task: asyncio.Task[None] | None = None
+        self.give_up_s = give_up_s
+        self.retry_first_s = retry_first_s
+        self.retry_max_s = retry_max_s
         self.rounds = 0
+        self.failed_rounds = 0
 
     def submit(self, request_id: uuid.UUID, state: dict[str, Any] | None,
                batch: dict[str, Any] | None) -> asyncio.Future[None]:
         """Queue a checkpoint state (newest wins) and/or an event batch; resolves once committed."""
         loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        failure = self._failed.get(request_id)
+        if failure is not None:
+            done.set_exception(failure)
+            return done
         entry = self._pending.get(request_id)
         if entry is None:
             entry = self._pending[request_id] = _Entry()
@@ -47,27 +82,77 @@ class CheckpointWriter:
             entry.state = state
         if batch is not None:
             entry.batches.append(batch)
-        done: asyncio.Future[None] = loop.create_future()
         entry.waiters.append(done)
         if self._task is None or self._task.done():
             self._task = loop.create_task(self._run(), name="relay-checkpoint-writer")
         return done
 
+    def forget(self, request_id: uuid.UUID) -> None:
+        """Drop what is remembered of a request's failure (once the runner has ended it)."""
+        self._failed.pop(request_id, None)
+
+    def pending_requests(self) -> int:
+        return len(self._pending)
+
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        failing_since: float | None = None
+        delay = self.retry_first_s
         while self._pending:
             pending, self._pending = self._pending, {}
             items = [(request_id, e.state, e.batches) for request_id, e in pending.items()]
             try:
-                await self._db(services.checkpoints_commit_many)(items=items)
+                refused: dict[uuid.UUID, Exception] = await self._db(services.checkpoints_commit_many)(items=items)
             except Exception as exc:
-                logger.exception("checkpoint round of %d requests failed", len(items))
-                for entry in pending.values():
+                self.failed_rounds += 1
+                now = loop.time()
+                failing_since = now if failing_since is None else failing_since
+                if now - failing_since >= self.give_up_s:
+                    logger.error("checkpoint round of %d requests failed for %.0f s, giving up: %r",
+                                 len(items), now - failing_since, exc)
+                    self._fail(pending, {request_id: exc for request_id in pending})
+                    failing_since, delay = None, self.retry_first_s
+                    continue
+                logger.warning("checkpoint round of %d requests failed (%r); retrying in %.1f s",
+                               len(items), exc, delay)
+                self._requeue(pending)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.retry_max_s)
+                continue
+            if failing_since is not None:
+                logger.warning("checkpoint round written after %.1f s of failures", loop.time() - failing_since)
+            failing_since, delay = None, self.retry_first_s
+            self.rounds += 1
+            if refused:
+                for request_id, cause in refused.items():
+                    logger.error("checkpoint of %s refused by the database: %r", request_id, cause)
+                self._fail({rid: pending[rid] for rid in refused}, refused)
+            for request_id, entry in pending.items():
+                if request_id not in refused:
                     for waiter in entry.waiters:
                         if not waiter.done():
-                            waiter.set_exception(exc)
+                            waiter.set_result(None)
+
+    def _requeue(self, pending: dict[uuid.UUID, _Entry]) -> None:
+        """Put a failed round's entries back ahead of what was submitted meanwhile: batches keep
+        their order, the newest state still wins."""
+        newer, self._pending = self._pending, pending
+        for request_id, entry in newer.items():
+            old = self._pending.get(request_id)
+            if old is None:
+                self._pending[request_id] = entry
                 continue
-            self.rounds += 1
-            for entry in pending.values():
-                for waiter in entry.waiters:
-                    if not waiter.done():
-                        waiter.set_result(None)
+            if entry.state is not None:
+                old.state = entry.state
+            old.batches.extend(entry.batches)
+            old.waiters.extend(entry.waiters)
+
+    def _fail(self, entries: dict[uuid.UUID, _Entry], causes: dict[uuid.UUID, Exception]) -> None:
+        for request_id, entry in entries.items():
+            failure = CheckpointNotWritten(request_id, causes[request_id])
+            self._failed[request_id] = failure
+            # Whatever was submitted for it meanwhile would follow the lost rows: refuse it too.
+            later = self._pending.pop(request_id, None)
+            for waiter in entry.waiters + (later.waiters if later else []):
+                if not waiter.done():
+                    waiter.set_exception(failure)
