@@ -3,7 +3,7 @@
 `Cluster` starts, on loopback and free ports: a private `redis-server` and a private PostgreSQL
 cluster (initdb/pg_ctl from PG_BIN, run as the `postgres` user when we are root, data under
 /tmp), the standalone simulator, P Daphne web processes with RELAY_INPROCESS_RUNNER=false and W
-`manage.py runworker relay-runner` processes; or, for `layout="embedded"`, the default one
+`manage.py relayworker` processes; or, for `layout="embedded"`, the default one
 process (SQLite, in-memory layer, in-process runner, the simulator mounted on the server).
 Every process has its own process group and log file; `close()` kills them all and removes the
 data directories, whatever happened. Redis and PostgreSQL can be stopped and started again on
@@ -206,8 +206,11 @@ class Cluster:
 
     def _django_env(self, *, database: str, redis: str = "") -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("RELAY_", "DATABASE_", "REDIS_"))}
-        env.update({"DJANGO_ENV": "test", "DATABASE_URL": database, "REDIS_URL": redis, "OPENAI_BASE_URL": "",
-                    "OPENAI_API_KEY": "", "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO"})
+        env.update({"DJANGO_ENV": "development", "DATABASE_URL": database, "REDIS_URL": redis, "OPENAI_BASE_URL": "",
+                    "OPENAI_API_KEY": "", "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO",
+                    # one load user drives every stream: the per-user limits would refuse it
+                    "RELAY_MAX_CONCURRENT_PER_USER": "1000000", "RELAY_SUBMIT_RATE": "1000000/s",
+                    "RELAY_MAX_SOCKETS_PER_USER": "1000000"})
         env.update(self.env)
         return env
 
@@ -238,7 +241,7 @@ class Cluster:
         return server
 
     def start_worker(self, name: str) -> Server:
-        proc = self.procs.start([PY, "manage.py", "runworker", "relay-runner"], self._env_for(name),
+        proc = self.procs.start([PY, "manage.py", "relayworker"], self._env_for(name),
                                 stdout=self._log(name), stderr=subprocess.STDOUT)
         server = self.servers[name] = Server(name, "worker", proc)
         return server

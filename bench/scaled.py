@@ -131,7 +131,7 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         "",
         "Layouts: **embedded** is `make run`'s: one Daphne process, SQLite, the in-memory channel layer, the "
         f"in-process runner and the simulator mounted on it. **scaled** is {args.web} Daphne web processes "
-        f"(RELAY_INPROCESS_RUNNER=false) + {args.workers} `runworker relay-runner`, a private PostgreSQL 15 and "
+        f"(RELAY_INPROCESS_RUNNER=false) + {args.workers} `relayworker`, a private PostgreSQL 15 and "
         "Redis, the standalone simulator; settings as shipped (pool, Redis timeouts, layer capacity).",
         "",
         "| layout | streams | completed | lag p50 / p99 (ms) | behind final view | no terminal | resyncs | "

@@ -19,6 +19,7 @@ from responses_app.relay.runner import StreamRunner
 from responses_app.upstream import Upstream
 from tests.conftest import REAL_STREAMS, require_real_streams
 from tests.relay.helpers import make_request, reload
+from tests.relay.test_runner_faults import SIM_AUTH
 from tests.upstreams import Reply, scripted_upstream
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("relay_settings")]
@@ -156,7 +157,7 @@ async def test_the_request_deadline_cancels_and_ends_incomplete_keeping_the_text
     assert saved.status == "incomplete" and saved.incomplete_reason == "deadline"
     assert saved.final_text, "what was shown is kept"
     assert runner.view.meta["incomplete_reason"] == "deadline"
-    async with httpx.AsyncClient() as client:
+    async with httpx.AsyncClient(headers=SIM_AUTH) as client:
         upstream = (await client.get(f"{simulator_url}/responses/{saved.response_id}")).json()
     assert upstream["status"] == "cancelled", "the upstream was told to stop"
 
@@ -192,7 +193,7 @@ async def test_a_forgotten_chain_is_retried_once_with_the_whole_conversation(own
     segments = await segments_of(saved)
     assert [(s.kind, s.outcome) for s in segments] == [("initial", "http_404"), ("full_context", "completed")]
     assert "not found" in segments[0].detail.lower()
-    async with httpx.AsyncClient() as client:
+    async with httpx.AsyncClient(headers=SIM_AUTH) as client:
         sent = (await client.get(f"{simulator_url}/responses/{saved.response_id}")).json()
     assert sent["previous_response_id"] is None
     conversation = await sync_to_async(Conversation.objects.get)(pk=first.conversation_id)

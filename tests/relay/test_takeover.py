@@ -17,6 +17,7 @@ from responses_app.relay import worker
 from responses_app.relay.hub import get_hub
 from responses_app.relay.runner import StreamRunner
 from tests.relay.helpers import Watcher, connect, make_request, reload
+from tests.relay.test_runner_faults import SIM_AUTH
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("relay_settings")]
 
@@ -60,7 +61,7 @@ async def test_a_dead_runner_is_taken_over_by_the_sweep(owner: Any, monkeypatch:
     kinds = await sync_to_async(lambda: list(Segment.objects.filter(request=saved).order_by("index")
                                              .values_list("kind", flat=True)))()
     assert kinds[0] == "initial" and "resume" in kinds[1:], "taken over by resuming, never re-POSTed"
-    async with httpx.AsyncClient() as client:
+    async with httpx.AsyncClient(headers=SIM_AUTH) as client:
         truth = (await client.get(f"{simulator_url}/responses/{saved.response_id}")).json()
     expected = truth["output"][0]["content"][0]["text"]
     assert saved.final_text == expected, "nothing lost, nothing doubled"

@@ -1,5 +1,5 @@
 """Scaled out for real (issue 14): two Daphne web processes (RELAY_INPROCESS_RUNNER=false), two
-`runworker relay-runner` processes, the standalone simulator, and a private Redis and PostgreSQL
+`relayworker` processes, the standalone simulator, and a private Redis and PostgreSQL
 that these tests kill, stop and restart mid-stream. Each stream must complete with the
 simulator's exact text, its event log without a hole, and every viewer on the committed final
 view; no process may die of a blip."""
@@ -14,6 +14,7 @@ import pytest
 
 from bench.cluster import Cluster
 from bench.viewers import Load, Viewer, plain_text
+from responses_app.simulator.auth import DEV_API_KEY
 
 pytestmark = pytest.mark.services
 
@@ -27,7 +28,8 @@ def explain(cluster: Cluster, load: Load) -> str:
 
 
 def simulator_text(cluster: Cluster, response_id: str) -> str:
-    response = httpx.get(f"{cluster.simulator_url}/responses/{response_id}", timeout=10).json()
+    response = httpx.get(f"{cluster.simulator_url}/responses/{response_id}", timeout=10,
+                         headers={"authorization": f"Bearer {DEV_API_KEY}"}).json()
     return "".join(part.get("text", "") for item in response.get("output", []) if item.get("type") == "message"
                    for part in item.get("content", []))
 
