@@ -154,3 +154,31 @@ RELAY_GROUP_FANOUT = env.bool("RELAY_GROUP_FANOUT", default=True)
 RELAY_UPSTREAM_TRANSPORT = env.str("RELAY_UPSTREAM_TRANSPORT", default="aiohttp")
 if RELAY_UPSTREAM_TRANSPORT not in ("aiohttp", "httpx"):
     raise ImproperlyConfigured("RELAY_UPSTREAM_TRANSPORT must be aiohttp or httpx")
+
+
+def _prices(raw: str) -> dict[str, dict[str, float]]:
+    """RELAY_PRICES: JSON {model: {"input": usd, "cached_input": usd, "output": usd}} per million
+    tokens; empty means no costs are shown."""
+    if not raw.strip():
+        return {}
+    import json
+
+    try:
+        table = json.loads(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"RELAY_PRICES must be a JSON object: {exc}") from exc
+    if not isinstance(table, dict):
+        raise ImproperlyConfigured("RELAY_PRICES must be a JSON object of models")
+    prices: dict[str, dict[str, float]] = {}
+    for model, row in table.items():
+        if not isinstance(row, dict) or not set(row) <= {"input", "cached_input", "output"} or not row:
+            raise ImproperlyConfigured(f"RELAY_PRICES[{model!r}] must be an object of input, cached_input, output")
+        for key, value in row.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ImproperlyConfigured(f"RELAY_PRICES[{model!r}][{key!r}] must be a non-negative number")
+        prices[str(model)] = {key: float(value) for key, value in row.items()}
+    return prices
+
+
+# Per-model prices in USD per million tokens, for the cost shown beside each answer's usage.
+RELAY_PRICES = _prices(env.str("RELAY_PRICES", default=""))
