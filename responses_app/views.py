@@ -297,7 +297,7 @@ def _resend(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UUID
     key = http.POST.get("client_request_id", "").strip()[:100] or str(uuid.uuid4())
     new_input: Any = None
     if edit:
-        new_input = http.POST.get("input", "").strip()
+        new_input = http.POST.get("prompt", "").strip()
         if not new_input or len(new_input) > 32000:
             raise ValueError("The edited prompt must have 1 to 32000 characters.")
     return services.request_resend(source=source, owner=http.user, client_request_id=key,  # type: ignore[arg-type]

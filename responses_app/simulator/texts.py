@@ -139,7 +139,7 @@ def picture_png(rng: random.Random, size: int = 256, fill: float = 1.0) -> str:
             rows.append(b"\xff" * (3 * size))
             continue
         t = y / (size - 1)
-        sky = bytes(int(a + (b - a) * t) for a, b in zip(sky_top, sky_low))
+        sky = bytes(int(a + (b - a) * t) for a, b in zip(sky_top, sky_low, strict=True))
         row = bytearray(sky * size)
         for x in range(size):
             ground = size * (0.72 + 0.07 * math.sin(x / size * math.tau * 1.5 + phase))

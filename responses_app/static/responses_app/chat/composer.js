@@ -5,7 +5,7 @@ import { esc } from "./markdown.js";
 import { csrfToken, follow } from "./follower.js";
 import { contentChanged, toBottom } from "./scroll.js";
 
-function newRequestId() {
+export function newRequestId() {
   if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
   const bytes = new Uint8Array(16);
   crypto.getRandomValues(bytes);
@@ -98,6 +98,8 @@ async function insertTurn(conversation, requestId) {
   const empty = turns.querySelector(".empty-turns");
   if (empty) empty.remove();
   turns.appendChild(turn);
+  // An address that named the latest turn names the new latest one, so a reload opens there.
+  if (location.hash.startsWith("#turn-")) history.replaceState(history.state, "", `#turn-${requestId}`);
   contentChanged();
   follow(turn);
 }

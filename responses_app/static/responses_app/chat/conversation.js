@@ -5,7 +5,7 @@
 // Messages: {"type":"turns","ids":[...]} on connect (every turn, so a tab that was offline
 // catches up), {"type":"turn","request_id":id}, {"type":"renamed","title":t}, {"type":"deleted"}.
 
-import { addTurn } from "./composer.js";
+import { addTurn, newRequestId } from "./composer.js";
 import { csrfToken } from "./follower.js";
 
 export class ConversationLive {
@@ -88,7 +88,8 @@ export function bindActions(root, conversation) {
     button.disabled = true;
     try {
       const result = await postForm(form);
-      if (form.matches(".edit-form")) form.hidden = true;
+      form.querySelector("input[name=client_request_id]").value = newRequestId(); // the next press is new
+      if (form.matches(".edit-form")) toggle(form.closest(".msg-user").querySelector("[data-action=edit]"), form, false);
       await addTurn(conversation, result.id, { own: true });
     } catch {
       form.submit(); // the plain post reports the problem on a page of its own
