@@ -15,6 +15,7 @@ where the answer is at its longest. Each run checks that the incremental DOM end
 a whole rendering.
 
     python -m bench.render [--quick]     # prints the table and writes bench/results/render.md
+    python -m bench.render --sizes=100000 --modes=incremental   # one cell, printed only
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ CHROMIUM = "/usr/bin/chromium"
 SIZES = (1_000, 10_000, 100_000)
 QUICK_SIZES = (1_000, 10_000)
 DELTA = 64
+MODES = ("incremental", "full")
 
 PAGE = """<!doctype html><html><head><meta charset="utf-8">
 <link rel="stylesheet" href="/static/responses_app/chat.css"></head><body>
@@ -138,7 +140,7 @@ def _stats(values: list[float]) -> dict[str, float]:
             "max": max(values)}
 
 
-def run(sizes: tuple[int, ...] = SIZES) -> list[dict[str, Any]]:
+def run(sizes: tuple[int, ...] = SIZES, modes: tuple[str, ...] = MODES) -> list[dict[str, Any]]:
     from playwright.sync_api import sync_playwright
 
     with socket.socket() as sock:
@@ -154,7 +156,7 @@ def run(sizes: tuple[int, ...] = SIZES) -> list[dict[str, Any]]:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
             try:
                 for size in sizes:
-                    for mode in ("incremental", "full"):
+                    for mode in modes:
                         page = browser.new_page(viewport={"width": 1280, "height": 900})
                         page.goto(f"http://127.0.0.1:{port}/bench.html")
                         page.wait_for_function("() => window.benchReady === true")
@@ -185,10 +187,17 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    rows = run(QUICK_SIZES if "--quick" in argv else SIZES)
+    sizes = QUICK_SIZES if "--quick" in argv else SIZES
+    modes = MODES
+    for arg in argv:  # --sizes=100000 --modes=incremental: one cell again
+        if arg.startswith("--sizes="):
+            sizes = tuple(int(v) for v in arg.split("=", 1)[1].split(","))
+        elif arg.startswith("--modes="):
+            modes = tuple(arg.split("=", 1)[1].split(","))
+    rows = run(sizes, modes)
     text = table(rows)
     print(text)
-    if "--quick" not in argv:
+    if sizes == SIZES and modes == MODES:
         RESULTS.write_text(
             "# Render benchmark (bench/render.py)\n\n"
             f"Chromium {CHROMIUM}, {platform.machine()}, {os.cpu_count()} cores shared; {DELTA} characters per "

@@ -5,13 +5,14 @@ the conversation's actions, and an honest display (reasoning, images, tool state
 from __future__ import annotations
 
 import json
+import os
 import re
 from typing import Any
 
 import pytest
 from playwright.sync_api import Page, expect
 
-from .conftest import RelayServer
+from .conftest import ROOT, RelayServer
 from .test_chat import answer_text, live_text, submit_first_prompt, turn, wait_completed, wait_for_text
 
 pytestmark = pytest.mark.browser
@@ -27,6 +28,10 @@ def sized(session: Any, width: int, height: int = 800) -> Page:
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.console_errors = errors  # type: ignore[attr-defined]
     return page
+
+
+def squeeze(html: str) -> str:
+    return re.sub(r">\s+<", "><", html).strip()
 
 
 def no_console_errors(page: Page) -> None:
@@ -136,6 +141,9 @@ def test_a_turn_started_in_one_tab_streams_live_in_another(sessions: Any, relay_
     wait_completed(tab_b, second)
     assert answer_text(tab_a, second) == answer_text(tab_b, second)
     assert live_text(tab_b, second) == answer_text(tab_b, second), "tab B followed the stream itself"
+    live_html = tab_b.evaluate("id => window.relayChat.liveHtml.get(id)", second)
+    server_html = turn(tab_b, second).locator("[data-blocks]").inner_html()
+    assert squeeze(live_html) == squeeze(server_html), "the incremental DOM is the server's rendering"
     conversation = tab_a.url.split("/c/")[1].split("/")[0].replace("-", "")
     assert relay_server.query("SELECT COUNT(*) FROM responses_app_responserequest WHERE conversation_id = ?",
                               conversation)[0][0] == 2, "one logical request per prompt"
@@ -230,3 +238,27 @@ def test_reasoning_images_tool_states_usage_and_times_read_honestly(sessions: An
     expect(page.locator(".conversations time").first).to_have_text("just now")
     expect(page.locator("[data-usage-total]")).to_contain_text("tokens used")
     no_console_errors(page)
+
+
+def test_screenshots_of_desktop_and_phone(sessions: Any, relay_server: RelayServer) -> None:
+    """docs/screenshot-desktop.png and docs/screenshot-phone.png with RELAY_SCREENSHOT=1 (otherwise
+    into the test's temp dir): a finished answer with reasoning and a web search, one streaming."""
+    page = sized(sessions("alice"), 1280, 900)
+    first = submit_first_prompt(page, "How do rivers form?", model="sim-citations",
+                                metadata={"sim.tokens_per_s": "0", "sim.seed": "3"})
+    wait_completed(page, first)
+    thought = send_reply(page, "Think it through", model="sim-reasoning", metadata={"sim.tokens_per_s": "0"})
+    wait_completed(page, thought)
+    send_reply(page, "And lakes?", model="sim-text", metadata={"sim.tokens_per_s": "20", "sim.tokens": "400"})
+    page.click("#composer details.advanced > summary")  # fold Advanced again
+    streaming = str(page.locator("article.turn").last.get_attribute("data-request-id"))
+    wait_for_text(page, streaming, 200)
+    folder = ROOT / "docs" if os.environ.get("RELAY_SCREENSHOT") == "1" else relay_server.db_path.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(folder / "screenshot-desktop.png"))
+    phone = sized(sessions("alice"), 390, 844)
+    phone.goto(page.url)
+    wait_for_text(phone, streaming, 250)
+    phone.screenshot(path=str(folder / "screenshot-phone.png"))
+    for name in ("screenshot-desktop.png", "screenshot-phone.png"):
+        assert (folder / name).stat().st_size > 10_000

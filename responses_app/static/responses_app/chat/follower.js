@@ -14,6 +14,7 @@ import { vocab } from "./vocab.js";
 
 export const followers = new Map();
 export const liveTexts = new Map(); // request id -> the text this tab assembled itself, before the swap
+export const liveHtml = new Map(); // ... and its HTML
 export const hooks = { rendered: () => {}, replaced: () => {} };
 export const SILENCE_MS = 50000; // the server pings every 20 s when idle; this much silence is a dead socket
 const PROBE_MS = 4000;
@@ -343,7 +344,7 @@ class Follower {
     this.render();
     this.close();
     const box = this.turn.querySelector("[data-blocks]");
-    if (box && this.view) liveTexts.set(this.id, box.innerText);
+    if (box && this.view) { liveTexts.set(this.id, box.innerText); liveHtml.set(this.id, box.innerHTML); }
     this.setBadge(badgeKey(message.status, this.view));
     this.removeStop();
     this.turn.removeAttribute("data-live");

@@ -7,7 +7,7 @@
 
 import { bindComposer } from "./composer.js";
 import { ConversationLive, bindActions } from "./conversation.js";
-import { followAll, followers, hooks, liveTexts } from "./follower.js";
+import { followAll, followers, hooks, liveHtml, liveTexts } from "./follower.js";
 import { renderMarkdown } from "./markdown.js";
 import { badgeKey } from "./render.js";
 import { contentChanged, startScroll } from "./scroll.js";
@@ -27,7 +27,7 @@ function start() {
   }
   followAll();
   if (form) bindComposer(form);
-  window.relayChat = { followers, liveTexts, renderMarkdown, badgeKey }; // for debugging and tests
+  window.relayChat = { followers, liveTexts, liveHtml, renderMarkdown, badgeKey }; // for debugging and tests
 }
 
 start();

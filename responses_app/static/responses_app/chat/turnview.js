@@ -21,19 +21,19 @@ class MarkdownBox {
     this.element = element;
     this.stream = new MarkdownStream();
     this.tail = [];
-    this.length = -1;
+    this.text = null;
   }
 
   show(text, reset) {
     text = text || "";
-    if (reset || text.length < this.length) {
+    if (text === this.text) return;
+    // A `set` at a part's end usually repeats the text it had grown to: keep what is rendered.
+    if (reset && !(this.text !== null && text.startsWith(this.text))) {
       this.stream.reset();
       this.element.textContent = "";
       this.tail = [];
-    } else if (text.length === this.length) {
-      return;
     }
-    this.length = text.length;
+    this.text = text;
     const [fresh, tail] = this.stream.update(text);
     for (const node of this.tail) node.remove();
     if (fresh) this.element.appendChild(fragment(fresh));
