@@ -262,3 +262,22 @@ def test_screenshots_of_desktop_and_phone(sessions: Any, relay_server: RelayServ
     phone.screenshot(path=str(folder / "screenshot-phone.png"))
     for name in ("screenshot-desktop.png", "screenshot-phone.png"):
         assert (folder / name).stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("width", WIDTHS.values(), ids=WIDTHS.keys())
+def test_the_error_of_a_failed_answer_ends_in_view(sessions: Any, width: int) -> None:
+    page = sized(sessions("bob"), width, 640)
+    first = submit_first_prompt(page, "Warm up", metadata=FAST)
+    wait_completed(page, first)
+    failed = send_reply(page, "This one fails", model="sim-failed", metadata=FAST)
+    expect(turn(page, failed).locator("[data-badge]")).to_have_attribute("data-badge", "failed")
+    error = turn(page, failed).locator("[data-error]")
+    expect(error).to_be_visible()
+    page.wait_for_function("id => document.querySelector(`article.turn[data-request-id=\"${id}\"]`)"
+                           ".dataset.live === undefined", arg=failed)
+    box = error.bounding_box()
+    composer = page.locator("#composer").bounding_box()
+    assert box is not None and composer is not None
+    assert box["y"] + box["height"] <= composer["y"] + 1, "the error box is behind the composer"
+    expect(turn(page, failed).locator(".stop")).to_have_count(0)
+    no_console_errors(page)
