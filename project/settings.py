@@ -332,3 +332,30 @@ RELAY_MAX_SOCKETS_PER_USER = _positive_int("RELAY_MAX_SOCKETS_PER_USER", 16)
 # Frames a socket may send: a sustained rate and a burst; beyond it frames are dropped, then closed.
 RELAY_WS_FRAME_RATE = _positive_int("RELAY_WS_FRAME_RATE", 10)
 RELAY_WS_FRAME_BURST = _positive_int("RELAY_WS_FRAME_BURST", 30)
+
+def _prices(raw: str) -> dict[str, dict[str, float]]:
+    """RELAY_PRICES: JSON {model: {"input": usd, "cached_input": usd, "output": usd}} per million
+    tokens; empty means no costs are shown."""
+    if not raw.strip():
+        return {}
+    import json
+
+    try:
+        table = json.loads(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"RELAY_PRICES must be a JSON object: {exc}") from exc
+    if not isinstance(table, dict):
+        raise ImproperlyConfigured("RELAY_PRICES must be a JSON object of models")
+    prices: dict[str, dict[str, float]] = {}
+    for model, row in table.items():
+        if not isinstance(row, dict) or not set(row) <= {"input", "cached_input", "output"} or not row:
+            raise ImproperlyConfigured(f"RELAY_PRICES[{model!r}] must be an object of input, cached_input, output")
+        for key, value in row.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ImproperlyConfigured(f"RELAY_PRICES[{model!r}][{key!r}] must be a non-negative number")
+        prices[str(model)] = {key: float(value) for key, value in row.items()}
+    return prices
+
+
+# Per-model prices in USD per million tokens, for the cost shown beside each answer's usage.
+RELAY_PRICES = _prices(env.str("RELAY_PRICES", default=""))

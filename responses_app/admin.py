@@ -199,11 +199,11 @@ class ResponseRequestAdmin(admin.ModelAdmin):
 
 @admin.register(Conversation)
 class ConversationAdmin(admin.ModelAdmin):
-    list_display = ("__str__", "owner", "created", "updated", "request_count", "last_response_id")
+    list_display = ("__str__", "owner", "created", "updated", "request_count", "last_response_id", "deleted_at")
     search_fields = ("title", "owner__username", "last_response_id")
-    list_filter = (("created", admin.DateFieldListFilter),)
+    list_filter = (("created", admin.DateFieldListFilter), ("deleted_at", admin.EmptyFieldListFilter))
     list_select_related = ("owner",)
-    readonly_fields = ("id", "created", "updated", "last_response_id", "chat_link")
+    readonly_fields = ("id", "created", "updated", "last_response_id", "deleted_at", "chat_link")
 
     @admin.display(description="requests")
     def request_count(self, obj: Conversation) -> int:

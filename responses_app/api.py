@@ -17,6 +17,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET, require_POST
 
 from . import limits, selectors, services
+from .conversation_events import announce_turn
 from .models import ResponseRequest
 from .relay.hub import get_hub
 from .relay.worker import cancel_request, start_request
@@ -83,6 +84,8 @@ async def requests_create(http: HttpRequest) -> JsonResponse:
         return _error(400, "invalid request", errors)
     if created or request.status == ResponseRequest.Status.PENDING:
         await start_request(str(request.pk))
+    if created:
+        await announce_turn(request)  # every open tab of the conversation shows the new turn
     return JsonResponse({"id": str(request.pk), "ws_url": ws_url(request.pk), "status": request.status,
                          "conversation": str(request.conversation_id)}, status=201 if created else 200)
 

@@ -116,6 +116,8 @@ class Conversation(models.Model):
     updated = models.DateTimeField(default=timezone.now)
     # Chained into the next request as previous_response_id; cleared when the upstream forgets it.
     last_response_id = models.CharField(max_length=128, blank=True)
+    # Deleted by its owner: gone from their pages, kept (with every request) for the admin and analytics.
+    deleted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-updated"]

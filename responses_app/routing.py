@@ -18,6 +18,7 @@ from django.http.request import split_domain_port, validate_host
 from django.urls import path, re_path
 
 from .consumers import RequestConsumer
+from .conversation_events import ConversationConsumer
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -97,5 +98,6 @@ class NotFoundConsumer(AsyncWebsocketConsumer):
 
 websocket_urlpatterns = [
     path("ws/requests/<uuid:request_id>/", RequestConsumer.as_asgi()),
+    path("ws/conversations/<uuid:conversation_id>/", ConversationConsumer.as_asgi()),
     re_path(r"", NotFoundConsumer.as_asgi()),
 ]

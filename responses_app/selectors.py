@@ -146,3 +146,52 @@ def tool_call_output(*, request_id: uuid.UUID, call_id: str) -> str | None:
     """The stored output of this request's call `call_id` (None when it never ran here)."""
     return ToolCall.objects.filter(request_id=request_id, call_id=call_id).values_list(
         "output", flat=True).first()
+# --- conversations as their owner sees them -------------------------------------------------------
+
+def conversations_visible(*, user: User) -> QuerySet[Conversation]:
+    """The conversation list: the user's own, not deleted."""
+    return Conversation.objects.filter(owner=user, deleted_at__isnull=True).order_by("-updated")
+
+
+def conversation_open_for_user(*, user: User | AnonymousUser, conversation_id: uuid.UUID | str) -> Conversation | None:
+    """A conversation its owner (or staff) may open: not deleted."""
+    if not user.is_authenticated:
+        return None
+    conversation = conversation_get_for_user(user=user, conversation_id=conversation_id)  # type: ignore[arg-type]
+    return conversation if conversation is not None and conversation.deleted_at is None else None
+
+
+def conversation_turn_ids(*, conversation_id: uuid.UUID | str) -> list[str]:
+    ids = ResponseRequest.objects.filter(conversation_id=conversation_id).order_by("created")
+    return [str(i) for i in ids.values_list("pk", flat=True)]
+
+
+def usage_cost(*, usage: dict[str, Any] | None, model: str) -> float | None:
+    """USD for one answer's usage under RELAY_PRICES (per million tokens), None when unpriced."""
+    from django.conf import settings
+
+    price = getattr(settings, "RELAY_PRICES", {}).get(model)
+    if not price or not isinstance(usage, dict):
+        return None
+    input_tokens = int(usage.get("input_tokens") or 0)
+    cached = int((usage.get("input_tokens_details") or {}).get("cached_tokens") or 0)
+    output_tokens = int(usage.get("output_tokens") or 0)  # reasoning tokens are billed among these
+    input_price = price.get("input", 0.0)
+    cost = ((input_tokens - cached) * input_price + cached * price.get("cached_input", input_price)
+            + output_tokens * price.get("output", 0.0))
+    return cost / 1_000_000
+
+
+def usage_totals(*, user: User) -> dict[str, Any]:
+    """Tokens over every answer the user has had (deleted conversations too: they were used)."""
+    totals: dict[str, Any] = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0, "cost": None}
+    rows = ResponseRequest.objects.filter(owner=user, usage__isnull=False).values_list("usage", "model")
+    for usage, model in rows.iterator():
+        if not isinstance(usage, dict):
+            continue
+        for key in ("input_tokens", "output_tokens", "total_tokens"):
+            totals[key] += int(usage.get(key) or 0)
+        cost = usage_cost(usage=usage, model=model)
+        if cost is not None:
+            totals["cost"] = (totals["cost"] or 0.0) + cost
+    return totals

@@ -322,3 +322,44 @@ def _title_from(prompt: str) -> str:
     # Derived for display (the prompt itself is kept whole): no NUL or lone surrogate in a varchar.
     line = " ".join(prompt.replace("\x00", " ").encode("utf-8", "replace").decode().split())
     return line if len(line) <= 60 else line[:57].rstrip() + "..."
+
+
+# --- conversation actions -----------------------------------------------------------------------
+
+def conversation_rename(*, conversation: Conversation, title: str) -> str:
+    title = " ".join(title.split())[:200]
+    if not title:
+        raise ValueError("A title cannot be empty.")
+    Conversation.objects.filter(pk=conversation.pk).update(title=title)
+    conversation.title = title
+    return title
+
+
+def conversation_delete(*, conversation: Conversation) -> None:
+    """The owner no longer sees it; its requests stay, counted once, for the admin and analytics."""
+    Conversation.objects.filter(pk=conversation.pk, deleted_at__isnull=True).update(deleted_at=timezone.now())
+
+
+def request_resend(
+    *, source: ResponseRequest, owner: User, client_request_id: str, input: Any | None = None
+) -> tuple[ResponseRequest, bool]:
+    """Regenerate (same prompt) or edit-and-resend (`input`): a new logical request at the end of
+    the same conversation, chained to the answer before `source`, as if `source` had not been."""
+    from django.conf import settings
+
+    from .tools import tool_definitions
+
+    conversation = source.conversation
+    previous = (ResponseRequest.objects
+                .filter(conversation=conversation, created__lt=source.created, status=Status.COMPLETED)
+                .exclude(response_id="").order_by("-created").values_list("response_id", flat=True).first())
+    old = source.params or {}
+    params: dict[str, Any] = {
+        "background": old.get("background", settings.RELAY_BACKGROUND_DEFAULT),
+        "metadata": old.get("metadata") or {},
+        "tools": tool_definitions(),
+    }
+    if previous:
+        params["previous_response_id"] = previous
+    return request_create(owner=owner, input=source.input if input is None else input, model=source.model,
+                          client_request_id=client_request_id, conversation=conversation, params=params)

@@ -14,5 +14,9 @@ urlpatterns = [
     path("c/<uuid:conversation_id>/", views.chat, name="chat"),
     path("c/<uuid:conversation_id>/turns/<uuid:request_id>/", views.chat_turn, name="chat-turn"),
     path("c/<uuid:conversation_id>/turns/<uuid:request_id>/cancel", views.chat_cancel, name="chat-cancel"),
+    path("c/<uuid:conversation_id>/turns/<uuid:request_id>/regenerate", views.chat_regenerate, name="chat-regenerate"),
+    path("c/<uuid:conversation_id>/turns/<uuid:request_id>/edit", views.chat_edit, name="chat-edit"),
+    path("c/<uuid:conversation_id>/rename", views.conversation_rename, name="conversation-rename"),
+    path("c/<uuid:conversation_id>/delete", views.conversation_delete, name="conversation-delete"),
     path("analytics/", views.analytics_page, name="analytics"),
 ]

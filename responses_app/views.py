@@ -1,5 +1,6 @@
-"""Pages: the conversation list, the chat page (server-rendered, then followed live by chat.js),
-a turn partial for chat.js, the no-JS Stop, and the staff analytics page.
+"""Pages: the conversation list, the chat page (server-rendered, then followed live by chat/main.js),
+a turn partial for the script, the no-JS Stop, the conversation's actions (rename, delete,
+regenerate, edit and resend) and the staff analytics page.
 
 Forms post to the pages themselves and redirect (PRG); every form render carries a fresh
 `client_request_id`, so a double submit or a browser resubmit finds the same logical request.
@@ -18,15 +19,17 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from . import analytics, api, selectors, services, upstream
+from .conversation_events import announce, announce_turn
 from .models import Conversation, ResponseRequest
 from .relay import worker
-from .templatetags.relay_tags import BADGE_LABELS, badge_key, series_color
+from .templatetags.relay_charts import series_color
+from .templatetags.relay_tags import BADGE_LABELS, badge_is_final, badge_key
 
 logger = logging.getLogger(__name__)
 
@@ -86,8 +89,17 @@ def composer_context(*, conversation: Conversation | None = None, values: dict[s
 
 # --- turns --------------------------------------------------------------------------------------
 
-def turn_context(request: ResponseRequest, view: dict[str, Any]) -> dict[str, Any]:
+def _thought_s(request: ResponseRequest, view: dict[str, Any]) -> int | None:
+    """Seconds from the request to its first visible text, when it reasoned first."""
+    if request.first_text_at is None or not any(b.get("kind") == "reasoning" for b in view.get("blocks") or []):
+        return None
+    return max(0, round((request.first_text_at - request.created).total_seconds()))
+
+
+def turn_context(request: ResponseRequest, view: dict[str, Any], *, can_post: bool = False) -> dict[str, Any]:
     live = not request.is_terminal and request.status != ResponseRequest.Status.UNKNOWN
+    badge = badge_key(request.status, view)
+    usage = request.usage or (view.get("meta") or {}).get("usage")
     meta = view.get("meta") or {}
     error = None
     if request.error_code or request.error_message:
@@ -98,10 +110,16 @@ def turn_context(request: ResponseRequest, view: dict[str, Any]) -> dict[str, An
         "request": request,
         "view": view,
         "live": live,
-        "badge": badge_key(request.status, view),
+        "badge": badge,
+        "show_stop": live and not badge_is_final(badge),  # no Stop beside a known outcome
         "error": error,
         "incomplete_reason": request.incomplete_reason or meta.get("incomplete_reason") or "",
-        "usage": request.usage or meta.get("usage"),
+        "usage": usage,
+        "cost": selectors.usage_cost(usage=usage, model=request.model),
+        "thought_s": _thought_s(request, view),
+        "can_post": can_post,
+        "regenerate_id": str(uuid.uuid4()),  # fresh per render: idempotency keys, as the composer's
+        "resend_id": str(uuid.uuid4()),
     }
 
 def _should_start(request: ResponseRequest, created: bool) -> ResponseRequest | None:
@@ -132,9 +150,10 @@ def conversation_list(http: HttpRequest) -> HttpResponse:
 
 def _conversation_list(http: HttpRequest, *, values: dict[str, Any] | None = None,
                        errors: dict[str, list[str]] | None = None) -> HttpResponse:
-    conversations = list(selectors.conversations_for_user(user=http.user)[:200])  # type: ignore[arg-type]
+    conversations = list(selectors.conversations_visible(user=http.user)[:200])  # type: ignore[arg-type]
     return render(http, "responses_app/conversation_list.html", {
         "conversations": conversations,
+        "totals": selectors.usage_totals(user=http.user),  # type: ignore[arg-type]
         "composer": composer_context(values=values, errors=errors),
         "composer_action": reverse("conversation-new"),
     }, status=400 if errors else 200)
@@ -170,7 +189,7 @@ async def conversation_new(http: HttpRequest) -> HttpResponse:
 
 
 def _chat(http: HttpRequest, conversation_id: uuid.UUID) -> tuple[HttpResponse, ResponseRequest | None]:
-    conversation = selectors.conversation_get_for_user(user=http.user, conversation_id=conversation_id)  # type: ignore[arg-type]
+    conversation = selectors.conversation_open_for_user(user=http.user, conversation_id=conversation_id)
     if conversation is None:
         raise Http404("No such conversation")
     can_post = conversation.owner_id == http.user.pk
@@ -188,7 +207,7 @@ def _chat(http: HttpRequest, conversation_id: uuid.UUID) -> tuple[HttpResponse, 
         elif request is not None:
             redirect_to = HttpResponseRedirect(_chat_url(request.conversation_id, request.pk))
             return redirect_to, _should_start(request, created)
-    turns = [turn_context(r, v) for r, v in selectors.conversation_turns(conversation=conversation)]
+    turns = [turn_context(r, v, can_post=can_post) for r, v in selectors.conversation_turns(conversation=conversation)]
     page = render(http, "responses_app/chat.html", {
         "conversation": conversation,
         "turns": turns,
@@ -206,6 +225,7 @@ async def chat(http: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
     response, start = await sync_to_async(_chat)(http, conversation_id)
     if start is not None:
         await worker.start_request(str(start.pk))
+        await announce_turn(start)
     return response
 
 
@@ -217,7 +237,8 @@ def chat_turn(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UU
     if request is None or request.conversation_id != conversation_id:
         raise Http404("No such request")
     view = selectors.view_latest(request=request)
-    return render(http, "responses_app/_turn.html", turn_context(request, view))
+    can_post = request.owner_id == http.user.pk and request.conversation.deleted_at is None  # type: ignore[union-attr]
+    return render(http, "responses_app/_turn.html", turn_context(request, view, can_post=can_post))
 
 
 def _chat_cancel(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UUID) -> bool:
@@ -237,6 +258,90 @@ async def chat_cancel(http: HttpRequest, conversation_id: uuid.UUID, request_id:
     if await sync_to_async(_chat_cancel)(http, conversation_id, request_id):
         await worker.cancel_request(str(request_id))
     return HttpResponseRedirect(_chat_url(conversation_id, request_id))
+
+
+# --- conversation actions ---------------------------------------------------------------------------
+
+def _own_conversation(http: HttpRequest, conversation_id: uuid.UUID) -> Conversation:
+    conversation = selectors.conversation_open_for_user(user=http.user, conversation_id=conversation_id)
+    if conversation is None:
+        raise Http404("No such conversation")
+    if conversation.owner_id != http.user.pk:
+        raise PermissionDenied("Only the owner can change a conversation")
+    return conversation
+
+
+def _wants_json(http: HttpRequest) -> bool:
+    return "application/json" in http.headers.get("accept", "")
+
+
+@login_required
+@require_POST
+async def conversation_rename(http: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
+    conversation = await sync_to_async(_own_conversation)(http, conversation_id)
+    try:
+        title = await sync_to_async(services.conversation_rename)(conversation=conversation,
+                                                                  title=http.POST.get("title", ""))
+    except ValueError as exc:
+        return HttpResponse(str(exc), status=400, content_type="text/plain")
+    await announce(conversation.pk, {"type": "renamed", "title": title})
+    return HttpResponseRedirect(_chat_url(conversation.pk))
+
+
+@login_required
+@require_POST
+async def conversation_delete(http: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
+    conversation = await sync_to_async(_own_conversation)(http, conversation_id)
+    await sync_to_async(services.conversation_delete)(conversation=conversation)
+    await announce(conversation.pk, {"type": "deleted"})
+    return redirect("conversations")
+
+
+def _resend(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UUID, *, edit: bool
+            ) -> tuple[ResponseRequest, bool]:
+    conversation = _own_conversation(http, conversation_id)
+    source = selectors.request_get_for_user(user=http.user, request_id=request_id)
+    if source is None or source.conversation_id != conversation.pk:
+        raise Http404("No such request")
+    key = http.POST.get("client_request_id", "").strip()[:100] or str(uuid.uuid4())
+    new_input: Any = None
+    if edit:
+        new_input = http.POST.get("prompt", "").strip()
+        if not new_input or len(new_input) > 32000:
+            raise ValueError("The edited prompt must have 1 to 32000 characters.")
+    return services.request_resend(source=source, owner=http.user, client_request_id=key,  # type: ignore[arg-type]
+                                   input=new_input)
+
+
+async def _resend_view(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UUID, *, edit: bool
+                       ) -> HttpResponse:
+    try:
+        request, created = await sync_to_async(_resend)(http, conversation_id, request_id, edit=edit)
+    except ValueError as exc:
+        if _wants_json(http):
+            return JsonResponse({"error": str(exc)}, status=400)
+        return HttpResponse(str(exc), status=400, content_type="text/plain")
+    if created or request.status == ResponseRequest.Status.PENDING:
+        await worker.start_request(str(request.pk))
+    if created:
+        await announce_turn(request)
+    if _wants_json(http):
+        return JsonResponse({"id": str(request.pk), "status": request.status}, status=201 if created else 200)
+    return HttpResponseRedirect(_chat_url(conversation_id, request.pk))
+
+
+@login_required
+@require_POST
+async def chat_regenerate(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UUID) -> HttpResponse:
+    """The same prompt again, as a new logical request at the end of the conversation."""
+    return await _resend_view(http, conversation_id, request_id, edit=False)
+
+
+@login_required
+@require_POST
+async def chat_edit(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UUID) -> HttpResponse:
+    """An edited prompt, sent as a new logical request chained to the answers before the original."""
+    return await _resend_view(http, conversation_id, request_id, edit=True)
 
 
 STATUS_ORDER = ["completed", "streaming", "pending", "incomplete", "failed", "error", "cancelled", "unknown"]

@@ -205,7 +205,7 @@ def test_citations_refusal_reasoning_and_tools_render_as_what_they_are(owner: An
     turn = make_turn(owner, blocks=blocks)
     html = client_for(owner).get(chat_url(turn)).content.decode()
     assert "Web search: “river facts”" in html
-    assert "Reasoning · Planning" in html and "Think first." in html
+    assert "<summary>Thought</summary>" in html and "<strong>Planning</strong>" in html and "Think first." in html
     assert '<a href="https://example.org/rivers"' in html and "Rivers &lt;b&gt;101&lt;/b&gt;" in html
     assert "javascript:alert" not in html
     assert "notes.txt" in html

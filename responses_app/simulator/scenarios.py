@@ -256,8 +256,8 @@ def code_interpreter(ctx: Context) -> Iterator[Step]:
 
 def image(ctx: Context) -> Iterator[Step]:
     seed = ctx.rng.getrandbits(32)
-    partials = [texts.tiny_png(random.Random(seed), fill=f) for f in (0.33, 0.66)]
-    result = texts.tiny_png(random.Random(seed), fill=1.0)
+    partials = [texts.picture_png(random.Random(seed), fill=f) for f in (0.33, 0.66)]
+    result = texts.picture_png(random.Random(seed), fill=1.0)
     prompt = ctx.prompt or "a small coloured square"
     yield from ctx.emitter.image_generation(partials, result, f"A simple illustration of {prompt}.")
     yield from ctx.emitter.message("Here is the image you asked for.")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import colorsys
+import math
 import random
 import re
 import struct
@@ -111,6 +113,44 @@ def prompt_text(value: object) -> str:
     return ""
 
 
+def _png(width: int, rows: list[bytes]) -> str:
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, len(rows), 8, 2, 0, 0, 0)
+    raw = zlib.compress(b"".join(b"\x00" + row for row in rows), 9)
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", raw) + chunk(b"IEND", b"")
+    return base64.b64encode(png).decode("ascii")
+
+
+def picture_png(rng: random.Random, size: int = 256, fill: float = 1.0) -> str:
+    """A real picture (base64 PNG): a sun over hills under a sky gradient, colours from `rng`;
+    `fill` < 1 leaves the lower rows blank, as a partial image does."""
+    hue = rng.random()
+    sky_top = tuple(int(255 * c) for c in colorsys.hsv_to_rgb(hue, 0.55, 0.95))
+    sky_low = tuple(int(255 * c) for c in colorsys.hsv_to_rgb((hue + 0.08) % 1, 0.25, 1.0))
+    hill = tuple(int(255 * c) for c in colorsys.hsv_to_rgb((hue + 0.35) % 1, 0.6, 0.55))
+    sun = (255, 214, 90)
+    cx, cy, radius = size * 0.7, size * 0.35, size * 0.12
+    phase = rng.random() * math.tau
+    rows = []
+    for y in range(size):
+        if y >= int(size * fill):
+            rows.append(b"\xff" * (3 * size))
+            continue
+        t = y / (size - 1)
+        sky = bytes(int(a + (b - a) * t) for a, b in zip(sky_top, sky_low, strict=True))
+        row = bytearray(sky * size)
+        for x in range(size):
+            ground = size * (0.72 + 0.07 * math.sin(x / size * math.tau * 1.5 + phase))
+            if y >= ground:
+                row[3 * x:3 * x + 3] = bytes(hill)
+            elif (x - cx) ** 2 + (y - cy) ** 2 <= radius ** 2:
+                row[3 * x:3 * x + 3] = bytes(sun)
+        rows.append(bytes(row))
+    return _png(size, rows)
+
+
 def tiny_png(rng: random.Random, size: int = 16, fill: float = 1.0) -> str:
     """A real, decodable PNG (base64): a colour block; `fill` < 1 leaves the lower rows blank."""
     r, g, b = (rng.randrange(256) for _ in range(3))
@@ -119,13 +159,4 @@ def tiny_png(rng: random.Random, size: int = 16, fill: float = 1.0) -> str:
     for y in range(size):
         pixel = bytes((r, g, b)) if y < filled else b"\xff\xff\xff"
         rows.append(b"\x00" + pixel * size)
-    raw = zlib.compress(b"".join(rows), 9)
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return (
-            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-        )
-
-    ihdr = struct.pack(">IIBBBBB", size, size, 8, 2, 0, 0, 0)
-    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", raw) + chunk(b"IEND", b"")
-    return base64.b64encode(png).decode("ascii")
+    return _png(size, [row[1:] for row in rows])

@@ -1,17 +1,25 @@
 """Template helpers for the chat pages: safe Markdown, honest status badges, block rendering
-details (citations, tool activity) and small inline SVG charts for the analytics page."""
+details (reasoning groups, citations, tool activity, images), relative times and token usage.
+
+`render.js` in the browser implements the same rules for live answers; the words and status sets
+it needs come from `vocabulary()`, handed over with `json_script`, so neither side spells them
+out twice. tests/test_render_parity.py holds the two renderers to the same HTML.
+"""
 
 from __future__ import annotations
 
 import json
 import re
+from datetime import datetime
 from typing import Any
 
 from django import template
-from django.utils.html import escape, format_html
+from django.utils import timezone
+from django.utils.html import escape, format_html, json_script
 from django.utils.safestring import SafeString, mark_safe
 
 from .. import markdown as md
+from ..streaming.vocabulary import ENDED_STATUSES, ERROR, FAILED, PENDING
 
 register = template.Library()
 
@@ -27,23 +35,68 @@ BADGE_LABELS = {
     "cancelled": "Cancelled",
     "unknown": "Unknown outcome",
 }
-_TERMINAL_BADGES = {"completed": "completed", "failed": "failed", "error": "failed",
-                    "incomplete": "incomplete", "cancelled": "cancelled", "unknown": "unknown"}
+# An ended request's badge: its status, except that a transport error reads as a failure.
+TERMINAL_BADGES = {status: FAILED if status == ERROR else status for status in sorted(ENDED_STATUSES)}
 _CALLER_TOOLS = frozenset({"function_call", "custom_tool_call"})
 _DONE_STATES = frozenset({"completed", "done"})
 _VISIBLE = frozenset({"text", "refusal", "image", "audio"})
 
+# One word per tool state, whichever event or item status it came from ("done" from a part's end,
+# "interpreting" from code interpreter ...): what people read, and the CSS class.
+TOOL_STATES = {
+    "in_progress": "running", "streaming": "running", "interpreting": "running", "calling": "running",
+    "searching": "searching", "generating": "generating",
+    "completed": "completed", "done": "completed",
+    "failed": "failed", "incomplete": "incomplete", "cancelled": "cancelled",
+}
+
+TOOL_NAMES = {
+    "web_search_call": "Web search",
+    "file_search_call": "File search",
+    "function_call": "Function call",
+    "custom_tool_call": "Tool call",
+    "code_interpreter_call": "Code interpreter",
+    "image_generation_call": "Image generation",
+    "mcp_call": "MCP call",
+    "mcp_list_tools": "MCP tools list",
+    "mcp_approval_request": "MCP approval request",
+    "computer_call": "Computer use",
+    "local_shell_call": "Shell",
+    "shell_call": "Shell",
+    "apply_patch_call": "Patch",
+}
+
+
+def vocabulary() -> dict[str, Any]:
+    """Everything the browser's renderer needs to word a view exactly as the templates do."""
+    return {
+        "labels": BADGE_LABELS,
+        "terminal_badges": TERMINAL_BADGES,
+        "ended": sorted(ENDED_STATUSES),
+        "pending": PENDING,
+        "caller_tools": sorted(_CALLER_TOOLS),
+        "done_states": sorted(_DONE_STATES),
+        "visible_kinds": sorted(_VISIBLE),
+        "tool_states": TOOL_STATES,
+        "tool_names": TOOL_NAMES,
+    }
+
+
+@register.simple_tag
+def relay_vocabulary() -> SafeString:
+    return json_script(vocabulary(), "relay-vocabulary")
+
 
 def badge_key(status: str, view: dict[str, Any] | None) -> str:
-    """The honest state of a request for people: the same rules as `badgeKey` in chat.js."""
-    if status in _TERMINAL_BADGES:
-        return _TERMINAL_BADGES[status]
-    if status == "pending":
+    """The honest state of a request for people: the same rules as `badgeKey` in render.js."""
+    if status in TERMINAL_BADGES:
+        return TERMINAL_BADGES[status]
+    if status == PENDING:
         return "queued"
     view = view or {}
     meta_status = (view.get("meta") or {}).get("status")
-    if meta_status in _TERMINAL_BADGES:
-        return _TERMINAL_BADGES[meta_status]
+    if meta_status in TERMINAL_BADGES:
+        return TERMINAL_BADGES[meta_status]
     if meta_status == "queued":
         return "queued"
     blocks = view.get("blocks") or []
@@ -58,20 +111,64 @@ def badge_key(status: str, view: dict[str, Any] | None) -> str:
     return "in_progress"
 
 
+def badge_is_final(key: str) -> bool:
+    return key in TERMINAL_BADGES.values()
+
+
 @register.filter
 def markdown(text: str) -> SafeString:
     return md.render(text or "")
 
 
-@register.simple_tag
-def status_badge(status: str, view: dict[str, Any] | None = None) -> SafeString:
-    key = badge_key(status, view)
-    return format_html('<span class="badge badge-{}" data-badge="{}">{}</span>', key, key, BADGE_LABELS[key])
-
-
 @register.filter
 def badge_label(key: str) -> str:
     return BADGE_LABELS.get(key, key)
+
+
+@register.filter
+def tool_state(state: str) -> str:
+    return TOOL_STATES.get(state or "", state or "")
+
+
+def _is_reasoning_item(block: dict[str, Any]) -> bool:
+    return block.get("kind") == "reasoning" and block.get("tool") == "reasoning"
+
+
+@register.filter
+def group_blocks(blocks: list[dict[str, Any]], thought_s: int | None = None) -> list[dict[str, Any]]:
+    """Blocks in reading order, with each reasoning item's summary parts inside it (one
+    collapsible per item, titled "Thought for N s" once its time is known)."""
+    out: list[dict[str, Any]] = []
+    items: dict[str, dict[str, Any]] = {}
+    for block in blocks or []:
+        if _is_reasoning_item(block):
+            entry = dict(block, parts=[])
+            items[str(block.get("item_id") or block.get("id"))] = entry
+            out.append(entry)
+        elif block.get("kind") == "reasoning":
+            owner = items.get(str(block.get("item_id")))
+            if owner is None:  # a part whose item block is missing: a group of its own
+                owner = {"id": f"group-{block.get('id')}", "kind": "reasoning", "tool": "reasoning",
+                         "item_id": block.get("item_id"), "state": block.get("state"), "parts": []}
+                items[str(block.get("item_id"))] = owner
+                out.append(owner)
+            owner["parts"].append(block)
+        else:
+            out.append(block)
+    first = True
+    for entry in out:
+        if entry.get("kind") == "reasoning":
+            entry["title"] = reasoning_title(entry, thought_s if first else None)
+            first = False
+    return out
+
+
+def reasoning_title(item: dict[str, Any], thought_s: int | None) -> str:
+    if item.get("state") not in _DONE_STATES and item.get("state") not in ("incomplete", "failed"):
+        return "Thinking…"
+    if thought_s is not None:
+        return f"Thought for {thought_s} s"
+    return "Thought"
 
 
 @register.filter
@@ -96,28 +193,11 @@ def citations(block: dict[str, Any]) -> list[dict[str, str]]:
     return found
 
 
-_TOOL_NAMES = {
-    "web_search_call": "Web search",
-    "file_search_call": "File search",
-    "function_call": "Function call",
-    "custom_tool_call": "Tool call",
-    "code_interpreter_call": "Code interpreter",
-    "image_generation_call": "Image generation",
-    "mcp_call": "MCP call",
-    "mcp_list_tools": "MCP tools list",
-    "mcp_approval_request": "MCP approval request",
-    "computer_call": "Computer use",
-    "local_shell_call": "Shell",
-    "shell_call": "Shell",
-    "apply_patch_call": "Patch",
-}
-
-
 @register.filter
 def tool_title(block: dict[str, Any]) -> str:
     """What the tool did, in words: `Web search: "query"`, `Function call get_weather` ..."""
     tool = str(block.get("tool") or "tool")
-    title = _TOOL_NAMES.get(tool, tool.replace("_", " ").capitalize())
+    title = TOOL_NAMES.get(tool, tool.replace("_", " ").capitalize())
     if block.get("name"):
         title += f" {block['server_label']}.{block['name']}" if block.get("server_label") else f" {block['name']}"
     if block.get("query"):
@@ -135,6 +215,8 @@ def tool_details(block: dict[str, Any]) -> list[tuple[str, str]]:
         value = block.get(key)
         if value in (None, "", [], {}):
             continue
+        if key == "result" and image_src(block):
+            continue  # an image's base64 is shown as the image
         if isinstance(value, str):
             try:
                 value = json.dumps(json.loads(value), indent=2, ensure_ascii=False)
@@ -153,22 +235,12 @@ _IMAGE_PREFIXES = (("iVBOR", "image/png"), ("/9j/", "image/jpeg"), ("UklGR", "im
 @register.filter
 def image_src(block: dict[str, Any]) -> str:
     """A data: URL for a (partial) generated image, only when it is plain base64 image data
-    (the same rule as `imageSrc` in chat.js)."""
+    (the same rule as `imageSrc` in render.js)."""
     data = block.get("image_b64") or block.get("result")
     if not isinstance(data, str) or not data or len(data) > 8_000_000 or not _B64.match(data):
         return ""
     mime = next((m for prefix, m in _IMAGE_PREFIXES if data.startswith(prefix)), "")
     return f"data:{mime};base64,{data}" if mime else ""
-
-
-_REASONING_TITLE = re.compile(r"^\s*\*\*(.+?)\*\*")
-
-
-@register.filter
-def reasoning_title(text: str) -> str:
-    """`Reasoning · Planning the answer` from a summary that starts with a bold title."""
-    match = _REASONING_TITLE.match(text or "")
-    return f"Reasoning · {match.group(1)}" if match else "Reasoning summary"
 
 
 @register.filter
@@ -177,81 +249,50 @@ def prompt_html(text: str) -> SafeString:
     return mark_safe(escape(text or "").replace("\n", "<br>"))  # noqa: S308 - escaped
 
 
-# --- charts -----------------------------------------------------------------------------------
+# --- times and usage ------------------------------------------------------------------------
 
-PALETTE = {
-    "completed": "#16a34a", "failed": "#dc2626", "error": "#b91c1c", "incomplete": "#d97706",
-    "cancelled": "#6b7280", "unknown": "#7c3aed", "streaming": "#2563eb", "pending": "#94a3b8",
-}
-_SERIES = ["#2563eb", "#16a34a", "#d97706", "#7c3aed", "#dc2626", "#0891b2", "#db2777", "#65a30d"]
-
-
-def series_color(name: str, index: int) -> str:
-    return PALETTE.get(name, _SERIES[index % len(_SERIES)])
-
-
-@register.simple_tag
-def stacked_bars(days: list[dict[str, Any]], keys: list[str], title: str = "") -> SafeString:
-    """Stacked bars per day: `days` = [{"day": date, "counts": {key: n}}], one colour per key."""
-    width, height, pad_left, pad_bottom = 640, 180, 32, 22
-    top = max([sum(d["counts"].values()) for d in days] + [1])
-    inner_w, inner_h = width - pad_left - 4, height - pad_bottom - 8
-    slot = inner_w / max(len(days), 1)
-    bar = max(min(slot * 0.7, 36), 2)
-    parts = [f'<svg class="chart" viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}">']
-    for frac in (0, 0.5, 1):
-        y = 8 + inner_h * (1 - frac)
-        parts.append(f'<line x1="{pad_left}" x2="{width - 4}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'
-                     f'<text x="{pad_left - 4}" y="{y + 4:.1f}" class="axis" text-anchor="end">'
-                     f"{round(top * frac)}</text>")
-    label_every = max(1, len(days) // 8)
-    for i, day in enumerate(days):
-        x = pad_left + slot * i + (slot - bar) / 2
-        y = 8 + inner_h
-        for k, key in enumerate(keys):
-            n = day["counts"].get(key, 0)
-            if not n:
-                continue
-            h = inner_h * n / top
-            y -= h
-            parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{bar:.1f}" height="{h:.1f}" '
-                         f'fill="{series_color(key, k)}"><title>{escape(day["day"])} · {escape(key)}: {n}'
-                         f"</title></rect>")
-        if i % label_every == 0:
-            parts.append(f'<text x="{x + bar / 2:.1f}" y="{height - 6}" class="axis" text-anchor="middle">'
-                         f'{day["day"].strftime("%m-%d")}</text>')
-    parts.append("</svg>")
-    return mark_safe("".join(parts))  # noqa: S308 - numbers and escaped labels only
-
-
-@register.simple_tag
-def hbars(rows: list[tuple[str, float]], unit: str = "", title: str = "", width: int = 640,
-          label_w: int = 150) -> SafeString:
-    """Horizontal bars: [(label, value)]."""
-    row_h = 26
-    height = row_h * max(len(rows), 1) + 6
-    top = max([v for _, v in rows] + [1])
-    parts = [f'<svg class="chart" viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}">']
-    for i, (label, value) in enumerate(rows):
-        y = 4 + i * row_h
-        w = (width - label_w - 90) * (value / top)
-        parts.append(
-            f'<text x="{label_w - 8}" y="{y + 16}" class="axis" text-anchor="end">{escape(label)}</text>'
-            f'<rect x="{label_w}" y="{y + 3}" width="{max(w, 1):.1f}" height="{row_h - 8}" rx="3" '
-            f'fill="{series_color(label, i)}"/>'
-            f'<text x="{label_w + max(w, 1) + 6:.1f}" y="{y + 16}" class="value">{value:,.0f}{escape(unit)}</text>')
-    parts.append("</svg>")
-    return mark_safe("".join(parts))  # noqa: S308 - numbers and escaped labels only
+def ago_text(moment: datetime, now: datetime) -> str:
+    seconds = max(0, int((now - moment).total_seconds()))
+    if seconds < 45:
+        return "just now"
+    minutes = round(seconds / 60)
+    if minutes < 2:
+        return "a minute ago"
+    if minutes < 45:
+        return f"{minutes} minutes ago"
+    hours = round(seconds / 3600)
+    if hours < 2:
+        return "an hour ago"
+    if hours < 22:
+        return f"{hours} hours ago"
+    days = round(seconds / 86400)
+    if days < 2:
+        return "yesterday"
+    if days < 30:
+        return f"{days} days ago"
+    return moment.strftime("%-d %b %Y")
 
 
 @register.filter
-def get_item(mapping: dict[str, Any], key: str) -> Any:
-    return mapping.get(key) if isinstance(mapping, dict) else None
+def ago(moment: datetime | None) -> str:
+    """A relative time that reads naturally: "just now", "5 minutes ago", "yesterday"."""
+    return ago_text(moment, timezone.now()) if moment else ""
 
 
 @register.simple_tag
-def latency_bars(p: dict[str, Any]) -> SafeString:
-    rows = [(key, float(p[key])) for key in ("p50", "p90", "p99") if p.get(key) is not None]
-    if not rows:
-        return format_html('<p class="muted small">{}</p>', "No samples yet.")
-    return hbars(rows, " ms", "Percentiles", width=340, label_w=40)
+def usage_line(usage: dict[str, Any] | None, cost: float | None = None) -> SafeString:
+    """Input (cached), output (reasoning) tokens of one answer, and its cost when priced."""
+    if not isinstance(usage, dict) or not usage.get("total_tokens"):
+        return mark_safe("")  # noqa: S308 - empty
+    parts = [format_html('<span data-usage="input">{} in</span>', usage.get("input_tokens") or 0)]
+    cached = (usage.get("input_tokens_details") or {}).get("cached_tokens") or 0
+    if cached:
+        parts.append(format_html('<span data-usage="cached">{} cached</span>', cached))
+    parts.append(format_html('<span data-usage="output">{} out</span>', usage.get("output_tokens") or 0))
+    reasoning = (usage.get("output_tokens_details") or {}).get("reasoning_tokens") or 0
+    if reasoning:
+        parts.append(format_html('<span data-usage="reasoning">{} reasoning</span>', reasoning))
+    if cost is not None:
+        parts.append(format_html('<span data-usage="cost">${}</span>', f"{cost:.4f}"))
+    return format_html('<span class="usage muted small" title="Tokens used by this answer">{}</span>',
+                       mark_safe(" · ".join(parts)))  # noqa: S308 - each part escaped by format_html

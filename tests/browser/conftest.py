@@ -89,7 +89,7 @@ def relay_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayServ
     env = {
         **os.environ,
         "DATABASE_URL": f"sqlite:///{db_path}",
-        "SIMULATOR_BASE_URL": f"{url}/simulator/v1",
+        "SIMULATOR_BASE_URL": "",  # the default: the embedded simulator, reached in-process
         "SIMULATOR_ENABLED": "true",
         "OPENAI_BASE_URL": "",
         "OPENAI_API_KEY": "",

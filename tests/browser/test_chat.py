@@ -104,7 +104,8 @@ def test_a_prompt_streams_to_completion(sessions: Any, relay_server: RelayServer
     expect(page.locator("article.turn")).to_have_count(2)
     second = str(page.locator("article.turn").last.get_attribute("data-request-id"))
     wait_completed(page, second)
-    assert page.url == url_before
+    assert page.url.split("#")[0] == url_before.split("#")[0], "no reload"
+    assert page.url.endswith(f"#turn-{second}"), "the address names the newest turn, so a reload opens there"
     assert relay_server.request_row(second)["status"] == "completed"
     assert live_text(page, second) == answer_text(page, second)
 

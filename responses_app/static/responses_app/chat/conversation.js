@@ -1,0 +1,100 @@
+// conversation.js: one socket per open conversation (/ws/conversations/<id>/) that announces turns
+// started anywhere (another tab, the API, Regenerate or Edit), renames and deletion; and the
+// conversation's own actions (Rename, Delete, Regenerate, Edit) and the image viewer.
+//
+// Messages: {"type":"turns","ids":[...]} on connect (every turn, so a tab that was offline
+// catches up), {"type":"turn","request_id":id}, {"type":"renamed","title":t}, {"type":"deleted"}.
+
+import { addTurn, newRequestId } from "./composer.js";
+import { csrfToken } from "./follower.js";
+
+export class ConversationLive {
+  constructor(id) {
+    this.id = id;
+    this.attempt = 0;
+    this.closed = false;
+    this.connect();
+  }
+
+  connect() {
+    const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+    const ws = new WebSocket(`${scheme}//${location.host}/ws/conversations/${this.id}/`);
+    this.ws = ws;
+    ws.onopen = () => { this.attempt = 0; };
+    ws.onmessage = (event) => {
+      let message;
+      try { message = JSON.parse(event.data); } catch { return; }
+      this.handle(message);
+    };
+    ws.onclose = (event) => {
+      if (this.closed || event.code === 4403 || event.code === 4404) return;
+      const delay = Math.min(15000, 500 * 2 ** this.attempt++) * (0.75 + Math.random() * 0.5);
+      setTimeout(() => this.connect(), delay);
+    };
+  }
+
+  async handle(message) {
+    if (message.type === "turns") {
+      for (const id of message.ids) await addTurn(this.id, id);
+    } else if (message.type === "turn") {
+      await addTurn(this.id, message.request_id);
+    } else if (message.type === "renamed") {
+      const title = document.querySelector("[data-title]");
+      if (title) title.textContent = message.title;
+      document.title = `${message.title} · Responses Relay`;
+    } else if (message.type === "deleted") {
+      this.closed = true;
+      location.assign("/");
+    }
+  }
+}
+
+function toggle(button, form, open) {
+  form.hidden = !open;
+  button.setAttribute("aria-expanded", String(open));
+  if (open) form.querySelector("input[type=text], textarea").focus();
+}
+
+async function postForm(form) {
+  const response = await fetch(form.action, {
+    method: "POST", credentials: "same-origin", body: new FormData(form),
+    headers: { Accept: "application/json", "X-CSRFToken": csrfToken() },
+  });
+  const result = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(result.error || `HTTP ${response.status}`);
+  return result;
+}
+
+export function bindActions(root, conversation) {
+  root.addEventListener("click", (event) => {
+    const button = event.target.closest("button");
+    if (!button) return;
+    const action = button.dataset.action;
+    if (action === "rename" || action === "cancel-rename") {
+      toggle(root.querySelector("[data-action=rename]"), root.querySelector(".rename-form"), action === "rename");
+    } else if (action === "edit" || action === "cancel-edit") {
+      const user = button.closest(".msg-user");
+      toggle(user.querySelector("[data-action=edit]"), user.querySelector(".edit-form"), action === "edit");
+    } else if (button.classList.contains("image-zoom")) {
+      button.closest("figure").classList.toggle("zoomed");
+    }
+  });
+  root.addEventListener("submit", async (event) => {
+    const form = event.target;
+    if (form.matches(".delete-form") && !window.confirm(form.dataset.confirm)) { event.preventDefault(); return; }
+    if (!form.matches(".regenerate-form, .edit-form")) return;
+    event.preventDefault();
+    const button = form.querySelector("button[type=submit]");
+    button.disabled = true;
+    try {
+      const result = await postForm(form);
+      form.querySelector("input[name=client_request_id]").value = newRequestId(); // the next press is new
+      if (form.matches(".edit-form")) toggle(form.closest(".msg-user").querySelector("[data-action=edit]"), form, false);
+      await addTurn(conversation, result.id, { own: true });
+    } catch {
+      form.submit(); // the plain post reports the problem on a page of its own
+    } finally {
+      button.disabled = false;
+    }
+  });
+}

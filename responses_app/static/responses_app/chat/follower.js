@@ -1,0 +1,398 @@
+// follower.js: follows one live turn over its websocket, /ws/requests/<id>/.
+//
+// The `snapshot` comes first, then `patch`es applied with the same reducer as
+// responses_app/streaming/view.py (add / append / set / meta). The revision rule: a patch applies
+// only when its `base` equals the held revision; an older one is a duplicate and dropped, a newer
+// base is a gap and we ask for a snapshot rather than show a hole. Messages are applied at most
+// once per animation frame, through a TurnView (only what changed is re-rendered). On `terminal`
+// the turn is swapped for its server rendering, so a finished answer is the same in every tab.
+
+import { esc } from "./markdown.js";
+import { badgeIsFinal, badgeKey } from "./render.js";
+import { TurnView } from "./turnview.js";
+import { vocab } from "./vocab.js";
+
+export const followers = new Map();
+export const liveTexts = new Map(); // request id -> the text this tab assembled itself, before the swap
+export const liveHtml = new Map(); // ... and its HTML
+export const hooks = { rendered: () => {}, replaced: () => {} };
+export const SILENCE_MS = 50000; // the server pings every 20 s when idle; this much silence is a dead socket
+const PROBE_MS = 4000;
+
+export function csrfToken() {
+  const input = document.querySelector("input[name=csrfmiddlewaretoken]");
+  if (input) return input.value;
+  const match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
+  return match ? decodeURIComponent(match[1]) : "";
+}
+
+function remember(key) {
+  // True when this tab's session storage already had the key; sets it either way.
+  try {
+    const seen = sessionStorage.getItem(key) !== null;
+    sessionStorage.setItem(key, "1");
+    return seen;
+  } catch {
+    return false; // storage disabled: count as a first connection
+  }
+}
+
+function schedule(callback) {
+  // Hidden tabs get no animation frames; they still keep their view current, just less often.
+  return document.hidden ? setTimeout(callback, 100) : requestAnimationFrame(callback);
+}
+
+class Follower {
+  constructor(turn) {
+    this.turn = turn;
+    this.id = turn.dataset.requestId;
+    this.status = turn.dataset.status;
+    this.view = null;
+    this.revision = -1;
+    this.queue = [];
+    this.scheduled = false;
+    this.dirty = new Set();
+    this.replaced = new Set(); // blocks whose text was replaced, not appended to
+    this.full = false;
+    this.created = Number(turn.dataset.created || 0) * 1000;
+    this.awaitingSnapshot = false;
+    this.ws = null;
+    this.attempt = 0;
+    this.opened = false;
+    this.done = false;
+    this.lastMessageAt = Date.now();
+    // A tab that followed this request before (a reload, back/forward) is reconnecting, not new.
+    this.followedBefore = remember(`relay:followed:${this.id}`);
+    followers.set(this.id, this);
+    this.bindStop();
+    this.connect();
+  }
+
+  bindStop() {
+    const form = this.turn.querySelector(".stop-form");
+    if (!form) return;
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      this.stop();
+    });
+  }
+
+  url() {
+    const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+    const reconnect = this.opened || this.attempt || this.followedBefore;
+    return `${scheme}//${location.host}/ws/requests/${this.id}/${reconnect ? "?reconnect=1" : ""}`;
+  }
+
+  connect() {
+    if (this.done) return;
+    clearTimeout(this.retryTimer);
+    let ws;
+    try {
+      ws = new WebSocket(this.url());
+    } catch {
+      this.retry();
+      return;
+    }
+    this.ws = ws;
+    ws.onopen = () => {
+      if (ws !== this.ws) return;
+      this.opened = true;
+      this.attempt = 0;
+      this.lastMessageAt = Date.now();
+      this.setReconnecting(false);
+    };
+    ws.onmessage = (event) => {
+      if (ws !== this.ws) return;
+      this.lastMessageAt = Date.now();
+      let message;
+      try { message = JSON.parse(event.data); } catch { return; }
+      this.queue.push(message);
+      if (!this.scheduled) {
+        this.scheduled = true;
+        schedule(() => { this.scheduled = false; this.flush(); });
+      }
+    };
+    let openedThis = false;
+    ws.addEventListener("open", () => { openedThis = true; });
+    ws.onclose = (event) => {
+      if (ws !== this.ws) return;
+      this.ws = null;
+      if (this.done) return;
+      if (event.code === 4403) {
+        this.forbidden();
+        return;
+      }
+      this.setReconnecting(true);
+      // A socket that never opened looks like a network error: after two of those, ask the API
+      // whether we may still see this request at all (a proxy may refuse the handshake itself).
+      if (!openedThis && this.attempt >= 1) this.checkAccess();
+      this.retry();
+    };
+  }
+
+  retry() {
+    if (this.done) return;
+    clearTimeout(this.retryTimer);
+    const delay = Math.min(15000, 400 * 2 ** this.attempt) * (0.75 + Math.random() * 0.5);
+    this.attempt += 1;
+    this.retryTimer = setTimeout(() => this.connect(), delay);
+  }
+
+  reconnectNow() {
+    if (this.done) return;
+    const old = this.ws;
+    this.ws = null;
+    if (old) { try { old.close(); } catch { /* already closed */ } }
+    this.setReconnecting(true);
+    this.attempt = Math.max(this.attempt, 1);
+    this.connect();
+  }
+
+  probe() {
+    // After sleep or a network change a socket can look open and be dead: ping, expect an answer.
+    if (this.done) return;
+    if (!this.ws || this.ws.readyState !== WebSocket.OPEN) {
+      if (!this.ws || this.ws.readyState !== WebSocket.CONNECTING) this.reconnectNow();
+      return;
+    }
+    const sentAt = Date.now();
+    try { this.ws.send('{"type":"ping"}'); } catch { this.reconnectNow(); return; }
+    setTimeout(() => { if (!this.done && this.lastMessageAt < sentAt) this.reconnectNow(); }, PROBE_MS);
+  }
+
+  send(message) {
+    if (this.ws && this.ws.readyState === WebSocket.OPEN) {
+      this.ws.send(JSON.stringify(message));
+      return true;
+    }
+    return false;
+  }
+
+  askSnapshot() {
+    this.awaitingSnapshot = true;
+    if (!this.send({ type: "snapshot" })) this.reconnectNow(); // a fresh connection starts with one
+  }
+
+  flush() {
+    const messages = this.queue;
+    this.queue = [];
+    for (const message of messages) {
+      if (this.done) break;
+      this.handle(message);
+    }
+    if (!this.done) this.render();
+  }
+
+  handle(message) {
+    switch (message.type) {
+      case "snapshot":
+        this.view = message.view;
+        this.revision = message.revision;
+        if (message.status) this.status = message.status;
+        this.awaitingSnapshot = false;
+        this.full = true;
+        break;
+      case "patch":
+        if (!this.view || this.awaitingSnapshot || message.revision <= this.revision) return; // a duplicate
+        if (message.base !== this.revision) { this.askSnapshot(); return; } // a gap: never show a hole
+        try {
+          for (const op of message.ops) this.apply(op);
+        } catch {
+          this.askSnapshot();
+          return;
+        }
+        this.revision = message.revision;
+        this.view.revision = message.revision;
+        if (this.status === "pending") this.status = "streaming";
+        break;
+      case "terminal":
+        this.status = message.status;
+        this.finish(message);
+        break;
+      default: // ping, pong, error: liveness only
+        break;
+    }
+  }
+
+  find(id) {
+    const blocks = this.view.blocks;
+    for (let i = blocks.length - 1; i >= 0; i--) if (blocks[i].id === id) return blocks[i];
+    throw new Error(`no block ${id}`);
+  }
+
+  apply(op) {
+    const kind = op[0];
+    if (kind === "append") {
+      const block = this.find(op[1]);
+      block.text = (block.text || "") + op[2];
+      this.dirty.add(op[1]);
+    } else if (kind === "set") {
+      Object.assign(this.find(op[1]), op[2]);
+      if ("text" in op[2]) this.replaced.add(op[1]);
+      this.dirty.add(op[1]);
+    } else if (kind === "add") {
+      const existing = this.view.blocks.find((b) => b.id === op[1].id);
+      if (existing) { Object.assign(existing, op[1]); this.replaced.add(op[1].id); }
+      else this.view.blocks.push({ ...op[1] });
+      this.dirty.add(op[1].id);
+    } else if (kind === "meta") {
+      Object.assign(this.view.meta, op[1]);
+    } else {
+      throw new Error(`unknown op ${kind}`);
+    }
+  }
+
+  render() {
+    if (!this.view) return;
+    if (!this.turnView) {
+      const thought = this.turn.dataset.thoughtS;
+      this.turnView = new TurnView(this.turn.querySelector("[data-blocks]"),
+        { thoughtS: thought === undefined ? null : Number(thought) });
+    }
+    if (this.full) {
+      this.turnView.reset(this.view.blocks);
+      this.full = false;
+    } else {
+      for (const id of this.dirty) {
+        const block = this.view.blocks.find((b) => b.id === id);
+        if (block) this.turnView.update(block, this.replaced.has(id));
+      }
+    }
+    this.dirty.clear();
+    this.replaced.clear();
+    this.noteThought();
+    const placeholder = this.turn.querySelector("[data-placeholder]");
+    if (placeholder) placeholder.hidden = this.view.blocks.length > 0;
+    const badge = badgeKey(this.status, this.view);
+    this.setBadge(badge);
+    if (badgeIsFinal(badge)) this.removeStop(); // the outcome is known: nothing left to stop
+    const error = this.view.meta && this.view.meta.error;
+    if (error && typeof error === "object") this.showError(error);
+    hooks.rendered(this.turn);
+  }
+
+  noteThought() {
+    // "Thought for N s": from the request's creation to its first visible text, as the server counts it.
+    if (this.turnView.thoughtS !== null || !this.created) return;
+    const blocks = this.view.blocks;
+    if (!blocks.some((b) => b.kind === "reasoning")) return;
+    if (!blocks.some((b) => vocab.visibleKinds.has(b.kind) && b.text)) return;
+    this.turnView.setThought(Math.max(0, Math.round((Date.now() - this.created) / 1000)), blocks);
+  }
+
+  removeStop() {
+    const stop = this.turn.querySelector(".stop-form");
+    if (stop) stop.remove();
+  }
+
+  setBadge(key) {
+    const badge = this.turn.querySelector("[data-badge]");
+    if (!badge || badge.dataset.badge === key) return;
+    badge.dataset.badge = key;
+    badge.className = `badge badge-${key}`;
+    badge.textContent = vocab.labels[key] || key;
+  }
+
+  showError(error) {
+    const box = this.turn.querySelector("[data-error]");
+    if (!box) return;
+    box.hidden = false;
+    box.innerHTML = `<strong>${esc(error.code || "error")}</strong>${error.message ? ": " + esc(error.message) : ""}`;
+  }
+
+  setReconnecting(on) {
+    const conn = this.turn.querySelector(".conn");
+    if (conn) conn.hidden = !on;
+    this.turn.classList.toggle("reconnecting", on);
+  }
+
+  stop() {
+    const button = this.turn.querySelector(".stop");
+    if (button) { button.disabled = true; button.textContent = "Stopping…"; }
+    if (this.send({ type: "cancel" })) return;
+    fetch(this.turn.dataset.cancelUrl, {
+      method: "POST", credentials: "same-origin", headers: { "X-CSRFToken": csrfToken() },
+    }).catch(() => { if (button) { button.disabled = false; button.textContent = "Stop"; } });
+  }
+
+  async checkAccess() {
+    try {
+      const response = await fetch(`/api/requests/${this.id}`, { credentials: "same-origin" });
+      if (response.status === 404 || response.status === 401 || response.status === 403) this.forbidden();
+    } catch {
+      // offline: keep retrying
+    }
+  }
+
+  forbidden() {
+    this.close();
+    this.setBadge("unknown");
+    this.showError({ code: "forbidden", message: "You cannot watch this response." });
+  }
+
+  close() {
+    this.done = true;
+    clearTimeout(this.retryTimer);
+    followers.delete(this.id);
+    const ws = this.ws;
+    this.ws = null;
+    if (ws) { try { ws.close(1000); } catch { /* already closed */ } }
+    this.setReconnecting(false);
+  }
+
+  async finish(message) {
+    this.render();
+    this.close();
+    const box = this.turn.querySelector("[data-blocks]");
+    if (box && this.view) { liveTexts.set(this.id, box.innerText); liveHtml.set(this.id, box.innerHTML); }
+    this.setBadge(badgeKey(message.status, this.view));
+    this.removeStop();
+    this.turn.removeAttribute("data-live");
+    this.turn.dataset.status = message.status;
+    if (message.error && typeof message.error === "object") this.showError(message.error);
+    // The server rendering of the committed answer: the same HTML in every tab, after every reload.
+    for (let attempt = 0; attempt < 3; attempt++) {
+      try {
+        const response = await fetch(this.turn.dataset.turnUrl, { credentials: "same-origin" });
+        if (!response.ok) return;
+        const html = (await response.text()).trim();
+        const holder = document.createElement("div");
+        holder.innerHTML = html;
+        const fresh = holder.firstElementChild;
+        if (!fresh) return;
+        if (fresh.dataset.live && attempt < 2) { // not committed yet: try once more shortly
+          await new Promise((resolve) => setTimeout(resolve, 300));
+          continue;
+        }
+        this.turn.replaceWith(fresh);
+        this.turn = fresh;
+        fresh.dataset.finished = "1";
+        hooks.replaced(fresh);
+        return;
+      } catch {
+        return;
+      }
+    }
+  }
+}
+
+export function followAll() {
+  document.querySelectorAll("article.turn[data-live]").forEach(follow);
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "visible") followers.forEach((f) => f.probe());
+  });
+  window.addEventListener("online", () => followers.forEach((f) => f.reconnectNow()));
+  setInterval(() => {
+    const now = Date.now();
+    followers.forEach((f) => {
+      if (f.ws && f.ws.readyState === WebSocket.OPEN && now - f.lastMessageAt > SILENCE_MS) f.reconnectNow();
+    });
+  }, 10000);
+}
+
+export function follow(turn) {
+  const id = turn.dataset.requestId;
+  if (!id || followers.has(id) || !turn.dataset.live) return followers.get(id);
+  return new Follower(turn);
+}
+

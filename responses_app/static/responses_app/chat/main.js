@@ -1,0 +1,33 @@
+// main.js: the chat pages' entry point (<script type="module">, no build step).
+//
+// The pages are complete without JavaScript: every committed message is rendered on the server.
+// This follows live turns (follower.js), keeps the newest text in view (scroll.js), sends prompts
+// (composer.js) and shows turns started in other tabs (conversation.js). Words and status sets
+// come from the server (vocab.js).
+
+import { bindComposer } from "./composer.js";
+import { ConversationLive, bindActions } from "./conversation.js";
+import { followAll, followers, hooks, liveHtml, liveTexts } from "./follower.js";
+import { renderMarkdown } from "./markdown.js";
+import { badgeKey } from "./render.js";
+import { contentChanged, startScroll } from "./scroll.js";
+import { loadFromPage } from "./vocab.js";
+
+function start() {
+  document.documentElement.classList.add("js"); // shows the controls that need this script
+  loadFromPage(document);
+  const chat = document.querySelector(".chat[data-conversation]");
+  const form = document.getElementById("composer");
+  hooks.rendered = contentChanged;
+  hooks.replaced = contentChanged;
+  if (chat) {
+    startScroll({ composer: form, jumpButton: chat.querySelector("[data-jump]"), turns: document.getElementById("turns") });
+    bindActions(chat, chat.dataset.conversation);
+    new ConversationLive(chat.dataset.conversation);
+  }
+  followAll();
+  if (form) bindComposer(form);
+  window.relayChat = { followers, liveTexts, liveHtml, renderMarkdown, badgeKey }; // for debugging and tests
+}
+
+start();

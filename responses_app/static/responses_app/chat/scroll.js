@@ -1,0 +1,50 @@
+// scroll.js: the page follows a growing answer while the reader is at the bottom.
+//
+// "At the bottom" is decided only by scroll events (content growing fires none), so a reader who
+// scrolls up stops the following at once and gets a "Jump to latest" button; scrolling back down
+// or pressing it follows again. The composer's height is published as --composer-h, which the
+// stylesheet reserves under the last turn and above the jump button.
+
+const NEAR_PX = 48;
+let pinned = true;
+let jump = null;
+
+function distance() {
+  const root = document.scrollingElement || document.documentElement;
+  return root.scrollHeight - root.scrollTop - root.clientHeight;
+}
+
+export function isPinned() { return pinned; }
+
+export function toBottom() {
+  pinned = true;
+  const root = document.scrollingElement || document.documentElement;
+  root.scrollTop = root.scrollHeight;
+  if (jump) jump.hidden = true;
+}
+
+// After any content change: keep the newest text in view, or say there is more below.
+export function contentChanged() {
+  if (pinned) toBottom();
+  else if (jump) jump.hidden = distance() <= NEAR_PX;
+}
+
+export function startScroll({ composer, jumpButton, turns }) {
+  jump = jumpButton;
+  if (composer) {
+    const publish = () => document.documentElement.style.setProperty("--composer-h", `${composer.offsetHeight}px`);
+    new ResizeObserver(publish).observe(composer);
+    publish();
+  }
+  window.addEventListener("scroll", () => {
+    pinned = distance() <= NEAR_PX;
+    if (jump) jump.hidden = pinned;
+  }, { passive: true });
+  if (jump) jump.addEventListener("click", toBottom);
+  // A conversation opens at its latest turn, unless the address names an earlier one.
+  const target = location.hash ? document.getElementById(location.hash.slice(1)) : null;
+  const last = turns ? turns.lastElementChild : null;
+  if ("scrollRestoration" in history) history.scrollRestoration = "manual";
+  if (!target || target === last) toBottom();
+  else { target.scrollIntoView({ block: "start" }); pinned = distance() <= NEAR_PX; }
+}

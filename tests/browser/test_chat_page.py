@@ -1,0 +1,283 @@
+"""The chat page as people use it, in Chromium at desktop (1280 px) and phone (390 px) widths:
+following a growing answer, no horizontal scrolling, a turn started in one tab live in another,
+the conversation's actions, and an honest display (reasoning, images, tool states, usage)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from .conftest import ROOT, RelayServer
+from .test_chat import answer_text, live_text, submit_first_prompt, turn, wait_completed, wait_for_text
+
+pytestmark = pytest.mark.browser
+
+WIDTHS = {"desktop": 1280, "phone": 390}
+FAST = {"sim.tokens_per_s": "400", "sim.seed": "2"}
+
+
+def sized(session: Any, width: int, height: int = 800) -> Page:
+    page: Page = session.page()
+    page.set_viewport_size({"width": width, "height": height})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.console_errors = errors  # type: ignore[attr-defined]
+    return page
+
+
+def squeeze(html: str) -> str:
+    return re.sub(r">\s+<", "><", html).strip()
+
+
+def no_console_errors(page: Page) -> None:
+    assert page.console_errors == [], page.console_errors  # type: ignore[attr-defined]
+
+
+def geometry(page: Page, request_id: str) -> dict[str, float]:
+    return page.evaluate("""id => {
+        const box = document.querySelector(`article.turn[data-request-id="${id}"] [data-blocks]`);
+        const composer = document.getElementById("composer").getBoundingClientRect();
+        const range = document.createRange();
+        range.selectNodeContents(box);
+        const rects = range.getClientRects();
+        const last = rects.length ? rects[rects.length - 1] : box.getBoundingClientRect();
+        const root = document.scrollingElement;
+        return {textBottom: last.bottom, composerTop: composer.top, viewport: innerHeight,
+                fromBottom: root.scrollHeight - root.scrollTop - root.clientHeight, scrollY: scrollY};
+    }""", request_id)
+
+
+def send_reply(page: Page, text: str, metadata: dict[str, str] | None = None, model: str = "sim-text") -> str:
+    count = page.locator("article.turn").count()
+    page.select_option("#composer select[name=model]", model)
+    if metadata is not None:
+        advanced = page.locator("#composer details.advanced")
+        if advanced.get_attribute("open") is None:
+            page.click("#composer details.advanced > summary")
+        page.fill("#composer textarea[name=metadata]", json.dumps(metadata))
+    page.fill("#composer textarea[name=input]", text)
+    page.click("#composer button[type=submit]")
+    expect(page.locator("article.turn")).to_have_count(count + 1)
+    return str(page.locator("article.turn").last.get_attribute("data-request-id"))
+
+
+@pytest.mark.parametrize("width", WIDTHS.values(), ids=WIDTHS.keys())
+def test_the_page_follows_the_answer_and_offers_jump_to_latest(sessions: Any, width: int) -> None:
+    page = sized(sessions("alice"), width, 700)
+    first = submit_first_prompt(page, "Warm up", metadata=FAST)
+    wait_completed(page, first)
+    slow = {"sim.tokens_per_s": "60", "sim.seed": "5", "sim.tokens": "900"}
+    request_id = send_reply(page, "A long answer, please", metadata=slow, model="sim-long")  # Advanced stays open
+    for chars in (200, 500, 900):
+        wait_for_text(page, request_id, chars)
+        g = geometry(page, request_id)
+        assert g["textBottom"] <= g["composerTop"] + 1, f"the newest text is under the composer: {g}"
+        assert g["fromBottom"] <= 48, g
+    page.mouse.move(width / 2, 200)
+    page.mouse.wheel(0, -600)
+    jump = page.get_by_role("button", name=re.compile("Jump to latest"))
+    expect(jump).to_be_visible()
+    held = geometry(page, request_id)["scrollY"]
+    wait_for_text(page, request_id, len(answer_text(page, request_id)) + 150)
+    assert abs(geometry(page, request_id)["scrollY"] - held) < 2, "scrolled up: the page must stay put"
+    jump.click()
+    expect(jump).to_be_hidden()
+    wait_for_text(page, request_id, len(answer_text(page, request_id)) + 100)
+    g = geometry(page, request_id)
+    assert g["fromBottom"] <= 48 and g["textBottom"] <= g["composerTop"] + 1, g
+    wait_completed(page, request_id, timeout=120_000)
+    error_free = geometry(page, request_id)
+    assert error_free["fromBottom"] <= 48
+    page.reload()  # a conversation opens at its latest turn
+    page.wait_for_function("() => document.documentElement.classList.contains('js')")
+    g = geometry(page, request_id)
+    assert g["fromBottom"] <= 48 and g["scrollY"] > 0, g
+    no_console_errors(page)
+
+
+@pytest.mark.parametrize("width", WIDTHS.values(), ids=WIDTHS.keys())
+def test_no_page_scrolls_sideways(sessions: Any, width: int) -> None:
+    boss = sessions("boss")  # staff: the widest header
+    page = sized(boss, width)
+    code = "```\n" + "x" * 300 + "\n```\n\nhttps://example.org/" + "a" * 200 + " " + "y" * 150
+    request_id = submit_first_prompt(page, code, metadata=FAST)
+    wait_completed(page, request_id)
+    page.click("#composer details.advanced > summary")
+    for path in (page.url, "/", "/analytics/"):
+        page.goto(path)
+        sideways = page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        assert sideways <= 0, f"{path} scrolls sideways by {sideways} px at {width} px"
+        logout = page.get_by_role("button", name="Log out")
+        box = logout.bounding_box()
+        assert box is not None and box["x"] + box["width"] <= width, "Log out is off screen"
+        header = page.locator("header.topbar").bounding_box()
+        assert header is not None and header["height"] <= 64, f"the header wraps: {header}"
+    page.goto("/accounts/login/")
+    assert page.evaluate("() => document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+    no_console_errors(page)
+
+
+def test_a_turn_started_in_one_tab_streams_live_in_another(sessions: Any, relay_server: RelayServer) -> None:
+    alice = sessions("alice")
+    tab_a = sized(alice, 1280)
+    first = submit_first_prompt(tab_a, "Start here", metadata=FAST)
+    wait_completed(tab_a, first)
+    tab_b = sized(alice, 390)
+    tab_b.goto(tab_a.url)
+    expect(tab_b.locator("article.turn")).to_have_count(1)
+    tab_b.wait_for_function("() => document.documentElement.classList.contains('js')")
+    tab_b.wait_for_timeout(300)  # let tab B's conversation socket connect (it also catches up if not)
+    pace = {"sim.tokens_per_s": "60", "sim.seed": "9", "sim.tokens": "200"}
+    second = send_reply(tab_a, "Started in tab A", metadata=pace)
+    expect(tab_b.locator(f'article.turn[data-request-id="{second}"]')).to_have_count(1)
+    wait_for_text(tab_b, second, 20)
+    assert relay_server.request_row(second)["status"] == "streaming", "tab B saw it live, before the end"
+    wait_completed(tab_a, second)
+    wait_completed(tab_b, second)
+    assert answer_text(tab_a, second) == answer_text(tab_b, second)
+    assert live_text(tab_b, second) == answer_text(tab_b, second), "tab B followed the stream itself"
+    live_html = tab_b.evaluate("id => window.relayChat.liveHtml.get(id)", second)
+    server_html = turn(tab_b, second).locator("[data-blocks]").inner_html()
+    assert squeeze(live_html) == squeeze(server_html), "the incremental DOM is the server's rendering"
+    conversation = tab_a.url.split("/c/")[1].split("/")[0].replace("-", "")
+    assert relay_server.query("SELECT COUNT(*) FROM responses_app_responserequest WHERE conversation_id = ?",
+                              conversation)[0][0] == 2, "one logical request per prompt"
+    no_console_errors(tab_a)
+    no_console_errors(tab_b)
+
+
+@pytest.mark.parametrize("width", WIDTHS.values(), ids=WIDTHS.keys())
+def test_rename_regenerate_edit_and_delete(sessions: Any, relay_server: RelayServer, width: int) -> None:
+    alice = sessions("alice")
+    page = sized(alice, width)
+    first = submit_first_prompt(page, "Original prompt", metadata=FAST)
+    wait_completed(page, first)
+    chat_url = page.url.split("#")[0]
+    other = sized(alice, 1280)
+    other.goto(chat_url)
+    other.wait_for_function("() => document.documentElement.classList.contains('js')")
+
+    page.get_by_role("button", name="Rename").click()
+    page.fill("#rename-title", "Renamed  by me ")
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator("h1[data-title]")).to_have_text("Renamed by me")
+    expect(other.locator("h1[data-title]")).to_have_text("Renamed by me")  # live in the other tab
+
+    for attempt in (1, 2):  # twice: each press is a new logical request, not a resubmit
+        turn(page, first).get_by_role("button", name="Regenerate").click()
+        expect(page.locator("article.turn")).to_have_count(1 + attempt)
+        regenerated = str(page.locator("article.turn").last.get_attribute("data-request-id"))
+        wait_completed(page, regenerated)
+        expect(turn(page, regenerated).locator(".msg-user .bubble")).to_have_text("Original prompt")
+    expect(other.locator("article.turn")).to_have_count(3)
+
+    turn(page, first).get_by_role("button", name="Edit").click()
+    page.fill(f"#edit-{first}", "Edited prompt")
+    turn(page, first).get_by_role("button", name="Send").click()
+    expect(page.locator("article.turn")).to_have_count(4)
+    edited = str(page.locator("article.turn").last.get_attribute("data-request-id"))
+    wait_completed(page, edited)
+    expect(turn(page, edited).locator(".msg-user .bubble")).to_have_text("Edited prompt")
+    expect(turn(other, edited)).to_have_count(1)
+    params = json.loads(relay_server.query("SELECT params FROM responses_app_responserequest WHERE id = ?",
+                                           edited.replace("-", ""))[0][0])
+    assert "previous_response_id" not in params, "an edit of the first prompt chains to nothing before it"
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Delete").click()
+    page.wait_for_url(f"{relay_server.url}/")
+    expect(page.get_by_text("Renamed by me")).to_have_count(0)
+    other.wait_for_url(f"{relay_server.url}/")  # the other tab leaves the deleted conversation
+    conversation = chat_url.split("/c/")[1].strip("/").replace("-", "")
+    assert relay_server.query("SELECT deleted_at IS NOT NULL FROM responses_app_conversation WHERE id = ?",
+                              conversation) == [(1,)]
+    assert relay_server.query("SELECT COUNT(*) FROM responses_app_responserequest WHERE conversation_id = ?",
+                              conversation) == [(4,)], "the audit rows stay, one per logical request"
+    assert page.goto(chat_url).status == 404  # type: ignore[union-attr]
+    no_console_errors(other)
+
+
+@pytest.mark.parametrize("width", WIDTHS.values(), ids=WIDTHS.keys())
+def test_reasoning_images_tool_states_usage_and_times_read_honestly(sessions: Any, width: int) -> None:
+    page = sized(sessions("bob"), width)
+    thought = submit_first_prompt(page, "Think first", model="sim-reasoning", metadata=FAST)
+    wait_completed(page, thought)
+    reasoning = turn(page, thought).locator("details.block-reasoning")
+    expect(reasoning).to_have_count(1)
+    expect(reasoning.locator("summary")).to_have_text(re.compile(r"^Thought for \d+ s$"))
+    assert reasoning.locator(".reasoning-part").count() >= 1
+    expect(turn(page, thought).locator("[data-usage=output]")).to_be_visible()
+    expect(turn(page, thought).locator("[data-usage=reasoning]")).to_be_visible()
+
+    image = send_reply(page, "Draw a sun", model="sim-image", metadata=FAST)
+    wait_completed(page, image)
+    img = turn(page, image).locator("figure.block-image img")
+    expect(img).to_have_count(1)
+    assert img.evaluate("i => i.naturalWidth") == 256
+    box = img.bounding_box()
+    assert box is not None and box["width"] >= min(256, width - 80)
+    page.get_by_role("button", name="Enlarge image").click()
+    expect(turn(page, image).locator("figure.block-image")).to_have_class(re.compile("zoomed"))
+    page.get_by_role("button", name="Enlarge image").click()
+    expect(turn(page, image).locator("figure.block-image")).not_to_have_class(re.compile("zoomed"))
+
+    tools = send_reply(page, "Weather?", model="sim-function", metadata=FAST)
+    wait_completed(page, tools)
+    states = turn(page, tools).locator(".tool-state").all_inner_texts()
+    assert states and set(states) == {"completed"}, states
+    expect(turn(page, tools).locator(".stop")).to_have_count(0)
+
+    icon = page.locator("link[rel=icon]").get_attribute("href")
+    assert icon and page.request.get(icon).status == 200
+    page.goto("/")
+    expect(page.locator(".conversations time").first).to_have_text("just now")
+    expect(page.locator("[data-usage-total]")).to_contain_text("tokens used")
+    no_console_errors(page)
+
+
+def test_screenshots_of_desktop_and_phone(sessions: Any, relay_server: RelayServer) -> None:
+    """docs/screenshot-desktop.png and docs/screenshot-phone.png with RELAY_SCREENSHOT=1 (otherwise
+    into the test's temp dir): a finished answer with reasoning and a web search, one streaming."""
+    page = sized(sessions("alice"), 1280, 900)
+    first = submit_first_prompt(page, "How do rivers form?", model="sim-citations",
+                                metadata={"sim.tokens_per_s": "0", "sim.seed": "3"})
+    wait_completed(page, first)
+    thought = send_reply(page, "Think it through", model="sim-reasoning", metadata={"sim.tokens_per_s": "0"})
+    wait_completed(page, thought)
+    send_reply(page, "And lakes?", model="sim-text", metadata={"sim.tokens_per_s": "20", "sim.tokens": "400"})
+    page.click("#composer details.advanced > summary")  # fold Advanced again
+    streaming = str(page.locator("article.turn").last.get_attribute("data-request-id"))
+    wait_for_text(page, streaming, 200)
+    folder = ROOT / "docs" if os.environ.get("RELAY_SCREENSHOT") == "1" else relay_server.db_path.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(folder / "screenshot-desktop.png"))
+    phone = sized(sessions("alice"), 390, 844)
+    phone.goto(page.url)
+    wait_for_text(phone, streaming, 250)
+    phone.screenshot(path=str(folder / "screenshot-phone.png"))
+    for name in ("screenshot-desktop.png", "screenshot-phone.png"):
+        assert (folder / name).stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("width", WIDTHS.values(), ids=WIDTHS.keys())
+def test_the_error_of_a_failed_answer_ends_in_view(sessions: Any, width: int) -> None:
+    page = sized(sessions("bob"), width, 640)
+    first = submit_first_prompt(page, "Warm up", metadata=FAST)
+    wait_completed(page, first)
+    failed = send_reply(page, "This one fails", model="sim-failed", metadata=FAST)
+    expect(turn(page, failed).locator("[data-badge]")).to_have_attribute("data-badge", "failed")
+    error = turn(page, failed).locator("[data-error]")
+    expect(error).to_be_visible()
+    page.wait_for_function("id => document.querySelector(`article.turn[data-request-id=\"${id}\"]`)"
+                           ".dataset.live === undefined", arg=failed)
+    box = error.bounding_box()
+    composer = page.locator("#composer").bounding_box()
+    assert box is not None and composer is not None
+    assert box["y"] + box["height"] <= composer["y"] + 1, "the error box is behind the composer"
+    expect(turn(page, failed).locator(".stop")).to_have_count(0)
+    no_console_errors(page)
