@@ -39,7 +39,7 @@ from django.utils.crypto import constant_time_compare
 
 from . import limits, selectors, services
 from .models import ResponseRequest
-from .relay.hub import get_hub, group_name
+from .relay.hub import get_hub
 from .relay.worker import cancel_request, start_request
 from .streaming.view import apply_patch
 
@@ -48,7 +48,6 @@ logger = logging.getLogger(__name__)
 OUTBOX_SIZE = 64  # messages; a viewer further behind than this drops patches and resyncs
 PING_SECONDS = 20.0
 RESYNC_MIN_S = 1.0  # at most one snapshot per viewer per second (about a checkpoint interval)
-GROUP_JOIN_S = 3.0  # joining the channel group waits no longer (Redis restarting)
 RESYNC = "resync"  # outbox marker: send a fresh snapshot instead of the patches dropped before it
 MAX_FRAME_CHARS = 4096  # every client message is a few dozen bytes
 SESSION_CHECK_SECONDS = 60.0  # a session deleted or invalidated elsewhere is noticed this soon
@@ -116,13 +115,7 @@ class RequestConsumer(AsyncWebsocketConsumer):
             await self.channel_layer.group_add(session_group(self.session_key), self.channel_name)
         self.watchdog = asyncio.get_running_loop().create_task(self._watch_session())
         hub = get_hub()
-        if hub.fanout:  # before reading anything: no patch published from now on is missed
-            try:
-                async with asyncio.timeout(GROUP_JOIN_S):
-                    await self.channel_layer.group_add(group_name(self.request_id), self.channel_name)
-            except Exception:  # Redis away: this viewer converges by heartbeat and resync meanwhile
-                logger.warning("group_add for %s failed; relying on resyncs", self.request_id, exc_info=True)
-        hub.attach(self.request_id, self)
+        await hub.attach(self.request_id, self)  # before reading anything: nothing published from now on is missed
         reconnect = "reconnect=1" in self.scope.get("query_string", b"").decode()
         await self._count(reconnect)
         await self._send_snapshot()  # before the writer starts, so it is the first message
@@ -141,8 +134,6 @@ class RequestConsumer(AsyncWebsocketConsumer):
             if hasattr(self, "writer"):
                 get_hub().detach(self.request_id, self)
                 self.writer.cancel()
-                if get_hub().fanout:
-                    await self.channel_layer.group_discard(group_name(self.request_id), self.channel_name)
             session_key = getattr(self, "session_key", None)
             if session_key and hasattr(self, "watchdog"):
                 await self.channel_layer.group_discard(session_group(session_key), self.channel_name)
@@ -220,7 +211,7 @@ class RequestConsumer(AsyncWebsocketConsumer):
     # --- delivery -------------------------------------------------------------------------------
 
     def offer(self, message: dict[str, Any], text: str) -> None:
-        """Called by the runner in this process (or `relay_message`): never waits.
+        """Called by the hub (a runner in this process, or fanout.py from another): never waits.
 
         The consumer knows the revision its client holds, so a gap is caught here, not in the
         browser: a patch that does not continue it (lost across processes, or dropped by a full
@@ -281,14 +272,6 @@ class RequestConsumer(AsyncWebsocketConsumer):
             while not self.outbox.empty():
                 self.outbox.get_nowait()
             self.outbox.put_nowait(RESYNC)
-
-    async def relay_message(self, event: dict[str, Any]) -> None:
-        """The same messages through the channel group, from a runner in another process."""
-        text = event["text"]
-        message = orjson.loads(text)
-        if message["type"] == "patch":
-            get_hub().remember(self.request_id, message)
-        self.offer(message, text)
 
     async def _write(self) -> None:
         # The hot path of every viewer: no task per message (as asyncio.wait_for would make) and

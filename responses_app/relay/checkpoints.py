@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -19,14 +20,16 @@ import orjson
 from ..models import RawJSON
 from ..streaming.policies import CheckpointPolicy
 from ..streaming.transcript import Transcript
-from .writer import CheckpointWriter
+from .writer import CheckpointNotWritten, CheckpointWriter
 
 logger = logging.getLogger(__name__)
 
 
 class Checkpointer:
-    def __init__(self, request_id: uuid.UUID, writer: CheckpointWriter, policy: CheckpointPolicy) -> None:
+    def __init__(self, request_id: uuid.UUID, writer: CheckpointWriter, policy: CheckpointPolicy,
+                 on_failure: Callable[[CheckpointNotWritten], None]) -> None:
         self.request_id = request_id
+        self._on_failure = on_failure
         self.policy = policy
         self._writer = writer
         self._captured_revision = -1
@@ -68,8 +71,11 @@ class Checkpointer:
 
         def settled(future: asyncio.Future[None]) -> None:
             self._unwritten -= size
-            if not future.cancelled() and future.exception() is not None:
-                logger.error("checkpoint of %s not written: %s", self.request_id, future.exception())
+            error = None if future.cancelled() else future.exception()
+            if error is not None:
+                logger.error("checkpoint of %s not written: %s", self.request_id, error)
+                if isinstance(error, CheckpointNotWritten):
+                    self._on_failure(error)
 
         written.add_done_callback(settled)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -21,12 +22,14 @@ from .checkpoints import Checkpointer
 from .eventlog import EventLog
 from .hub import Hub
 from .patches import PatchStream
+from .writer import CheckpointNotWritten
 
 LOG_BACKLOG_BYTES = 256 * 1024  # raw events waiting for the database before the runner waits too
 
 
 class Delivery:
-    def __init__(self, request_id: str, hub: Hub, transcript: Transcript) -> None:
+    def __init__(self, request_id: str, hub: Hub, transcript: Transcript,
+                 on_write_failure: Callable[[CheckpointNotWritten], None]) -> None:
         self.request_id = request_id
         self.hub = hub
         self.transcript = transcript
@@ -35,7 +38,8 @@ class Delivery:
         self.checkpoints = Checkpointer(uuid.UUID(request_id), hub.writer, CheckpointPolicy(
             interval=settings.RELAY_CHECKPOINT_INTERVAL_MS / 1000,
             min_events=settings.RELAY_CHECKPOINT_MIN_EVENTS,
-            max_interval=settings.RELAY_CHECKPOINT_MAX_INTERVAL_MS / 1000, now=self._loop.time()))
+            max_interval=settings.RELAY_CHECKPOINT_MAX_INTERVAL_MS / 1000, now=self._loop.time()),
+            on_write_failure)
         self.log = EventLog(frozenset(settings.RELAY_REDACT_FIELDS))
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0

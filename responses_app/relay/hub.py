@@ -3,25 +3,26 @@
 Fan-out has two paths. Viewers in the runner's own process get each patch straight into their
 bounded outbox (measured for the relay issue: stock `group_send` through the in-memory layer
 delivered 71% of messages at 150 streams and 7.5% at 500; direct sends delivered 100% at 500).
-Viewers in other processes get it through the channel group `relay.<request id>`, which is only
-used when the channel layer spans processes (Redis). Either path may drop a message; clients
-notice by revision and ask for a snapshot, so a drop costs a refresh, never a hole.
+Viewers in other processes get it through fanout.py (one inbox per process, batches per request),
+only when the channel layer spans processes (Redis). Either path may drop a message; the consumer
+notices by revision and resyncs its viewer, so a drop costs a refresh, never a hole.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 
 from ..upstream import Upstream, base_url
 from .dbthreads import db, db_writer
+from .fanout import Fanout
 from .keepers import LeaseKeeper, Pacer
 from .protocols import Runner, Viewer
 from .writer import CheckpointWriter
@@ -30,10 +31,6 @@ logger = logging.getLogger(__name__)
 
 RUNNER_CHANNEL = "relay-runner"
 RECENT_PATCHES = 256  # per request with viewers here: more than a checkpoint interval of patches
-
-
-def group_name(request_id: uuid.UUID | str) -> str:
-    return f"relay.{request_id}"
 
 
 class Hub:
@@ -50,8 +47,8 @@ class Hub:
         self.leases = LeaseKeeper(db)
         self.pacer = Pacer(self.leases)
         layer = get_channel_layer()
-        self.fanout = bool(settings.RELAY_GROUP_FANOUT) and layer is not None and not isinstance(
-            layer, InMemoryChannelLayer)
+        spans_processes = layer is not None and not isinstance(layer, InMemoryChannelLayer)
+        self.fanout = Fanout(layer, self.deliver) if settings.RELAY_GROUP_FANOUT and spans_processes else None
 
     # --- runners ------------------------------------------------------------------------------
 
@@ -92,8 +89,11 @@ class Hub:
 
     # --- viewers ------------------------------------------------------------------------------
 
-    def attach(self, request_id: str, viewer: Viewer) -> None:
-        self.viewers.setdefault(request_id, set()).add(viewer)
+    async def attach(self, request_id: str, viewer: Viewer) -> None:
+        viewers = self.viewers.setdefault(request_id, set())
+        viewers.add(viewer)
+        if self.fanout is not None and len(viewers) == 1:
+            await self.fanout.join(request_id)  # before any read: nothing published from now on is missed
 
     def detach(self, request_id: str, viewer: Viewer) -> None:
         viewers = self.viewers.get(request_id)
@@ -102,6 +102,10 @@ class Hub:
             if not viewers:
                 del self.viewers[request_id]
                 self._recent.pop(request_id, None)
+                if self.fanout is not None:
+                    task = self.loop.create_task(self.fanout.leave(request_id))
+                    self.tasks.add(task)
+                    task.add_done_callback(self.tasks.discard)
 
     def remember(self, request_id: str, patch: dict[str, Any]) -> None:
         """A patch heard from a runner in another process, once for all its viewers here: a
@@ -116,21 +120,21 @@ class Hub:
         return list(self._recent.get(request_id, ()))
 
     def publish(self, request_id: str, message: dict[str, Any], text: str) -> None:
-        """Deliver to local viewers now; to other processes' viewers through the group."""
+        """Deliver to local viewers now; to other processes' viewers through the fan-out."""
         for viewer in tuple(self.viewers.get(request_id, ())):
             viewer.offer(message, text)
-        if self.fanout:
-            task = asyncio.get_running_loop().create_task(self._group_send(request_id, text))
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
+        if self.fanout is not None:
+            self.fanout.publish(request_id, text)
 
-    async def _group_send(self, request_id: str, text: str) -> None:
-        layer = get_channel_layer()
-        assert layer is not None
-        try:
-            await layer.group_send(group_name(request_id), {"type": "relay.message", "text": text})
-        except Exception:  # best effort: clients resync by revision
-            logger.warning("group_send failed for %s", request_id, exc_info=True)
+    def deliver(self, request_id: str, texts: list[str]) -> None:
+        """Messages from a runner in another process, to this process's viewers, in order."""
+        viewers = tuple(self.viewers.get(request_id, ()))
+        for text in texts:
+            message = orjson.loads(text)
+            if message.get("type") == "patch":
+                self.remember(request_id, message)
+            for viewer in viewers:
+                viewer.offer(message, text)
 
 
 _hubs: dict[int, Hub] = {}

@@ -39,6 +39,7 @@ from .delivery import Delivery
 from .hub import Hub
 from .outcomes import Ending, SegmentResult, connection_failure, describe_http_error
 from .toolround import ToolRound
+from .writer import CheckpointNotWritten
 
 logger = logging.getLogger(__name__)
 Kind = Segment.Kind
@@ -63,7 +64,7 @@ class StreamRunner:
         self.transcript = Transcript(max_event_bytes=settings.RELAY_MAX_EVENT_BYTES,
                                      hold_window=settings.RELAY_HOLD_WINDOW)
         self.view = self.transcript.view
-        self.delivery = Delivery(request_id, hub, self.transcript)
+        self.delivery = Delivery(request_id, hub, self.transcript, self._on_write_failure)
         self.tools = ToolRound(self.uuid, lambda change: self.delivery.changed(change, boundary=True))
         self._segment_index = 0
         self._response_id_saved: str | None = None
@@ -73,6 +74,7 @@ class StreamRunner:
         self._error: tuple[str, str] | None = None
         self._counters = {"retries": 0, "disconnects": 0}
         self._deadline_hit = False
+        self._fatal: tuple[str, str] | None = None  # the relay itself cannot go on (its writes fail)
         self._own_writes = 0
 
     @property
@@ -101,7 +103,9 @@ class StreamRunner:
                 status = await self._recover(upstream, request)
             else:
                 status = await self._drive(upstream, Kind.INITIAL, await self._first_body(request))
-            if self._deadline_hit and status == v.CANCELLED:
+            if self._fatal is not None:
+                await self._finish(v.ERROR, error=self._fatal)
+            elif self._deadline_hit and status == v.CANCELLED:
                 await self._finish(v.INCOMPLETE, reason="deadline")
             else:
                 await self._finish(status)
@@ -112,6 +116,7 @@ class StreamRunner:
             await self._finish(v.UNKNOWN if self.transcript.response_id else v.ERROR, error=("relay_error", str(exc)))
         finally:
             deadline.cancel()
+            self.hub.writer.forget(self.uuid)
             self.hub.leases.discard(self)
             self.delivery.close()
             if self._upstream_factory:
@@ -131,6 +136,14 @@ class StreamRunner:
                        self.request_id, settings.RELAY_REQUEST_DEADLINE_S)
         self._deadline_hit = True
         self.cancel()
+
+    def _on_write_failure(self, error: CheckpointNotWritten) -> None:
+        """The database refused this request's checkpoint or events for good: stop (and cancel the
+        upstream) rather than go on with a hole in what is stored; the request ends `error`."""
+        if self._fatal is None:
+            self._fatal = ("checkpoint_failed", "The relay could not store this answer "
+                           f"({type(error.cause).__name__}); it was stopped rather than kept with a hole.")
+            self.cancel()
 
     def cancel(self) -> None:
         """The explicit Stop: stop reading now, then cancel upstream."""

@@ -212,3 +212,28 @@ async def test_the_full_context_is_the_conversations_turns_as_input_items(owner:
     context = await sync_to_async(selectors.conversation_context)(request=second)
     assert context == [{"role": "user", "content": "Tell me a story"},
                        {"role": "assistant", "content": first.final_text}]
+
+
+# --- the relay's own writes ---------------------------------------------------------------------------
+
+
+async def test_a_request_whose_writes_fail_for_good_ends_error_not_streaming(owner: Any, monkeypatch: Any) -> None:
+    from responses_app.relay.writer import CheckpointNotWritten
+
+    hub = get_hub()
+    real_submit = hub.writer.submit
+
+    def refusing(request_id: Any, state: Any, batch: Any) -> Any:
+        if state is not None and state["reason"] == "interval":  # the database refuses this request's rows
+            future = asyncio.get_running_loop().create_future()
+            future.set_exception(CheckpointNotWritten(request_id, ValueError("refused")))
+            return future
+        return real_submit(request_id, state, batch)
+
+    monkeypatch.setattr(hub.writer, "submit", refusing)
+    request = await make_request(owner, "sim-long", {"sim.tokens": "300", "sim.tokens_per_s": "100"},
+                                 background=False)
+    await asyncio.wait_for(StreamRunner(str(request.pk), hub).run(), 30)
+    saved = await reload(request)
+    assert saved.status == "error" and saved.error_code == "checkpoint_failed"
+    assert "stopped" in saved.error_message

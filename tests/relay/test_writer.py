@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from responses_app import services, storage
 from responses_app.models import Checkpoint, EventRecord, RawJSON, ResponseRequest
-from responses_app.relay.runner import db_writer
+from responses_app.relay.dbthreads import db_writer
 from responses_app.relay.writer import CheckpointNotWritten, CheckpointWriter
 
 pytestmark = pytest.mark.django_db(transaction=True)

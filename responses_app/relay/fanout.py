@@ -1,0 +1,144 @@
+"""Fan-out between processes, through the channel layer (Redis), in few and large messages.
+
+Measured for the scaled-out issue: one `group_send` per patch to one channel per viewer made
+each web process receive (one at a time, three Redis round trips each) a message per viewer per
+patch; the lag across processes grew to seconds with every process under a third of a core. Here:
+
+- a process joins a request's group once, with one inbox channel of its own, while it has viewers
+  of that request; the hub hands what arrives to each local viewer (`Hub.deliver`);
+- a process that runs streams batches what it publishes per request and sends one message per
+  request per REMOTE_FLUSH_S (a patch, a heartbeat, a terminal: in order), from one sending task;
+- the inbox reader survives the layer going away (Redis restarting): it backs off, reconnects and
+  joins its groups again (a restarted Redis has forgotten them). Meanwhile viewers converge by
+  heartbeats and resyncs (see consumers.py), and nothing here ever blocks a runner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from collections.abc import Callable
+
+from channels.layers import BaseChannelLayer
+
+logger = logging.getLogger(__name__)
+
+REMOTE_FLUSH_S = 0.1  # what other processes' viewers wait at most, on top of the flush interval
+JOIN_TIMEOUT_S = 3.0
+REJOIN_S = 10.0  # memberships renewed this often: a Redis that restarted unnoticed forgot them
+BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)
+
+
+def group_name(request_id: str) -> str:
+    return f"relay.{request_id}"
+
+
+class Fanout:
+    def __init__(self, layer: BaseChannelLayer, deliver: Callable[[str, list[str]], None]) -> None:
+        self.layer = layer
+        self._deliver = deliver  # (request id, texts) -> the local viewers
+        self.inbox: str | None = None
+        self.joined: set[str] = set()
+        self._outgoing: dict[str, list[str]] = {}
+        self._sender: asyncio.Task[None] | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._keeper: asyncio.Task[None] | None = None
+        self.counters = {"sent": 0, "received": 0, "send_failures": 0, "reconnects": 0}
+
+    # --- sending ------------------------------------------------------------------------------
+
+    def publish(self, request_id: str, text: str) -> None:
+        """Queue for every other process's viewers of the request; never waits."""
+        self._outgoing.setdefault(request_id, []).append(text)
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.get_running_loop().create_task(
+                self._send_rounds(), name="relay-fanout-sender", context=contextvars.Context())
+
+    async def _send_rounds(self) -> None:
+        while self._outgoing:
+            await asyncio.sleep(REMOTE_FLUSH_S)
+            batches, self._outgoing = self._outgoing, {}
+            for request_id, texts in batches.items():
+                try:
+                    await self.layer.group_send(group_name(request_id), {
+                        "type": "relay.batch", "request_id": request_id, "origin": self.inbox or "", "texts": texts})
+                    self.counters["sent"] += 1
+                except Exception:  # best effort: viewers converge by heartbeat and resync
+                    self.counters["send_failures"] += 1
+                    logger.warning("group_send for %s failed", request_id, exc_info=True)
+
+    # --- receiving ----------------------------------------------------------------------------
+
+    async def join(self, request_id: str) -> None:
+        """Hear the request's messages in this process (its first local viewer)."""
+        if request_id in self.joined:
+            return
+        self.joined.add(request_id)
+        await self._ensure_inbox()
+        assert self.inbox is not None
+        try:
+            async with asyncio.timeout(JOIN_TIMEOUT_S):
+                await self.layer.group_add(group_name(request_id), self.inbox)
+        except Exception:  # the reader joins again when the layer is back
+            logger.warning("joining the group of %s failed; will retry", request_id, exc_info=True)
+
+    async def leave(self, request_id: str) -> None:
+        if request_id not in self.joined:
+            return
+        self.joined.discard(request_id)
+        if self.inbox is not None:
+            try:
+                async with asyncio.timeout(JOIN_TIMEOUT_S):
+                    await self.layer.group_discard(group_name(request_id), self.inbox)
+            except Exception:  # the group membership expires on its own
+                logger.info("leaving the group of %s failed", request_id, exc_info=True)
+
+    async def _ensure_inbox(self) -> None:
+        if self.inbox is None:
+            self.inbox = await self.layer.new_channel(prefix="relay-process.")
+        loop = asyncio.get_running_loop()
+        if self._reader is None or self._reader.done():
+            self._reader = loop.create_task(self._read(), name="relay-fanout-reader", context=contextvars.Context())
+        if self._keeper is None or self._keeper.done():
+            self._keeper = loop.create_task(self._keep_joined(), name="relay-fanout-keeper",
+                                            context=contextvars.Context())
+
+    async def _keep_joined(self) -> None:
+        while self.joined:
+            await asyncio.sleep(REJOIN_S)
+            await self._rejoin()
+
+    async def _read(self) -> None:
+        failures = 0
+        while True:
+            assert self.inbox is not None
+            try:
+                message = await self.layer.receive(self.inbox)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                delay = BACKOFF_S[min(failures, len(BACKOFF_S) - 1)]
+                failures += 1
+                logger.warning("the process inbox lost the channel layer; again in %.1fs", delay, exc_info=True)
+                await asyncio.sleep(delay)
+                self.counters["reconnects"] += 1
+                await self._rejoin()
+                continue
+            failures = 0
+            if message.get("type") != "relay.batch" or message.get("origin") == self.inbox:
+                continue  # this process's own messages reached its viewers directly
+            self.counters["received"] += 1
+            request_id = str(message.get("request_id"))
+            if request_id in self.joined:
+                self._deliver(request_id, list(message.get("texts") or ()))
+
+    async def _rejoin(self) -> None:
+        """A restarted Redis has no groups: join every request with viewers here again."""
+        assert self.inbox is not None
+        for request_id in list(self.joined):
+            try:
+                async with asyncio.timeout(JOIN_TIMEOUT_S):
+                    await self.layer.group_add(group_name(request_id), self.inbox)
+            except Exception:
+                return  # still away: the next failure tries again
