@@ -18,7 +18,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from . import selectors
-from .models import Checkpoint, Conversation, ResponseRequest, Segment, ToolCall
+from .models import Checkpoint, Conversation, McpApproval, ResponseRequest, Segment, ToolCall
 
 EVENT_BATCHES_PER_PAGE = 20
 
@@ -56,6 +56,12 @@ class ToolCallInline(ReadOnlyInline):
     readonly_fields = fields
 
 
+class McpApprovalInline(ReadOnlyInline):
+    model = McpApproval
+    fields = ("approval_request_id", "approve", "decided_by", "decided_at")
+    readonly_fields = fields
+
+
 class CheckpointInline(ReadOnlyInline):
     model = Checkpoint
     fields = ("revision", "sequence_number", "reason", "created")
@@ -72,7 +78,7 @@ class ResponseRequestAdmin(admin.ModelAdmin):
     list_select_related = ("owner",)
     date_hierarchy = "created"
     ordering = ("-created",)
-    inlines = (SegmentInline, ToolCallInline, CheckpointInline)
+    inlines = (SegmentInline, ToolCallInline, McpApprovalInline, CheckpointInline)
     actions = ("download_event_logs",)
     fieldsets = (
         (None, {"fields": ("id", "status", "model", "owner", "conversation", "links", "client_request_id",

@@ -113,3 +113,31 @@ async def requests_cancel(http: HttpRequest, request_id: str) -> JsonResponse:
     await sync_to_async(services.request_cancel)(request=request)
     await cancel_request(str(request.pk))
     return JsonResponse({"id": str(request.pk), "status": "cancelling", "cancelled": True}, status=202)
+
+
+@require_POST
+async def requests_approve(http: HttpRequest, request_id: str, approval_request_id: str) -> JsonResponse:
+    """A person's answer to an MCP approval request: `{"approve": true|false}`, stored once."""
+    user = await http.auser()
+    request = await sync_to_async(selectors.request_get_for_user)(user=user, request_id=request_id)
+    if request is None:
+        return _error(404, "not found")
+    if request.owner_id != user.pk:
+        return _error(403, "only the owner can answer an approval request")
+    try:
+        data = orjson.loads(http.body or b"{}")
+    except orjson.JSONDecodeError:
+        return _error(400, "body is not valid JSON")
+    if not isinstance(data, dict) or not isinstance(data.get("approve"), bool):
+        return _error(400, "invalid request", {"approve": ["Must be true or false."]})
+    asked = await sync_to_async(selectors.approval_requests_in_view)(request=request)
+    if approval_request_id not in asked:
+        return _error(404, "no such approval request")
+    if request.is_terminal:
+        return _error(409, "the request has ended")
+    stored = await sync_to_async(services.mcp_approval_decide)(
+        request=request, approval_request_id=approval_request_id, approve=data["approve"], user=user)
+    if not stored:
+        return _error(409, "this approval request was already answered")
+    return JsonResponse({"id": str(request.pk), "approval_request_id": approval_request_id,
+                         "approve": data["approve"]}, status=201)

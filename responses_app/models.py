@@ -313,3 +313,23 @@ class ToolCall(models.Model):
             # always within one request (selectors.tool_call_output)
             models.UniqueConstraint(fields=["request", "call_id"], name="toolcall_once_per_request"),
         ]
+
+
+class McpApproval(models.Model):
+    """A person's answer to an `mcp_approval_request`: stored once (any tab, any reload; a second
+    answer is refused), then sent by the runner as an `mcp_approval_response` continuation."""
+
+    request = models.ForeignKey(ResponseRequest, on_delete=models.CASCADE, related_name="mcp_approvals")
+    approval_request_id = models.CharField(max_length=128)
+    approve = models.BooleanField()
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
+    decided_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            # one decision per approval request (services.mcp_approval_decide)
+            models.UniqueConstraint(fields=["request", "approval_request_id"], name="mcp_approval_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{'approved' if self.approve else 'denied'} {self.approval_request_id}"

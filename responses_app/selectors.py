@@ -11,7 +11,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
-from .models import Checkpoint, Conversation, EventRecord, ResponseRequest, Segment, ToolCall
+from .models import Checkpoint, Conversation, EventRecord, McpApproval, ResponseRequest, Segment, ToolCall
 
 EMPTY_VIEW: dict[str, Any] = {"revision": 0, "meta": {"response_id": None, "status": None}, "blocks": []}
 
@@ -140,6 +140,17 @@ def conversation_turns(*, conversation: Conversation) -> list[tuple[ResponseRequ
     ids = [r.latest_checkpoint for r in requests if r.latest_checkpoint]  # type: ignore[attr-defined]
     views = dict(Checkpoint.objects.filter(pk__in=ids).values_list("request_id", "view"))
     return [(r, views.get(r.pk) or view_latest(request=r)) for r in requests]
+
+
+def mcp_approvals(*, request_id: uuid.UUID) -> dict[str, bool]:
+    """The answers given so far to a request's MCP approval requests, by approval request id."""
+    return dict(McpApproval.objects.filter(request_id=request_id).values_list("approval_request_id", "approve"))
+
+
+def approval_requests_in_view(*, request: ResponseRequest) -> set[str]:
+    """The MCP approval requests the request's latest committed view shows."""
+    view = view_latest(request=request)
+    return {str(b.get("item_id")) for b in view.get("blocks") or () if b.get("tool") == "mcp_approval_request"}
 
 
 def tool_call_output(*, request_id: uuid.UUID, call_id: str) -> str | None:

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from . import selectors
 from .forms import SubmitForm
-from .models import Checkpoint, Conversation, EventRecord, ResponseRequest, Segment, ToolCall
+from .models import Checkpoint, Conversation, EventRecord, McpApproval, ResponseRequest, Segment, ToolCall
 from .tools import tool_definitions
 
 Status = ResponseRequest.Status
@@ -316,6 +316,18 @@ def tool_call_finish(*, request_id: uuid.UUID, call_id: str, output: str, ok: bo
     """Store the output of this request's call."""
     ToolCall.objects.filter(request_id=request_id, call_id=call_id).update(
         output=output, status=ToolCall.Status.DONE if ok else ToolCall.Status.FAILED, finished_at=timezone.now())
+
+
+def mcp_approval_decide(*, request: ResponseRequest, approval_request_id: str, approve: bool,
+                        user: User) -> bool:
+    """Store a person's answer to an MCP approval request; False when it was answered before."""
+    try:
+        with transaction.atomic():
+            McpApproval.objects.create(request=request, approval_request_id=approval_request_id, approve=approve,
+                                       decided_by=user)
+    except IntegrityError:
+        return False
+    return True
 
 
 def _title_from(prompt: str) -> str:

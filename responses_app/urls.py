@@ -8,6 +8,8 @@ urlpatterns = [
     path("api/requests", api.requests_create, name="api-requests"),
     path("api/requests/<uuid:request_id>", api.requests_detail, name="api-request"),
     path("api/requests/<uuid:request_id>/cancel", api.requests_cancel, name="api-request-cancel"),
+    path("api/requests/<uuid:request_id>/approvals/<str:approval_request_id>", api.requests_approve,
+         name="api-request-approve"),
     # pages
     path("", views.conversation_list, name="conversations"),
     path("c/new/", views.conversation_new, name="conversation-new"),

@@ -222,7 +222,8 @@ def test_usage_per_answer_with_a_cost_when_priced(owner: Any, settings: Any) -> 
 def test_bad_prices_are_refused_at_start_up(value: str, message: str) -> None:
     done = subprocess.run([sys.executable, "-c", "import django, os; os.environ['DJANGO_SETTINGS_MODULE']="
                            "'project.settings'; django.setup()"], capture_output=True, text=True, timeout=60,
-                          env={"PATH": "/usr/bin:/bin", "RELAY_PRICES": value, "DJANGO_ENV": "test"}, check=False)
+                          env={"PATH": "/usr/bin:/bin", "RELAY_PRICES": value, "DJANGO_ENV": "development"},
+                          check=False)
     assert done.returncode != 0 and "ImproperlyConfigured" in done.stderr and message in done.stderr
 
 

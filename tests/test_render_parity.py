@@ -124,6 +124,11 @@ case("mcp", [
     {"id": "mc1", "kind": "tool", "tool": "mcp_call", "state": "failed", "name": "ask", "error": "boom <b>"},
     {"id": "ma0", "kind": "tool", "tool": "mcp_approval_request", "state": "completed", "server_label": "deepwiki",
      "name": "ask", "arguments": '{"q": 1}'},
+    {"id": "ma1", "kind": "tool", "tool": "mcp_approval_request", "state": "awaiting_approval", "item_id": "mcpr_<1>",
+     "server_label": "dice", "name": "roll", "arguments": '{"expression": "2d4+1"}'},
+    {"id": "ma2", "kind": "tool", "tool": "mcp_approval_request", "state": "denied", "item_id": "mcpr_2",
+     "server_label": "dice", "name": "roll"},
+    {"id": "cp0", "kind": "compaction", "tool": "compaction", "state": "compacting", "item_id": "cmp_1"},
 ])
 case("unknown tool kinds and states", [
     {"id": "u0", "kind": "tool", "tool": "brand_NEW_call", "state": "calling"},
@@ -186,11 +191,13 @@ def test_markdown_renders_the_same_whole_and_streamed(rendered: dict[str, Any]) 
 def test_the_corpus_holds_every_kind_and_the_hostile_input_is_inert(rendered: dict[str, Any]) -> None:
     kinds = {b["kind"] for _, _, v, _ in BLOCKS for b in v["blocks"]}
     tools = {b.get("tool") for _, _, v, _ in BLOCKS for b in v["blocks"]}
-    assert kinds == {"text", "refusal", "reasoning", "tool", "image", "audio"}
+    assert kinds == {"text", "refusal", "reasoning", "tool", "image", "audio", "compaction"}
     assert {"web_search_call", "file_search_call", "function_call", "custom_tool_call", "code_interpreter_call",
             "shell_call", "local_shell_call", "apply_patch_call", "mcp_call", "mcp_list_tools",
             "mcp_approval_request", "image_generation_call"} <= tools
     html = "".join(e for c in rendered["node"]["cases"] for e in c["entries"])
     assert "<script" not in html and 'href="javascript' not in html
     assert html.count("<img ") == html.count('<img src="data:image/png;base64,')  # only generated images
+    assert html.count('<div class="approval"') == 1, "Approve/Deny only while an approval is awaited"
+    assert 'data-approval-id="mcpr_&lt;1&gt;"' in html
     assert base64.b64decode(PNG).startswith(b"\x89PNG")

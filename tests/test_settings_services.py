@@ -32,7 +32,8 @@ print(json.dumps(asyncio.run(main()), default=str))
 def settings_of(**env: str) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_", "REDIS_", "RELAY_", "CHANNEL_"))}
     return subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                          env={**base, "DJANGO_SETTINGS_MODULE": "project.settings", "DJANGO_ENV": "test", **env})
+                          env={**base, "DJANGO_SETTINGS_MODULE": "project.settings", "DJANGO_ENV": "development",
+                               **env})
 
 
 def probe(**env: str) -> dict[str, Any]:

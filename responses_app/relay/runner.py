@@ -47,6 +47,7 @@ Kind = Segment.Kind
 MAX_RESUMES = 5
 MAX_HTTP_RETRIES = 3
 MAX_TOOL_ROUNDS = 5
+APPROVAL_POLL_S = 0.5  # how often a request waiting for an MCP approval looks for the answer
 ERROR_GRACE_S = 2.0  # after an `error` event, how long a following response.failed may take
 
 
@@ -74,6 +75,7 @@ class StreamRunner:
         self._error: tuple[str, str] | None = None
         self._counters = {"retries": 0, "disconnects": 0}
         self._deadline_hit = False
+        self._stopped_waiting = False  # stopped while an approval was awaited
         self._fatal: tuple[str, str] | None = None  # the relay itself cannot go on (its writes fail)
         self._own_writes = 0
 
@@ -187,7 +189,7 @@ class StreamRunner:
             if self.transcript.terminal:
                 body = await self._next_round(self.request)
                 if body is None:
-                    return self._response_status()
+                    return v.CANCELLED if self._stopped_waiting else self._response_status()
                 kind, resumes, http_retries = Kind.CONTINUATION, 0, 0
                 continue
             if result.ending is Ending.CANCELLED or self.cancel_requested.is_set():
@@ -245,11 +247,37 @@ class StreamRunner:
         if self.transcript.status != v.COMPLETED:
             return None
         outputs = await self.tools.run(self.transcript)
+        outputs += await self._approvals()
         if not outputs or self.transcript.round >= MAX_TOOL_ROUNDS or self.cancel_requested.is_set():
             return None
         body = continuation_body(request, self.transcript.response_id or "", outputs)
         self.transcript.next_response()
         return body
+
+    async def _approvals(self) -> list[dict[str, Any]]:
+        """MCP approval requests wait for a person (any tab, services.mcp_approval_decide); their
+        answers become `mcp_approval_response` inputs of the continuation. A Stop (or the deadline)
+        while waiting ends the request without one."""
+        asked = self.transcript.approval_requests()
+        if not asked:
+            return []
+        self.delivery.changed(self.transcript.approvals_awaited(asked), boundary=True)
+        while True:
+            decided = await db(selectors.mcp_approvals)(request_id=self.uuid)
+            if all(approval_id in decided for approval_id in asked):
+                break
+            try:
+                async with asyncio.timeout(APPROVAL_POLL_S):
+                    await self.cancel_requested.wait()
+            except TimeoutError:
+                continue
+            self._stopped_waiting = True
+            return []
+        for approval_id in asked:
+            self.delivery.changed(self.transcript.approval_decided(approval_id, decided[approval_id]), boundary=True)
+        self.delivery.changed(self.transcript.tools_finished(), boundary=True)
+        return [{"type": "mcp_approval_response", "approval_request_id": approval_id, "approve": decided[approval_id]}
+                for approval_id in asked]
 
     # --- one upstream segment ---------------------------------------------------------------
 
@@ -379,7 +407,8 @@ class StreamRunner:
 
     async def _finish(self, status: str, error: tuple[str, str] | None = None, *, reason: str | None = None) -> None:
         error = error or self._error
-        self.delivery.changed(self.transcript.end(status, error, reason=reason))
+        over = self._stopped_waiting or self._fatal is not None
+        self.delivery.changed(self.transcript.end(status, error, reason=reason, over_response=over))
         await self.delivery.final()
         transcript = self.transcript
         assembler_error = transcript.assembler.error or {}

@@ -208,7 +208,8 @@ class SimulatorApp:
         )
         prompt = texts.prompt_text(request.get("input"))
         ctx = Context(
-            request, rng, emitter, prompt, tokens=faults.tokens, tool_results=tool_results
+            request, rng, emitter, prompt, tokens=faults.tokens, tool_results=tool_results,
+            approvals=self._approvals(request.get("input"), prev),
         )
         plan = (FOLLOWUP if tool_results else scenario).plan(ctx)
         tokens_per_s = (
@@ -246,6 +247,24 @@ class SimulatorApp:
         finally:
             if ephemeral and resp.finished:
                 self.store.discard(resp.id)
+
+    def _approvals(self, items: Any, prev: SimResponse | None) -> dict[str, bool]:
+        """mcp_approval_response items, each for an approval request the previous response made."""
+        responses = [i for i in items if isinstance(i, dict) and i.get("type") == "mcp_approval_response"] \
+            if isinstance(items, list) else []
+        if not responses:
+            return {}
+        asked = {o.get("id") for o in (prev.obj.get("output") or []) if isinstance(o, dict)
+                 and o.get("type") == "mcp_approval_request"} if prev is not None else set()
+        decided: dict[str, bool] = {}
+        for item in responses:
+            approval_id = item.get("approval_request_id")
+            if approval_id not in asked:
+                raise bad_request(f"No approval request found with id {approval_id}.", param="input")
+            if not isinstance(item.get("approve"), bool):
+                raise bad_request("'approve' must be a boolean.", param="input")
+            decided[str(approval_id)] = item["approve"]
+        return decided
 
     def _tool_results(self, items: Any, prev: SimResponse | None) -> list[ToolResult]:
         if not isinstance(items, list):

@@ -490,13 +490,22 @@ class Emitter:
             {"id": item_id, "type": "mcp_list_tools", "server_label": server_label, "tools": tools},
         )
 
-    def mcp_call(self, server_label: str, name: str, arguments: str, output: str) -> Iterator[Step]:
+    def mcp_approval_request(self, server_label: str, name: str, arguments: str) -> Iterator[Step]:
+        """The model wants to call an MCP tool that needs the user's approval first."""
+        index = self._index()
+        item = {"id": self.new_id("mcpr"), "type": "mcp_approval_request", "arguments": arguments,
+                "name": name, "server_label": server_label}
+        yield self._added(index, item)
+        yield self._done(index, item)
+
+    def mcp_call(self, server_label: str, name: str, arguments: str, output: str,
+                 approval_request_id: str | None = None) -> Iterator[Step]:
         item_id = self.new_id("mcp")
         index = self._index()
         item = {
             "id": item_id,
             "type": "mcp_call",
-            "approval_request_id": None,
+            "approval_request_id": approval_request_id,
             "arguments": "",
             "error": None,
             "name": name,

@@ -31,6 +31,7 @@ class Context:
     prompt: str
     tokens: int | None = None
     tool_results: list[ToolResult] = field(default_factory=list)
+    approvals: dict[str, bool] = field(default_factory=dict)  # mcp_approval_response items in the input
     status: str = "completed"
     error: dict[str, Any] | None = None
     incomplete_details: dict[str, Any] | None = None
@@ -288,6 +289,23 @@ def mcp(ctx: Context) -> Iterator[Step]:
     yield from ctx.emitter.message(f"You rolled 2d4+1 and got {roll}.")
 
 
+def mcp_approval(ctx: Context) -> Iterator[Step]:
+    """Asks before it rolls: an mcp_approval_request ends the first response; the continuation
+    with an mcp_approval_response either rolls (approved) or says it did not (denied)."""
+    label, arguments = "dice", '{"expression":"2d4+1"}'
+    if not ctx.approvals:
+        yield from ctx.emitter.mcp_list_tools(label, [_MCP_TOOL])
+        yield from ctx.emitter.mcp_approval_request(label, "roll", arguments)
+        return
+    approval_id, approved = next(iter(ctx.approvals.items()))
+    if approved:
+        roll = ctx.rng.randint(3, 9)
+        yield from ctx.emitter.mcp_call(label, "roll", arguments, str(roll), approval_request_id=approval_id)
+        yield from ctx.emitter.message(f"With your approval I rolled 2d4+1 and got {roll}.")
+    else:
+        yield from ctx.emitter.message("You did not approve the dice roll, so I did not roll.")
+
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
@@ -337,6 +355,8 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario("sim-image", "Image generation with two partial images, then text.", image),
         Scenario("sim-mcp", "MCP list tools and an MCP call, then text.", mcp),
+        Scenario("sim-mcp-approval", "An MCP call that asks for approval first (answer with "
+                 "mcp_approval_response).", mcp_approval),
     )
 }
 

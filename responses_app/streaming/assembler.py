@@ -175,9 +175,12 @@ class Assembler(ItemEvents):
 
     def function_calls(self) -> list[dict[str, Any]]:
         """The response's function calls that carry a call id (complete once it is terminal)."""
-        return [item.materialize() for _index, item in sorted(self._items.items())
-                if item.type == "function_call" and isinstance(item.data.get("call_id"), str)
-                and item.data["call_id"]]
+        return [call for call in self.output_items("function_call")
+                if isinstance(call.get("call_id"), str) and call["call_id"]]
+
+    def output_items(self, item_type: str) -> list[dict[str, Any]]:
+        """The response's output items of one type, in output order."""
+        return [item.materialize() for _index, item in sorted(self._items.items()) if item.type == item_type]
 
     def response(self) -> dict[str, Any]:
         """The Response snapshot as it stands, shaped like the API's Response object."""

@@ -167,17 +167,38 @@ class Transcript:
             self.view.set(block_id, {"state": "done", "output": output})
         return self.take_ops()
 
+    def approval_requests(self) -> list[str]:
+        """The ids of the current response's MCP approval requests (each waits for a person)."""
+        return [item["id"] for item in self.assembler.output_items("mcp_approval_request")
+                if isinstance(item.get("id"), str) and item["id"]]
+
+    def approvals_awaited(self, approval_ids: list[str]) -> Ops:
+        self.view.set_meta({"status": "waiting_for_approval", "activity": "approval"})
+        for approval_id in approval_ids:
+            block_id = self.assembler.block_id_for(approval_id)
+            if block_id:
+                self.view.set(block_id, {"state": "awaiting_approval"})
+        return self.take_ops()
+
+    def approval_decided(self, approval_id: str, approve: bool) -> Ops:
+        block_id = self.assembler.block_id_for(approval_id)
+        if block_id:
+            self.view.set(block_id, {"state": "approved" if approve else "denied"})
+        return self.take_ops()
+
     def tools_finished(self) -> Ops:
         self.view.set_meta({"status": "in_progress"})
         return self.take_ops()
 
     # --- the end ----------------------------------------------------------------------------
 
-    def end(self, status: str, error: tuple[str, str] | None = None, *, reason: str | None = None) -> Ops:
+    def end(self, status: str, error: tuple[str, str] | None = None, *, reason: str | None = None,
+            over_response: bool = False) -> Ops:
         """The relay's outcome. A status no upstream event reported (cancelled, unknown, a
         transport error, the relay's own deadline: incomplete with a `reason`) is shown as such;
-        a settled response keeps its own."""
-        if (status in _RELAY_ENDINGS or reason) and not self.settled:
+        a settled response keeps its own, unless the request went on past it (`over_response`:
+        stopped while an approval was awaited, or its writes failed)."""
+        if (status in _RELAY_ENDINGS or reason) and (over_response or not self.settled):
             fields: dict[str, Any] = {"status": status}
             if error:
                 fields["error"] = {"code": error[0], "message": error[1]}

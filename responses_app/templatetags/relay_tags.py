@@ -48,6 +48,7 @@ TOOL_STATES = {
     "searching": "searching", "generating": "generating",
     "completed": "completed", "done": "completed",
     "failed": "failed", "incomplete": "incomplete", "cancelled": "cancelled",
+    "awaiting_approval": "awaiting approval", "approved": "approved", "denied": "denied",
 }
 
 TOOL_NAMES = {

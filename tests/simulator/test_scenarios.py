@@ -24,6 +24,7 @@ ID_PREFIX = {
     "image_generation_call": "ig_",
     "mcp_call": "mcp_",
     "mcp_list_tools": "mcpl_",
+    "mcp_approval_request": "mcpr_",
 }
 
 

@@ -7,11 +7,34 @@
 
 import { bindComposer } from "./composer.js";
 import { ConversationLive, bindActions } from "./conversation.js";
-import { followAll, followers, hooks, liveHtml, liveTexts } from "./follower.js";
+import { csrfToken, followAll, followers, hooks, liveHtml, liveTexts } from "./follower.js";
 import { renderMarkdown } from "./markdown.js";
 import { badgeKey } from "./render.js";
 import { contentChanged, startScroll } from "./scroll.js";
 import { loadFromPage } from "./vocab.js";
+
+// Approve / Deny on an MCP approval request: the answer is stored once, from any tab; the runner
+// picks it up and the block's new state arrives as a patch, here and in every other tab.
+function bindApprovals(root) {
+  root.addEventListener("click", async (event) => {
+    const button = event.target.closest(".approval button[data-approve]");
+    if (!button) return;
+    const box = button.closest(".approval");
+    const turn = button.closest("article.turn");
+    if (!box || !turn) return;
+    box.querySelectorAll("button").forEach((b) => { b.disabled = true; });
+    const url = `/api/requests/${turn.dataset.requestId}/approvals/${encodeURIComponent(box.dataset.approvalId)}`;
+    const response = await fetch(url, {
+      method: "POST", credentials: "same-origin",
+      headers: { "X-CSRFToken": csrfToken(), "Content-Type": "application/json" },
+      body: JSON.stringify({ approve: button.dataset.approve === "true" }),
+    });
+    if (!response.ok && response.status !== 409) {
+      box.querySelectorAll("button").forEach((b) => { b.disabled = false; });
+      box.dataset.error = String(response.status);
+    }
+  });
+}
 
 function start() {
   document.documentElement.classList.add("js"); // shows the controls that need this script
@@ -26,6 +49,7 @@ function start() {
     new ConversationLive(chat.dataset.conversation);
   }
   followAll();
+  bindApprovals(document);
   if (form) bindComposer(form);
   window.relayChat = { followers, liveTexts, liveHtml, renderMarkdown, badgeKey }; // for debugging and tests
 }

@@ -159,7 +159,11 @@ export function renderEntry(block, md = null) {
       const code = block.text ? `<pre><code>${esc(block.text)}</code></pre>` : "";
       const details = toolDetails(block).map(([label, value]) =>
         `<div class="tool-detail"><span class="muted small">${esc(label)}</span><pre>${esc(value)}</pre></div>`).join("");
-      return `<details class="block block-tool" data-block-id="${id}" data-state="${state}"><summary><span class="tool-title">${esc(toolTitle(block))}</span> <span class="tool-state state-${state}">${state}</span></summary>${code}${details}</details>`;
+      const awaiting = block.state === "awaiting_approval";
+      const approval = awaiting && block.tool === "mcp_approval_request"
+        ? `<div class="approval" data-approval-id="${esc(block.item_id)}"><button type="button" data-approve="true">Approve</button> <button type="button" data-approve="false">Deny</button></div>`
+        : "";
+      return `<details class="block block-tool" data-block-id="${id}" data-state="${state}"${awaiting ? " open" : ""}><summary><span class="tool-title">${esc(toolTitle(block))}</span> <span class="tool-state state-${state}">${state}</span></summary>${code}${details}${approval}</details>`;
     }
   }
 }

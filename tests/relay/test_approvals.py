@@ -1,0 +1,94 @@
+"""MCP approvals: the runner waits for a person's answer, stored once, and sends it as an
+`mcp_approval_response` continuation in the same logical request (simulator over real HTTP)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.test import AsyncClient
+
+from responses_app.models import McpApproval, Segment
+from responses_app.relay.hub import get_hub
+from responses_app.relay.runner import StreamRunner
+from tests.relay.helpers import make_request, reload
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("relay_settings")]
+
+
+async def awaiting(runner: StreamRunner, timeout: float = 20) -> dict[str, Any]:
+    async with asyncio.timeout(timeout):
+        while True:
+            blocks = [b for b in runner.view.to_dict()["blocks"] if b.get("tool") == "mcp_approval_request"]
+            if blocks and blocks[0]["state"] == "awaiting_approval":
+                return blocks[0]
+            await asyncio.sleep(0.02)
+
+
+async def client_for(user: Any) -> AsyncClient:
+    client = AsyncClient(enforce_csrf_checks=False)
+    await sync_to_async(client.force_login)(user)
+    return client
+
+
+def approve_url(request_id: Any, approval_id: str) -> str:
+    return f"/api/requests/{request_id}/approvals/{approval_id}"
+
+
+@pytest.mark.parametrize("approve", [True, False])
+async def test_an_approval_is_asked_answered_once_and_sent_as_a_continuation(owner: Any, staff: Any,
+                                                                            approve: bool) -> None:
+    request = await make_request(owner, "sim-mcp-approval", background=False)
+    runner = StreamRunner(str(request.pk), get_hub())
+    task = asyncio.get_running_loop().create_task(runner.run())
+    block = await awaiting(runner)
+    assert runner.view.meta["status"] == "waiting_for_approval"
+    approval_id = block["item_id"]
+    assert (await reload(request)).status == "streaming", "the request waits, it has not ended"
+
+    staff_client = await client_for(staff)
+    refused = await staff_client.post(approve_url(request.pk, approval_id), json.dumps({"approve": True}),
+                                      content_type="application/json")
+    assert refused.status_code == 403, "staff may watch, only the owner answers"
+    owner_client = await client_for(owner)
+    unknown = await owner_client.post(approve_url(request.pk, "mcpr_nope"), json.dumps({"approve": True}),
+                                      content_type="application/json")
+    assert unknown.status_code == 404
+    bad = await owner_client.post(approve_url(request.pk, approval_id), json.dumps({"approve": "yes"}),
+                                  content_type="application/json")
+    assert bad.status_code == 400
+    answered = await owner_client.post(approve_url(request.pk, approval_id), json.dumps({"approve": approve}),
+                                       content_type="application/json")
+    assert answered.status_code == 201
+    again = await owner_client.post(approve_url(request.pk, approval_id), json.dumps({"approve": not approve}),
+                                    content_type="application/json")
+    assert again.status_code == 409, "a second answer is refused"
+
+    await asyncio.wait_for(task, 30)
+    saved = await reload(request)
+    assert saved.status == "completed"
+    expected = "With your approval I rolled" if approve else "You did not approve"
+    assert expected in saved.final_text
+    state = next(b["state"] for b in runner.view.to_dict()["blocks"] if b.get("item_id") == approval_id)
+    assert state == ("approved" if approve else "denied")
+    kinds = await sync_to_async(lambda: list(Segment.objects.filter(request=saved).order_by("index")
+                                             .values_list("kind", flat=True)))()
+    assert kinds == ["initial", "continuation"], "one logical request"
+    rows = await sync_to_async(lambda: list(McpApproval.objects.filter(request=saved).values_list(
+        "approval_request_id", "approve", "decided_by_id")))()
+    assert rows == [(approval_id, approve, owner.pk)], "stored once, audited with who answered"
+
+
+async def test_stop_while_an_approval_is_awaited_ends_cancelled(owner: Any) -> None:
+    request = await make_request(owner, "sim-mcp-approval", background=False)
+    runner = StreamRunner(str(request.pk), get_hub())
+    task = asyncio.get_running_loop().create_task(runner.run())
+    await awaiting(runner)
+    runner.cancel()
+    await asyncio.wait_for(task, 20)
+    saved = await reload(request)
+    assert saved.status == "cancelled"
+    assert runner.view.meta["status"] == "cancelled"
