@@ -96,7 +96,10 @@ class Fanout:
 
     async def _ensure_inbox(self) -> None:
         if self.inbox is None:
-            self.inbox = await self.layer.new_channel(prefix="relay-process.")
+            # The default prefix, like every consumer's channel: channels_redis reads a process's
+            # channels from one Redis list per prefix, under one lock, so an inbox of its own prefix
+            # would wait behind the consumers' blocking reads and never be served.
+            self.inbox = await self.layer.new_channel()
         loop = asyncio.get_running_loop()
         if self._reader is None or self._reader.done():
             self._reader = loop.create_task(self._read(), name="relay-fanout-reader", context=contextvars.Context())
