@@ -130,6 +130,13 @@ case("mcp", [
      "server_label": "dice", "name": "roll"},
     {"id": "cp0", "kind": "compaction", "tool": "compaction", "state": "compacting", "item_id": "cmp_1"},
 ])
+case("a hosted tool running, no text yet", [
+    {"id": "ci0", "kind": "tool", "tool": "code_interpreter_call", "state": "interpreting", "text": "print(1)"},
+], status="streaming", meta={"status": "in_progress", "activity": "tool"})
+case("waiting for an approval", [
+    {"id": "ma3", "kind": "tool", "tool": "mcp_approval_request", "state": "awaiting_approval", "item_id": "mcpr_3",
+     "name": "roll"},
+], status="streaming", meta={"status": "waiting_for_approval", "activity": "approval"})
 case("unknown tool kinds and states", [
     {"id": "u0", "kind": "tool", "tool": "brand_NEW_call", "state": "calling"},
     {"id": "u1", "kind": "tool", "state": "weird_state"},
@@ -198,6 +205,13 @@ def test_the_corpus_holds_every_kind_and_the_hostile_input_is_inert(rendered: di
     html = "".join(e for c in rendered["node"]["cases"] for e in c["entries"])
     assert "<script" not in html and 'href="javascript' not in html
     assert html.count("<img ") == html.count('<img src="data:image/png;base64,')  # only generated images
-    assert html.count('<div class="approval"') == 1, "Approve/Deny only while an approval is awaited"
+    assert html.count('<div class="approval"') == 2, "Approve/Deny only while an approval is awaited"
     assert 'data-approval-id="mcpr_&lt;1&gt;"' in html
     assert base64.b64decode(PNG).startswith(b"\x89PNG")
+
+
+def test_the_badge_tells_a_working_tool_and_an_awaited_approval_from_silence() -> None:
+    views = {name: (status, view) for name, status, view, _ in BLOCKS}
+    assert badge_key(*views["a hosted tool running, no text yet"]) == "working"
+    assert badge_key(*views["waiting for an approval"]) == "waiting_approval"
+

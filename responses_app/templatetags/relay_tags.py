@@ -29,6 +29,8 @@ BADGE_LABELS = {
     "thinking": "Thinking…",
     "searching": "Searching…",
     "waiting_tool": "Waiting for tool",
+    "waiting_approval": "Waiting for your approval",
+    "working": "Using a tool…",
     "completed": "Completed",
     "failed": "Failed",
     "incomplete": "Incomplete",
@@ -100,12 +102,17 @@ def badge_key(status: str, view: dict[str, Any] | None) -> str:
         return TERMINAL_BADGES[meta_status]
     if meta_status == "queued":
         return "queued"
+    if meta_status == "waiting_for_approval":
+        return "waiting_approval"
     blocks = view.get("blocks") or []
     if any(b.get("kind") == "tool" and b.get("state") == "searching" for b in blocks):
         return "searching"
     last = blocks[-1] if blocks else None
     if last and last.get("kind") == "tool" and last.get("tool") in _CALLER_TOOLS and last.get("state") in _DONE_STATES:
         return "waiting_tool"
+    if (view.get("meta") or {}).get("activity") == "tool" and last and last.get("kind") == "tool" \
+            and last.get("state") not in _DONE_STATES:
+        return "working"  # no text for a while, but a tool runs and events flow
     visible = any(b.get("kind") in _VISIBLE and b.get("text") for b in blocks)
     if not visible or (last and last.get("kind") == "reasoning"):
         return "thinking"

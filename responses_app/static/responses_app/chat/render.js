@@ -10,11 +10,15 @@ export function badgeKey(status, view) {
   const meta = (view && view.meta) || {};
   if (vocab.terminalBadges[meta.status]) return vocab.terminalBadges[meta.status];
   if (meta.status === "queued") return "queued";
+  if (meta.status === "waiting_for_approval") return "waiting_approval";
   const blocks = (view && view.blocks) || [];
   if (blocks.some((b) => b.kind === "tool" && b.state === "searching")) return "searching";
   const last = blocks[blocks.length - 1];
   if (last && last.kind === "tool" && vocab.callerTools.has(last.tool) && vocab.doneStates.has(last.state)) {
     return "waiting_tool";
+  }
+  if (meta.activity === "tool" && last && last.kind === "tool" && !vocab.doneStates.has(last.state)) {
+    return "working"; // no text for a while, but a tool runs and events flow
   }
   const visible = blocks.some((b) => vocab.visibleKinds.has(b.kind) && b.text);
   if (!visible || (last && last.kind === "reasoning")) return "thinking";
