@@ -47,7 +47,6 @@ Kind = Segment.Kind
 MAX_RESUMES = 5
 MAX_HTTP_RETRIES = 3
 MAX_TOOL_ROUNDS = 5
-APPROVAL_POLL_S = 0.5  # how often a request waiting for an MCP approval looks for the answer
 ERROR_GRACE_S = 2.0  # after an `error` event, how long a following response.failed may take
 
 
@@ -247,37 +246,16 @@ class StreamRunner:
         if self.transcript.status != v.COMPLETED:
             return None
         outputs = await self.tools.run(self.transcript)
-        outputs += await self._approvals()
+        answers = await self.tools.approvals(self.transcript, self.cancel_requested)
+        if answers is None:  # stopped while an approval was awaited
+            self._stopped_waiting = True
+            return None
+        outputs += answers
         if not outputs or self.transcript.round >= MAX_TOOL_ROUNDS or self.cancel_requested.is_set():
             return None
         body = continuation_body(request, self.transcript.response_id or "", outputs)
         self.transcript.next_response()
         return body
-
-    async def _approvals(self) -> list[dict[str, Any]]:
-        """MCP approval requests wait for a person (any tab, services.mcp_approval_decide); their
-        answers become `mcp_approval_response` inputs of the continuation. A Stop (or the deadline)
-        while waiting ends the request without one."""
-        asked = self.transcript.approval_requests()
-        if not asked:
-            return []
-        self.delivery.changed(self.transcript.approvals_awaited(asked), boundary=True)
-        while True:
-            decided = await db(selectors.mcp_approvals)(request_id=self.uuid)
-            if all(approval_id in decided for approval_id in asked):
-                break
-            try:
-                async with asyncio.timeout(APPROVAL_POLL_S):
-                    await self.cancel_requested.wait()
-            except TimeoutError:
-                continue
-            self._stopped_waiting = True
-            return []
-        for approval_id in asked:
-            self.delivery.changed(self.transcript.approval_decided(approval_id, decided[approval_id]), boundary=True)
-        self.delivery.changed(self.transcript.tools_finished(), boundary=True)
-        return [{"type": "mcp_approval_response", "approval_request_id": approval_id, "approve": decided[approval_id]}
-                for approval_id in asked]
 
     # --- one upstream segment ---------------------------------------------------------------
 

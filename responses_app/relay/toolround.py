@@ -1,4 +1,5 @@
-"""The tool step between two responses: each completed function call runs once per call id.
+"""The tool step between two responses: each completed function call runs once per call id, and
+each MCP approval request waits for a person's answer.
 
 A call id is claimed in the database before its tool runs (`services.tool_call_claim`); a replay,
 a recovery or a reconnect finds the claim and reuses the stored output, never running it again.
@@ -8,6 +9,7 @@ runner as the ops the transcript returned, sent at once (a boundary).
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +21,8 @@ from .. import selectors, services
 from ..streaming.transcript import Ops, Transcript
 from ..tools import ToolError, parse_arguments, run_tool
 from .dbthreads import db
+
+APPROVAL_POLL_S = 0.5  # how often a request waiting for an MCP approval looks for the answer
 
 
 class ToolRound:
@@ -55,6 +59,31 @@ class ToolRound:
             outputs.append({"type": "function_call_output", "call_id": call_id, "output": output})
         self._changed(transcript.tools_finished())
         return outputs
+
+
+    async def approvals(self, transcript: Transcript, stop: asyncio.Event) -> list[dict[str, Any]] | None:
+        """MCP approval requests wait for a person (any tab: services.mcp_approval_decide); their
+        answers become `mcp_approval_response` inputs of the continuation. None: a Stop (or the
+        deadline) came first."""
+        asked = transcript.approval_requests()
+        if not asked:
+            return []
+        self._changed(transcript.approvals_awaited(asked))
+        while True:
+            decided = await db(selectors.mcp_approvals)(request_id=self.request_id)
+            if all(approval_id in decided for approval_id in asked):
+                break
+            try:
+                async with asyncio.timeout(APPROVAL_POLL_S):
+                    await stop.wait()
+            except TimeoutError:
+                continue
+            return None
+        for approval_id in asked:
+            self._changed(transcript.approval_decided(approval_id, decided[approval_id]))
+        self._changed(transcript.tools_finished())
+        return [{"type": "mcp_approval_response", "approval_request_id": approval_id, "approve": decided[approval_id]}
+                for approval_id in asked]
 
 
 def _json_or_text(arguments: str) -> Any:
