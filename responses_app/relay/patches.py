@@ -26,7 +26,7 @@ class PatchStream:
     def __init__(self, view: ViewModel, publish: Publish, interval: float) -> None:
         self.view = view
         self.policy = FlushPolicy(interval)
-        self._coalescer = Coalescer(interval)
+        self._coalescer = Coalescer()
         self._publish = publish
         self._waiters: list[asyncio.Future[dict[str, Any]]] = []
         self.published = view.revision  # the revision of the last patch sent
@@ -35,7 +35,7 @@ class PatchStream:
         """Take a change; True when it should go out now."""
         urgent = False
         if change.ops:
-            urgent = self._coalescer.push(change.base, change.ops, change.revision, now)
+            urgent = self._coalescer.push(change.base, change.ops, change.revision)
         return self.policy.push(now, changed=bool(change.ops), boundary=boundary) or urgent
 
     def flush(self, now: float) -> None:

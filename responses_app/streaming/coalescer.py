@@ -1,9 +1,8 @@
-"""Coalesce a view's ops into patches sent at most every `interval` seconds.
+"""Coalesce a view's ops into patches: what goes into a patch, never when (policies.py decides).
 
-The relay drains `ViewModel.take_ops()` after every chunk and `push`es the ops here; it sends
-`flush()`'s patch when `push` says so (the ops held a boundary: anything but an `append`), when
-`due(now)` (the interval has passed since the first op still pending), or on its own timer set
-for `next_deadline()`.
+The relay pushes the ops of every change here and sends `flush()`'s patch when `push` says so
+(the ops held a boundary: anything but an `append`, or too much is pending) or when its
+FlushPolicy says the interval is over.
 
 A patch is `{"base": r0, "revision": r1, "ops": [...]}`, the ops pushed since the last flush
 with *adjacent* `append` ops to the same block merged into one; nothing is reordered, so a
@@ -11,10 +10,7 @@ client applying it with `view.apply_patch` reaches exactly the view at r1 (tests
 Merging keeps text as a list of pieces joined once at flush, so a patch costs O(its text).
 
 Memory is bounded: once more than `max_pending_ops` ops have been pushed since the last flush,
-`push` and `due` report the coalescer urgent, so the caller flushes now.
-
-Time is an argument, never read from a clock (like zulip's event queue passes `now`): the
-caller's loop time in production, plain numbers in tests. Pure: no Django, no I/O.
+`push` reports the coalescer urgent, so the caller flushes now. Pure: no Django, no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -25,29 +21,22 @@ from .view import Op
 
 
 class Coalescer:
-    __slots__ = (
-        "interval", "max_pending_ops", "_base", "_revision", "_ops", "_tail_block",
-        "_tail_text", "_first_at", "_pushed",
-    )
+    __slots__ = ("max_pending_ops", "_base", "_revision", "_ops", "_tail_block", "_tail_text", "_pushed")
 
-    def __init__(self, interval: float, max_pending_ops: int = 2000) -> None:
-        if interval < 0:
-            raise ValueError(f"interval must not be negative, got {interval}")
+    def __init__(self, max_pending_ops: int = 2000) -> None:
         if max_pending_ops < 1:
             raise ValueError(f"max_pending_ops must be positive, got {max_pending_ops}")
-        self.interval = interval
         self.max_pending_ops = max_pending_ops
         self._base: int | None = None  # the revision the pending patch applies on
         self._revision: int | None = None  # the revision after the pending ops
         self._ops: list[Op] = []  # finished ops of the pending patch
         self._tail_block: str | None = None  # the trailing append still being merged ...
         self._tail_text: list[str] = []  # ... and its text pieces
-        self._first_at: float | None = None  # when the first pending op was pushed
         self._pushed = 0  # ops pushed since the last flush, before merging
 
     # --- input ------------------------------------------------------------------------------
 
-    def push(self, base: int, ops: list[Op], revision: int, now: float) -> bool:
+    def push(self, base: int, ops: list[Op], revision: int) -> bool:
         """Take ops as `take_ops()` returned them (`base`), with the view's `revision` after them.
 
         Returns True when the caller should flush now: the ops held something other than an
@@ -61,7 +50,6 @@ class Coalescer:
             raise ValueError(f"ops on revision {base} do not continue the pending {self._revision}")
         if self._base is None:
             self._base = base
-            self._first_at = now
         self._revision = revision
         self._pushed += len(ops)
         boundary = False
@@ -87,23 +75,9 @@ class Coalescer:
         self._tail_text = tail_text
         return boundary or self._pushed > self.max_pending_ops
 
-    # --- timing -----------------------------------------------------------------------------
-
     @property
     def pending(self) -> bool:
         return self._base is not None
-
-    def due(self, now: float) -> bool:
-        """Something is pending and it is time to send it (or too much is pending)."""
-        first = self._first_at
-        if first is None:
-            return False
-        return now - first >= self.interval or self._pushed > self.max_pending_ops
-
-    def next_deadline(self) -> float | None:
-        """When the pending ops fall due; None with nothing pending."""
-        first = self._first_at
-        return None if first is None else first + self.interval
 
     # --- output -----------------------------------------------------------------------------
 
@@ -115,7 +89,7 @@ class Coalescer:
         if self._tail_block is not None:
             ops.append(["append", self._tail_block, "".join(self._tail_text)])
         patch = {"base": self._base, "revision": self._revision, "ops": ops}
-        self._base = self._revision = self._tail_block = self._first_at = None
+        self._base = self._revision = self._tail_block = None
         self._ops = []
         self._tail_text = []
         self._pushed = 0

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from responses_app.streaming.coalescer import Coalescer
+from responses_app.streaming.policies import FlushPolicy
 from responses_app.streaming.view import ViewModel, apply_patch
 
 EMPTY_VIEW: dict[str, Any] = {"revision": 0, "meta": {"response_id": None, "status": None},
@@ -23,19 +24,19 @@ def view_with_blocks(*ids: str) -> ViewModel:
     return view
 
 
-def push_all(coalescer: Coalescer, view: ViewModel, now: float) -> bool:
+def push_all(coalescer: Coalescer, view: ViewModel) -> bool:
     base, ops = view.take_ops()
-    return coalescer.push(base, ops, view.revision, now)
+    return coalescer.push(base, ops, view.revision)
 
 
 def test_adjacent_appends_to_one_block_merge_into_one_op() -> None:
     view = view_with_blocks("a")
-    coalescer = Coalescer(0.05)
-    assert push_all(coalescer, view, 0.0) is True  # the add is a boundary
+    coalescer = Coalescer()
+    assert push_all(coalescer, view) is True  # the add is a boundary
     coalescer.flush()
     for word in ("one ", "two ", "three"):
         view.append("a", word)
-        assert push_all(coalescer, view, 0.01) is False  # appends only: the timer decides
+        assert push_all(coalescer, view) is False  # appends only: the timer decides
     assert coalescer.flush() == {
         "base": 1, "revision": 4, "ops": [["append", "a", "one two three"]],
     }
@@ -43,12 +44,12 @@ def test_adjacent_appends_to_one_block_merge_into_one_op() -> None:
 
 def test_appends_are_never_merged_across_other_ops() -> None:
     view = view_with_blocks("a", "b")
-    coalescer = Coalescer(0.05)
+    coalescer = Coalescer()
     base, _ = view.take_ops()
     ops = [["append", "a", "1"], ["append", "a", "2"], ["append", "b", "3"], ["append", "a", "4"],
            ["set", "a", {"state": "done"}], ["append", "a", "5"], ["meta", {"status": "x"}],
            ["append", "b", "6"], ["append", "b", "7"]]
-    assert coalescer.push(2, ops, 2 + len(ops), 0.0) is True
+    assert coalescer.push(2, ops, 2 + len(ops)) is True
     patch = coalescer.flush()
     assert patch == {"base": 2, "revision": 11, "ops": [
         ["append", "a", "12"], ["append", "b", "3"], ["append", "a", "4"],
@@ -58,10 +59,10 @@ def test_appends_are_never_merged_across_other_ops() -> None:
 
 
 def test_merging_continues_across_pushes() -> None:
-    coalescer = Coalescer(1.0)
-    coalescer.push(0, [["append", "a", "x"]], 1, 0.0)
-    coalescer.push(1, [["append", "a", "y"]], 2, 0.1)
-    coalescer.push(2, [["append", "a", "z"], ["append", "b", "w"]], 4, 0.2)
+    coalescer = Coalescer()
+    coalescer.push(0, [["append", "a", "x"]], 1)
+    coalescer.push(1, [["append", "a", "y"]], 2)
+    coalescer.push(2, [["append", "a", "z"], ["append", "b", "w"]], 4)
     assert coalescer.flush() == {"base": 0, "revision": 4,
                                  "ops": [["append", "a", "xyz"], ["append", "b", "w"]]}
 
@@ -69,73 +70,60 @@ def test_merging_continues_across_pushes() -> None:
 def test_boundary_ops_ask_for_an_immediate_flush() -> None:
     for op in (["add", {"id": "a", "kind": "text", "text": ""}], ["set", "a", {"state": "done"}],
                ["meta", {"status": "completed"}]):
-        coalescer = Coalescer(10.0)
-        assert coalescer.push(0, [["append", "a", "x"], op], 2, 0.0) is True
+        coalescer = Coalescer()
+        assert coalescer.push(0, [["append", "a", "x"], op], 2) is True
 
 
-def test_due_and_next_deadline_follow_the_first_pending_op() -> None:
-    coalescer = Coalescer(0.05)
-    assert coalescer.due(100.0) is False
-    assert coalescer.next_deadline() is None
+def test_pending_tells_whether_a_patch_waits() -> None:
+    coalescer = Coalescer()
     assert not coalescer.pending
-    coalescer.push(0, [["append", "a", "x"]], 1, 10.0)
-    coalescer.push(1, [["append", "a", "y"]], 2, 10.04)  # later pushes do not move the deadline
+    coalescer.push(0, [["append", "a", "x"]], 1)
     assert coalescer.pending
-    assert coalescer.next_deadline() == pytest.approx(10.05)
-    assert coalescer.due(10.049) is False
-    assert coalescer.due(10.05) is True
-    assert coalescer.flush() is not None
-    assert coalescer.due(11.0) is False
-    assert coalescer.next_deadline() is None
-    coalescer.push(2, [["append", "a", "z"]], 3, 20.0)
-    assert coalescer.next_deadline() == pytest.approx(20.05)
+    assert coalescer.flush() is not None and not coalescer.pending
 
 
 def test_flush_with_nothing_pending_is_none_and_flush_resets() -> None:
-    coalescer = Coalescer(0.05)
+    coalescer = Coalescer()
     assert coalescer.flush() is None
-    assert coalescer.push(0, [], 0, 0.0) is False
+    assert coalescer.push(0, [], 0) is False
     assert coalescer.flush() is None
-    coalescer.push(0, [["append", "a", "x"]], 1, 0.0)
+    coalescer.push(0, [["append", "a", "x"]], 1)
     assert coalescer.flush() == {"base": 0, "revision": 1, "ops": [["append", "a", "x"]]}
     assert coalescer.flush() is None
-    coalescer.push(1, [["append", "a", "y"]], 2, 0.0)
+    coalescer.push(1, [["append", "a", "y"]], 2)
     assert coalescer.flush() == {"base": 1, "revision": 2, "ops": [["append", "a", "y"]]}
 
 
 def test_ops_that_do_not_continue_the_pending_patch_are_refused() -> None:
-    coalescer = Coalescer(0.05)
-    coalescer.push(0, [["append", "a", "x"]], 1, 0.0)
+    coalescer = Coalescer()
+    coalescer.push(0, [["append", "a", "x"]], 1)
     with pytest.raises(ValueError):
-        coalescer.push(5, [["append", "a", "y"]], 6, 0.0)
+        coalescer.push(5, [["append", "a", "y"]], 6)
     with pytest.raises(ValueError):
-        Coalescer(0.05).push(3, [], 4, 0.0)
+        Coalescer().push(3, [], 4)
     with pytest.raises(ValueError):
-        Coalescer(-1.0)
-    with pytest.raises(ValueError):
-        Coalescer(0.05, max_pending_ops=0)
+        Coalescer(max_pending_ops=0)
 
 
 def test_too_many_pending_ops_make_the_coalescer_urgent() -> None:
-    coalescer = Coalescer(60.0, max_pending_ops=10)
+    coalescer = Coalescer(max_pending_ops=10)
     revision = 0
     urgent = []
     for i in range(12):
         block = "ab"[i % 2]  # alternating blocks: nothing merges
-        urgent.append(coalescer.push(revision, [["append", block, "x"]], revision + 1, 0.0))
+        urgent.append(coalescer.push(revision, [["append", block, "x"]], revision + 1))
         revision += 1
     assert urgent == [False] * 10 + [True, True]
-    assert coalescer.due(0.0) is True  # even before the interval
     patch = coalescer.flush()
     assert patch is not None and len(patch["ops"]) == 12
-    assert coalescer.push(12, [["append", "a", "x"]], 13, 0.0) is False  # the count restarts
+    assert coalescer.push(12, [["append", "a", "x"]], 13) is False  # the count restarts
 
 
 def test_merged_text_is_joined_once_per_flush() -> None:
     """100,000 appends cost one join at flush: the merge holds pieces, it never rebuilds text."""
-    coalescer = Coalescer(60.0, max_pending_ops=10**6)
+    coalescer = Coalescer(max_pending_ops=10**6)
     for i in range(100_000):
-        coalescer.push(i, [["append", "a", "x"]], i + 1, 0.0)
+        coalescer.push(i, [["append", "a", "x"]], i + 1)
     assert len(coalescer._ops) == 0 and len(coalescer._tail_text) == 100_000
     patch = coalescer.flush()
     assert patch is not None and patch["ops"] == [["append", "a", "x" * 100_000]]
@@ -163,20 +151,22 @@ def test_coalesced_patches_rebuild_the_view(
 ) -> None:
     view = view_with_blocks("a", "b", "c")
     client = copy.deepcopy(EMPTY_VIEW)
-    coalescer = Coalescer(interval, max_pending_ops=max_pending)
+    coalescer = Coalescer(max_pending_ops=max_pending)
+    policy = FlushPolicy(interval)
     now = 0.0
     sent = 0
 
     def send() -> None:
         nonlocal sent
         patch = coalescer.flush()
+        policy.flushed(now, sent=patch is not None)
         if patch is not None:
             assert apply_patch(client, patch)
             sent += 1
 
     def take() -> None:
         base, ops = view.take_ops()
-        if ops and coalescer.push(base, ops, view.revision, now):
+        if ops and (coalescer.push(base, ops, view.revision) | policy.push(now, changed=True)):
             send()
 
     for kind, block, value in actions:
@@ -190,7 +180,7 @@ def test_coalesced_patches_rebuild_the_view(
             take()
         else:
             now += 0.01
-            if coalescer.due(now):
+            if policy.due(now):
                 send()
     take()
     send()

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from responses_app.streaming.assembler import Assembler
 from responses_app.streaming.coalescer import Coalescer
 from responses_app.streaming.pipeline import StreamPipeline
+from responses_app.streaming.policies import FlushPolicy
 from responses_app.streaming.view import apply_patch
 from tests.conftest import REAL_STREAMS, real_stream_files, require_real_streams
 
@@ -157,7 +158,8 @@ class Run:
 def run(body: bytes, cuts: list[int] | None = None, *, max_pending_ops: int = 2000) -> Run:
     pipeline = StreamPipeline(hold_window=HOLD_WINDOW)
     view = pipeline.assembler.view
-    coalescer = Coalescer(0.05, max_pending_ops=max_pending_ops)
+    coalescer = Coalescer(max_pending_ops=max_pending_ops)
+    policy = FlushPolicy(0.05)
     patches: list[dict[str, Any]] = []
     coalesced: list[dict[str, Any]] = []
     now = 0.0
@@ -169,8 +171,9 @@ def run(body: bytes, cuts: list[int] | None = None, *, max_pending_ops: int = 20
             return
         patches.append({"base": base, "revision": view.revision, "ops": ops})
         now += 0.01
-        if coalescer.push(base, list(ops), view.revision, now) or coalescer.due(now):
+        if coalescer.push(base, list(ops), view.revision) or policy.push(now, changed=True):
             coalesced.append(coalescer.flush())  # type: ignore[arg-type]
+            policy.flushed(now, sent=True)
 
     bounds = sorted({0, len(body), *(cuts or [])})
     for start, end in zip(bounds, bounds[1:], strict=False):
