@@ -115,21 +115,28 @@ def request_acquire_lease(*, request_id: uuid.UUID, token: uuid.UUID, now: datet
     return won == 1
 
 
-def leases_renew(*, leases: list[tuple[uuid.UUID, uuid.UUID]], renew: bool = True) -> set[uuid.UUID]:
+def leases_renew(*, leases: list[tuple[uuid.UUID, uuid.UUID]], renew: bool = True) -> dict[uuid.UUID, str]:
     """Extend the leases of every runner in a process at once (unless `renew` is false: a read
-    only); returns the requests among them whose Stop was pressed meanwhile."""
-    cancelled: set[uuid.UUID] = set()
+    only). Returns what happened meanwhile to some of them: "cancelled" (Stop pressed elsewhere)
+    or "lost" (another runner holds it now: this one's lease ran out, a database blip outlasting
+    it, and a sweep took the request over; this one must stop without writing)."""
+    news: dict[uuid.UUID, str] = {}
     for start in range(0, len(leases), 500):
-        chunk = leases[start:start + 500]
+        chunk = dict(leases[start:start + 500])
         if renew:
             held = Q()
-            for request_id, token in chunk:
+            for request_id, token in chunk.items():
                 held |= Q(pk=request_id, runner_token=token)
             ResponseRequest.objects.filter(held, status=Status.STREAMING).update(
                 lease_expires=timezone.now() + timedelta(seconds=LEASE_SECONDS))
-        cancelled.update(ResponseRequest.objects.filter(
-            pk__in=[request_id for request_id, _token in chunk], cancel_requested=True).values_list("pk", flat=True))
-    return cancelled
+        rows = ResponseRequest.objects.filter(pk__in=list(chunk)).values_list(
+            "pk", "status", "runner_token", "cancel_requested")
+        for pk, status, holder, cancel_requested in rows:
+            if status == Status.STREAMING and holder != chunk[pk]:
+                news[pk] = "lost"
+            elif cancel_requested:
+                news[pk] = "cancelled"
+    return news
 
 
 def request_set_response_id(*, request_id: uuid.UUID, response_id: str, at: datetime) -> None:

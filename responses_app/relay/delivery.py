@@ -79,6 +79,13 @@ class Delivery:
     def publish(self, message: dict[str, Any], text: str) -> None:
         self.hub.publish(self.request_id, message, text)
 
+    def discard(self) -> None:
+        """Another runner owns the request: nothing held here is published or written."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.log.take()
+
     def close(self) -> None:
         if self._timer is not None:
             self._timer.cancel()

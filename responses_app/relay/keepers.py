@@ -92,7 +92,7 @@ class LeaseKeeper:
                     runner.heartbeat()
             renew = now - renewed >= LEASE_RENEW_S - LEASE_POLL_S / 2
             try:
-                cancelled = await self._db(leases_renew)(
+                news = await self._db(leases_renew)(
                     leases=[(runner.uuid, runner.token) for runner in runners], renew=renew)
             except Exception:  # the next round tries again; a lease lasts three renewals
                 logger.warning("lease round for %d runners failed", len(runners), exc_info=True)
@@ -102,5 +102,8 @@ class LeaseKeeper:
                 for runner in runners:
                     runner.count_write()
             for runner in runners:
-                if runner.uuid in cancelled and not runner.cancel_requested.is_set():
+                happened = news.get(runner.uuid)
+                if happened == "lost":
+                    runner.abandon()  # another runner took the request over: stop, write nothing
+                elif happened == "cancelled" and not runner.cancel_requested.is_set():
                     runner.cancel()  # Stop pressed in a process that does not run this request

@@ -75,6 +75,8 @@ class StreamRunner:
         self._counters = {"retries": 0, "disconnects": 0}
         self._deadline_hit = False
         self._stopped_waiting = False  # stopped while an approval was awaited
+        self._abandoned = False  # another runner took over
+        self._task: asyncio.Task[None] | None = None
         self._fatal: tuple[str, str] | None = None  # the relay itself cannot go on (its writes fail)
         self._own_writes = 0
 
@@ -89,6 +91,7 @@ class StreamRunner:
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def run(self) -> None:
+        self._task = asyncio.current_task()  # type: ignore[assignment]
         if not await db(services.request_acquire_lease)(request_id=self.uuid, token=self.token):
             return  # single-flight: someone else runs it, or it already ended
         self.count_write()
@@ -111,6 +114,9 @@ class StreamRunner:
             else:
                 await self._finish(status)
         except asyncio.CancelledError:
+            if self._abandoned:
+                self.delivery.discard()
+                return  # the runner that took over writes and publishes from here on
             raise  # process shutdown: the lease runs out and recovery takes over
         except Exception as exc:
             logger.exception("runner for %s failed", self.request_id)
@@ -145,6 +151,14 @@ class StreamRunner:
             self._fatal = ("checkpoint_failed", "The relay could not store this answer "
                            f"({type(error.cause).__name__}); it was stopped rather than kept with a hole.")
             self.cancel()
+
+    def abandon(self) -> None:
+        """Another runner holds the request now (this one's lease ran out during a database blip
+        and a sweep took it over): stop at once, publish and write nothing more, cancel nothing."""
+        if self._task is not None and not self._abandoned:
+            logger.warning("request %s was taken over by another runner; this one stops", self.request_id)
+            self._abandoned = True
+            self._task.cancel()
 
     def cancel(self) -> None:
         """The explicit Stop: stop reading now, then cancel upstream."""

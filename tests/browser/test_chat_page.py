@@ -275,6 +275,7 @@ def test_the_error_of_a_failed_answer_ends_in_view(sessions: Any, width: int) ->
     expect(error).to_be_visible()
     page.wait_for_function("id => document.querySelector(`article.turn[data-request-id=\"${id}\"]`)"
                            ".dataset.live === undefined", arg=failed)
+    expect(error).to_be_visible()  # the ended turn is swapped for the server's rendering: wait for its box
     box = error.bounding_box()
     composer = page.locator("#composer").bounding_box()
     assert box is not None and composer is not None

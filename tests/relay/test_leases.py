@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
 import pytest
@@ -48,3 +49,24 @@ async def test_leases_are_renewed_together_and_a_stop_from_elsewhere_is_heard(ow
             runner.cancel()
         await asyncio.gather(*tasks)
     assert not hub.leases.runners
+
+
+async def test_a_runner_whose_request_was_taken_over_stops_and_writes_nothing(owner: Any, monkeypatch: Any) -> None:
+    # Its lease ran out (a database blip outlasting it) and a sweep gave the request to another runner.
+    monkeypatch.setattr(keepers, "LEASE_POLL_S", 0.1)
+    request = await make_request(owner, "sim-long", {"sim.tokens_per_s": "20", "sim.tokens": "400"},
+                                 background=False)
+    hub = get_hub()
+    runner = StreamRunner(str(request.pk), hub)
+    published: list[dict[str, Any]] = []
+    monkeypatch.setattr(hub, "publish", lambda request_id, message, text: published.append(message))
+    task = asyncio.get_running_loop().create_task(runner.run())
+    async with asyncio.timeout(15):
+        while not published:
+            await asyncio.sleep(0.02)
+    other = uuid.uuid4()
+    await sync_to_async(ResponseRequest.objects.filter(pk=request.pk).update)(runner_token=other)
+    await asyncio.wait_for(task, 10)
+    saved = await reload(request)
+    assert saved.status == "streaming" and saved.runner_token == other, "left to the runner that holds it"
+    assert not any(m["type"] == "terminal" for m in published), "no ending published by the loser"
