@@ -282,3 +282,36 @@ def test_the_error_of_a_failed_answer_ends_in_view(sessions: Any, width: int) ->
     assert box["y"] + box["height"] <= composer["y"] + 1, "the error box is behind the composer"
     expect(turn(page, failed).locator(".stop")).to_have_count(0)
     no_console_errors(page)
+
+
+@pytest.mark.parametrize("width", WIDTHS.values(), ids=WIDTHS.keys())
+def test_an_approval_answered_from_a_second_tab_after_a_reload(sessions: Any, relay_server: RelayServer,
+                                                               width: int) -> None:
+    alice = sessions("alice")
+    tab_a = sized(alice, width)
+    ask = submit_first_prompt(tab_a, "Roll the dice", model="sim-mcp-approval", metadata=FAST)
+    expect(turn(tab_a, ask).locator(".approval button[data-approve=true]")).to_be_visible(timeout=20_000)
+    expect(turn(tab_a, ask).locator("[data-badge]")).to_have_attribute("data-badge", "waiting_approval")
+    tab_b = sized(alice, width)
+    tab_b.goto(tab_a.url)
+    tab_b.reload()  # the question survives a reload: it is in the committed view
+    approve = turn(tab_b, ask).locator(".approval button[data-approve=true]")
+    expect(approve).to_be_visible()
+    approve.click()
+    wait_completed(tab_a, ask)
+    wait_completed(tab_b, ask)
+    assert "With your approval I rolled" in answer_text(tab_a, ask)
+    assert answer_text(tab_a, ask) == answer_text(tab_b, ask)
+    expect(turn(tab_a, ask).locator(".approval")).to_have_count(0)  # answered: no buttons in any tab
+    no_console_errors(tab_a)
+    no_console_errors(tab_b)
+    [(approval_id, approved)] = relay_server.query(
+        "SELECT approval_request_id, approve FROM responses_app_mcpapproval WHERE request_id = ?", ask.replace("-", ""))
+    assert approved == 1
+    second = tab_b.evaluate("""async ([id, approval]) => (await fetch(`/api/requests/${id}/approvals/${approval}`, {
+        method: "POST", credentials: "same-origin", body: JSON.stringify({approve: false}),
+        headers: {"Content-Type": "application/json",
+                  "X-CSRFToken": document.querySelector("input[name=csrfmiddlewaretoken]").value}})).status""",
+                            [ask, approval_id])
+    assert second == 409, "a second answer is refused"
+    assert relay_server.request_row(ask)["status"] == "completed"
