@@ -275,11 +275,15 @@ def test_the_error_of_a_failed_answer_ends_in_view(sessions: Any, width: int) ->
     expect(error).to_be_visible()
     page.wait_for_function("id => document.querySelector(`article.turn[data-request-id=\"${id}\"]`)"
                            ".dataset.live === undefined", arg=failed)
-    expect(error).to_be_visible()  # the ended turn is swapped for the server's rendering: wait for its box
-    box = error.bounding_box()
-    composer = page.locator("#composer").bounding_box()
-    assert box is not None and composer is not None
-    assert box["y"] + box["height"] <= composer["y"] + 1, "the error box is behind the composer"
+    # The ended turn is swapped for the server's rendering, so the box is measured in one step, in
+    # the page, until it holds (the page keeps following): its bottom above the composer's top.
+    page.wait_for_function("""id => {
+        const box = document.querySelector(`article.turn[data-request-id="${id}"] [data-error]`);
+        const composer = document.getElementById("composer");
+        if (!box || !composer) return false;
+        const b = box.getBoundingClientRect(), c = composer.getBoundingClientRect();
+        return b.height > 0 && b.bottom <= c.top + 1;
+    }""", arg=failed, timeout=10_000)
     expect(turn(page, failed).locator(".stop")).to_have_count(0)
     no_console_errors(page)
 
