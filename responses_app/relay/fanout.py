@@ -4,12 +4,10 @@ Measured for the scaled-out issue: one `group_send` per patch to one channel per
 each web process receive (one at a time, three Redis round trips each) a message per viewer per
 patch; the lag across processes grew to seconds with every process under a third of a core. Here:
 
-- every process with viewers joins one group (VIEWERS_GROUP) with one inbox channel of its own,
-  and hands what arrives for the requests it has viewers of to them (`Hub.deliver`);
-- a process that runs streams batches what it publishes and sends ONE message per REMOTE_FLUSH_S
-  with every request's messages in order (patches, heartbeats, terminals), from one sending task:
-  10 messages a second per runner process, whatever the number of streams or viewers (measured:
-  one message per request per round still left 2-3 s of lag at 50 streams on two cores);
+- a process joins a request's group once, with one inbox channel of its own, while it has viewers
+  of that request; the hub hands what arrives to each local viewer (`Hub.deliver`);
+- a process that runs streams batches what it publishes per request and sends one message per
+  request per REMOTE_FLUSH_S (a patch, a heartbeat, a terminal: in order), from one sending task;
 - the inbox reader survives the layer going away (Redis restarting): it backs off, reconnects and
   joins its groups again (a restarted Redis has forgotten them). Meanwhile viewers converge by
   heartbeats and resyncs (see consumers.py), and nothing here ever blocks a runner.
@@ -32,7 +30,8 @@ REJOIN_S = 10.0  # memberships renewed this often: a Redis that restarted unnoti
 BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)
 
 
-VIEWERS_GROUP = "relay.viewers"  # every process with viewers, through its inbox
+def group_name(request_id: str) -> str:
+    return f"relay.{request_id}"
 
 
 class Fanout:
@@ -40,8 +39,7 @@ class Fanout:
         self.layer = layer
         self._deliver = deliver  # (request id, texts) -> the local viewers
         self.inbox: str | None = None
-        self.joined: set[str] = set()  # the requests with viewers in this process
-        self._in_group = False
+        self.joined: set[str] = set()
         self._outgoing: dict[str, list[str]] = {}
         self._sender: asyncio.Task[None] | None = None
         self._reader: asyncio.Task[None] | None = None
@@ -61,25 +59,40 @@ class Fanout:
         while self._outgoing:
             await asyncio.sleep(REMOTE_FLUSH_S)
             batches, self._outgoing = self._outgoing, {}
-            try:
-                await self.layer.group_send(VIEWERS_GROUP, {
-                    "type": "relay.batch", "origin": self.inbox or "", "batches": batches})
-                self.counters["sent"] += 1
-            except Exception:  # best effort: viewers converge by heartbeat and resync
-                self.counters["send_failures"] += 1
-                logger.warning("group_send of %d requests' messages failed", len(batches), exc_info=True)
+            for request_id, texts in batches.items():
+                try:
+                    await self.layer.group_send(group_name(request_id), {
+                        "type": "relay.batch", "request_id": request_id, "origin": self.inbox or "", "texts": texts})
+                    self.counters["sent"] += 1
+                except Exception:  # best effort: viewers converge by heartbeat and resync
+                    self.counters["send_failures"] += 1
+                    logger.warning("group_send for %s failed", request_id, exc_info=True)
 
     # --- receiving ----------------------------------------------------------------------------
 
     async def join(self, request_id: str) -> None:
         """Hear the request's messages in this process (its first local viewer)."""
+        if request_id in self.joined:
+            return
         self.joined.add(request_id)
         await self._ensure_inbox()
-        if not self._in_group:
-            await self._rejoin()
+        assert self.inbox is not None
+        try:
+            async with asyncio.timeout(JOIN_TIMEOUT_S):
+                await self.layer.group_add(group_name(request_id), self.inbox)
+        except Exception:  # the reader joins again when the layer is back
+            logger.warning("joining the group of %s failed; will retry", request_id, exc_info=True)
 
     async def leave(self, request_id: str) -> None:
-        self.joined.discard(request_id)  # the inbox stays in the group; its messages are ignored
+        if request_id not in self.joined:
+            return
+        self.joined.discard(request_id)
+        if self.inbox is not None:
+            try:
+                async with asyncio.timeout(JOIN_TIMEOUT_S):
+                    await self.layer.group_discard(group_name(request_id), self.inbox)
+            except Exception:  # the group membership expires on its own
+                logger.info("leaving the group of %s failed", request_id, exc_info=True)
 
     async def _ensure_inbox(self) -> None:
         if self.inbox is None:
@@ -119,17 +132,16 @@ class Fanout:
             if message.get("type") != "relay.batch" or message.get("origin") == self.inbox:
                 continue  # this process's own messages reached its viewers directly
             self.counters["received"] += 1
-            for request_id, texts in (message.get("batches") or {}).items():
-                if request_id in self.joined:
-                    self._deliver(request_id, list(texts))
+            request_id = str(message.get("request_id"))
+            if request_id in self.joined:
+                self._deliver(request_id, list(message.get("texts") or ()))
 
     async def _rejoin(self) -> None:
-        """Join (again: a restarted Redis has no groups) the group every runner process sends to."""
+        """A restarted Redis has no groups: join every request with viewers here again."""
         assert self.inbox is not None
-        try:
-            async with asyncio.timeout(JOIN_TIMEOUT_S):
-                await self.layer.group_add(VIEWERS_GROUP, self.inbox)
-            self._in_group = True
-        except Exception:  # still away: the next failure or keeper round tries again
-            self._in_group = False
-            logger.warning("joining the viewers' group failed; will retry", exc_info=True)
+        for request_id in list(self.joined):
+            try:
+                async with asyncio.timeout(JOIN_TIMEOUT_S):
+                    await self.layer.group_add(group_name(request_id), self.inbox)
+            except Exception:
+                return  # still away: the next failure tries again
