@@ -324,6 +324,51 @@ RELAY_UPSTREAM_TRANSPORT = env.str("RELAY_UPSTREAM_TRANSPORT", default="aiohttp"
 if RELAY_UPSTREAM_TRANSPORT not in ("aiohttp", "httpx"):
     raise ImproperlyConfigured("RELAY_UPSTREAM_TRANSPORT must be aiohttp or httpx")
 
+# --- Safety policy for partial output (responses_app/safety/, README "Safety") ---------------------
+# off | progressive (shown at once, checked per window, retracted on a violation) | buffered
+# (released only after its window passed). RELAY_SAFETY_MODES overrides per model: "m1=buffered,m2=off".
+SAFETY_MODE_CHOICES = ("off", "progressive", "buffered")
+
+
+def _safety_mode(name: str, raw: str) -> str:
+    mode = raw.strip().lower()
+    if mode not in SAFETY_MODE_CHOICES:
+        raise ImproperlyConfigured(f"{name} must be one of {', '.join(SAFETY_MODE_CHOICES)}, got {raw!r}")
+    return mode
+
+
+def _safety_modes(raw: str) -> dict[str, str]:
+    modes: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in raw.split(","))):
+        model, sep, mode = item.partition("=")
+        if not sep or not model.strip():
+            raise ImproperlyConfigured(f"RELAY_SAFETY_MODES must look like model-a=buffered,model-b=off, got {item!r}")
+        modes[model.strip()] = _safety_mode("RELAY_SAFETY_MODES", mode)
+    return modes
+
+
+RELAY_SAFETY_MODE = _safety_mode("RELAY_SAFETY_MODE", env.str("RELAY_SAFETY_MODE", default="off"))
+RELAY_SAFETY_MODES = _safety_modes(env.str("RELAY_SAFETY_MODES", default=""))
+# Check the user's input before any upstream call; a flagged input makes no upstream request.
+RELAY_SAFETY_PRECHECK = env.bool("RELAY_SAFETY_PRECHECK", default=False)
+# rules (built in: RELAY_SAFETY_RULES, case-insensitive regular expressions, comma-separated),
+# moderation (the provider's POST /v1/moderations), or a dotted path to a checker factory.
+RELAY_SAFETY_CHECKER = env.str("RELAY_SAFETY_CHECKER", default="rules").strip()
+RELAY_SAFETY_RULES = env.list("RELAY_SAFETY_RULES", default=[])
+# A checker's error or timeout: fail_closed (treated as flagged) or fail_open (treated as passed);
+# empty: fail_closed in buffered mode, fail_open in progressive mode.
+RELAY_SAFETY_ON_ERROR = env.str("RELAY_SAFETY_ON_ERROR", default="").strip().lower()
+if RELAY_SAFETY_ON_ERROR not in ("", "fail_open", "fail_closed"):
+    raise ImproperlyConfigured(f"RELAY_SAFETY_ON_ERROR must be fail_open or fail_closed, got {RELAY_SAFETY_ON_ERROR!r}")
+RELAY_SAFETY_TIMEOUT_MS = _positive_int("RELAY_SAFETY_TIMEOUT_MS", 2000)
+# A window: a sentence, a paragraph, or at most WINDOW_CHARS characters (whichever ends first for
+# "sentence"/"paragraph"); each is checked with up to CONTEXT_CHARS of the text before it.
+RELAY_SAFETY_WINDOW = env.str("RELAY_SAFETY_WINDOW", default="sentence").strip().lower()
+if RELAY_SAFETY_WINDOW not in ("sentence", "paragraph", "chars"):
+    raise ImproperlyConfigured(f"RELAY_SAFETY_WINDOW must be sentence, paragraph or chars, got {RELAY_SAFETY_WINDOW!r}")
+RELAY_SAFETY_WINDOW_CHARS = _positive_int("RELAY_SAFETY_WINDOW_CHARS", 400)
+RELAY_SAFETY_CONTEXT_CHARS = _positive_int("RELAY_SAFETY_CONTEXT_CHARS", 200)
+
 # --- Limits (per user, held in Django's cache and the database, so across processes) ---------------
 RELAY_MAX_CONCURRENT_PER_USER = _positive_int("RELAY_MAX_CONCURRENT_PER_USER", 4)
 RELAY_SUBMIT_RATE = _rate("RELAY_SUBMIT_RATE", "20/m")

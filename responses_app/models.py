@@ -333,3 +333,39 @@ class McpApproval(models.Model):
 
     def __str__(self) -> str:
         return f"{'approved' if self.approve else 'denied'} {self.approval_request_id}"
+
+
+class SafetyVerdict(models.Model):
+    """One check of the safety policy (responses_app/safety/): a window of answer text, a tool's
+    arguments or output, or the user's input, with what the checker said and what was done."""
+
+    class Kind(models.TextChoices):
+        INPUT = "input"
+        OUTPUT = "output"
+        TOOL_ARGUMENTS = "tool_arguments"
+        TOOL_OUTPUT = "tool_output"
+
+    class Action(models.TextChoices):
+        PASSED = "passed"  # shown (or released)
+        WITHHELD = "withheld"  # buffered: never shown
+        RETRACTED = "retracted"  # progressive: shown, then taken back from every tab
+        INPUT_BLOCKED = "input_blocked"  # precheck: no upstream request was made
+
+    request = models.ForeignKey(ResponseRequest, on_delete=models.CASCADE, related_name="safety_verdicts")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    mode = models.CharField(max_length=16)  # progressive, buffered, precheck
+    block_id = models.CharField(max_length=200, blank=True)
+    start = models.PositiveIntegerField(default=0)  # the window's characters in its block's text
+    end = models.PositiveIntegerField(default=0)
+    text = Utf8TextField(blank=True)  # the window judged: staff only in the admin
+    flagged = models.BooleanField()
+    action = models.CharField(max_length=16, choices=Action.choices)
+    checker = models.CharField(max_length=200)
+    categories = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True)  # the check failed (timeout ...); `flagged` followed the policy
+    elapsed_ms = models.FloatField(default=0.0)
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["request", "id"]
+

@@ -15,7 +15,16 @@ from django.utils import timezone
 
 from . import selectors
 from .forms import SubmitForm
-from .models import Checkpoint, Conversation, EventRecord, McpApproval, ResponseRequest, Segment, ToolCall
+from .models import (
+    Checkpoint,
+    Conversation,
+    EventRecord,
+    McpApproval,
+    ResponseRequest,
+    SafetyVerdict,
+    Segment,
+    ToolCall,
+)
 from .tools import tool_definitions
 
 Status = ResponseRequest.Status
@@ -323,6 +332,11 @@ def tool_call_finish(*, request_id: uuid.UUID, call_id: str, output: str, ok: bo
     """Store the output of this request's call."""
     ToolCall.objects.filter(request_id=request_id, call_id=call_id).update(
         output=output, status=ToolCall.Status.DONE if ok else ToolCall.Status.FAILED, finished_at=timezone.now())
+
+
+def safety_verdicts_record(*, request_id: uuid.UUID, verdicts: list[dict[str, Any]]) -> None:
+    """Store checks of the safety policy (dicts of SafetyVerdict's fields), in the order made."""
+    SafetyVerdict.objects.bulk_create([SafetyVerdict(request_id=request_id, **fields) for fields in verdicts])
 
 
 def mcp_approval_decide(*, request: ResponseRequest, approval_request_id: str, approve: bool,

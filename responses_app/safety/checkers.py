@@ -1,0 +1,93 @@
+"""Safety checkers: something that judges a window of text, with the text before it as context.
+
+A checker is any object with a `name` and `async check(text, *, context, kind) -> Verdict`:
+
+* `text` is the window being judged (a sentence, a paragraph or a bounded run of characters);
+* `context` is up to RELAY_SAFETY_CONTEXT_CHARS of the text before it, already judged, so that a
+  phrase split across deltas or windows is still caught. A checker must not flag text that lies
+  wholly inside `context` (it was judged before): checks never run twice on the same text;
+* `kind` is what the text is: "input" (the user's prompt), "output" (answer text),
+  "tool_arguments" or "tool_output".
+
+`judge()` is how the relay calls one: with the timeout, and the error policy (`fail_open` passes,
+`fail_closed` flags), timing it. A custom checker is a dotted path in RELAY_SAFETY_CHECKER to a
+callable that returns a checker (it is called once per process with no arguments).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Literal, Protocol
+
+Kind = Literal["input", "output", "tool_arguments", "tool_output"]
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    flagged: bool
+    checker: str
+    categories: tuple[str, ...] = ()
+    error: str = ""  # the check could not be made (timeout, HTTP error ...); `flagged` then follows the policy
+    elapsed: float = 0.0  # seconds the check took
+
+    @property
+    def result(self) -> str:
+        """passed | flagged | error: the label of relay_safety_verdicts_total."""
+        return "error" if self.error else ("flagged" if self.flagged else "passed")
+
+
+class Checker(Protocol):
+    name: str
+
+    async def check(self, text: str, *, context: str = "", kind: Kind = "output") -> Verdict: ...
+
+
+class RulesChecker:
+    """Case-insensitive regular expressions; a match counts when it reaches into `text`."""
+
+    name = "rules"
+
+    def __init__(self, patterns: Iterable[str]) -> None:
+        self.patterns: list[re.Pattern[str]] = []
+        for pattern in patterns:
+            pattern = pattern.strip()
+            if not pattern:
+                continue
+            try:
+                self.patterns.append(re.compile(pattern, re.IGNORECASE))
+            except re.error as exc:
+                raise ValueError(f"RELAY_SAFETY_RULES: {pattern!r} is not a regular expression: {exc}") from exc
+
+    def categories(self, text: str, context: str = "") -> tuple[str, ...]:
+        whole = context + text
+        start = len(context)
+        found = []
+        for pattern in self.patterns:
+            for match in pattern.finditer(whole):
+                if match.end() > start and match.end() > match.start():
+                    found.append(f"rule:{pattern.pattern}")
+                    break
+        return tuple(found)
+
+    async def check(self, text: str, *, context: str = "", kind: Kind = "output") -> Verdict:
+        categories = self.categories(text, context)
+        return Verdict(flagged=bool(categories), checker=self.name, categories=categories)
+
+
+async def judge(checker: Checker, text: str, *, context: str = "", kind: Kind = "output",
+                timeout: float, fail_closed: bool) -> Verdict:
+    """One check with its timeout and error policy; never raises for the checker's failures."""
+    started = time.perf_counter()
+    try:
+        verdict = await asyncio.wait_for(checker.check(text, context=context, kind=kind), timeout)
+    except TimeoutError:
+        verdict = Verdict(flagged=fail_closed, checker=checker.name, error=f"timeout after {timeout:g} s")
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # a checker's bug or its service's failure is a verdict, not a crash
+        verdict = Verdict(flagged=fail_closed, checker=checker.name, error=f"{type(exc).__name__}: {exc}"[:500])
+    return replace(verdict, elapsed=time.perf_counter() - started)
