@@ -91,3 +91,25 @@ async def judge(checker: Checker, text: str, *, context: str = "", kind: Kind = 
     except Exception as exc:  # a checker's bug or its service's failure is a verdict, not a crash
         verdict = Verdict(flagged=fail_closed, checker=checker.name, error=f"{type(exc).__name__}: {exc}"[:500])
     return replace(verdict, elapsed=time.perf_counter() - started)
+
+
+_checker: Checker | None = None
+
+
+def checker_from_settings() -> Checker:
+    """The process's checker, built once from RELAY_SAFETY_CHECKER (`rules` for now)."""
+    global _checker
+    if _checker is None:
+        from django.conf import settings
+
+        name = settings.RELAY_SAFETY_CHECKER
+        if name != "rules":
+            raise ValueError(f"RELAY_SAFETY_CHECKER {name!r} is not known")
+        _checker = RulesChecker(settings.RELAY_SAFETY_RULES)
+    return _checker
+
+
+def reset_checker() -> None:
+    """Forget the process's checker (tests that change the settings call it)."""
+    global _checker
+    _checker = None
