@@ -209,13 +209,17 @@ def conversation_chain_broken(*, request_id: uuid.UUID) -> None:
 
 
 def request_cancel(*, request: ResponseRequest) -> bool:
-    """The explicit Stop. Pending requests end at once; streaming ones are told to stop."""
-    ResponseRequest.objects.filter(pk=request.pk).update(cancels=F("cancels") + 1)
+    """The explicit Stop. Pending requests end at once; streaming ones are told to stop. Counted
+    once per request in `cancels`, however many tabs, API calls or no-JS forms asked: only the
+    call that changes the request counts. True while a cancel is in effect."""
     if ResponseRequest.objects.filter(pk=request.pk, status=Status.PENDING).update(
-        status=Status.CANCELLED, cancel_requested=True, terminal_at=timezone.now()
+        status=Status.CANCELLED, cancel_requested=True, terminal_at=timezone.now(), cancels=F("cancels") + 1
     ):
         return True
-    return ResponseRequest.objects.filter(pk=request.pk, status=Status.STREAMING).update(cancel_requested=True) == 1
+    streaming = ResponseRequest.objects.filter(pk=request.pk, status=Status.STREAMING)
+    if streaming.filter(cancel_requested=False).update(cancel_requested=True, cancels=F("cancels") + 1):
+        return True
+    return streaming.filter(cancel_requested=True).exists()
 
 
 def request_count(*, request_id: uuid.UUID, **increments: int) -> None:

@@ -316,6 +316,19 @@ def test_no_js_stop_cancels_a_pending_request(owner: Any, no_upstream: list[str]
     assert f"cancel:{turn.pk}" in no_upstream
 
 
+@pytest.mark.parametrize("status", ["pending", "streaming"])
+def test_repeated_stops_from_forms_and_the_api_count_one_cancel(owner: Any, no_upstream: list[str],
+                                                                status: str) -> None:
+    turn = make_turn(owner, status=status)
+    client = client_for(owner)
+    for _ in range(3):
+        client.post(reverse("chat-cancel", args=[turn.conversation_id, turn.pk]))
+        assert client.post(reverse("api-request-cancel", args=[turn.pk])).status_code in (200, 202)
+    turn.refresh_from_db()
+    assert turn.cancel_requested and turn.cancels == 1
+    assert turn.status == ("cancelled" if status == "pending" else "streaming")
+
+
 def test_model_picker_falls_back_when_upstream_is_unreachable(owner: Any) -> None:
     html = client_for(owner).get("/").content.decode()
     for model in FALLBACK_MODELS[:3]:
