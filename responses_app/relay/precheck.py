@@ -46,12 +46,13 @@ def input_text(request: ResponseRequest) -> str:
 
 
 def blocked_message(categories: list[str] | tuple[str, ...], error: str) -> str:
+    """What the page says after "Not sent" (relay_tags.ERROR_LABELS["input_flagged"])."""
     if error:
-        return ("Not sent to the model: the safety check of this message could not be made "
-                f"({error}), and the safety policy does not send unchecked messages.")
+        return (f"The safety check of this message could not be made ({error}), and the safety policy does not "
+                "send unchecked messages. Nothing was sent to the model.")
     named = [c for c in categories if not c.startswith("rule:")]  # the rules themselves stay private
     why = f" ({', '.join(named)})" if named else ""
-    return f"Not sent to the model: the safety policy flagged this message{why}. No answer was generated."
+    return f"The safety policy flagged this message{why}. Nothing was sent to the model and no answer was generated."
 
 
 async def precheck(request: ResponseRequest) -> tuple[str, str] | None:

@@ -71,7 +71,8 @@ async def test_a_flagged_input_makes_no_upstream_request(owner: Any, precheck_on
         saved, watcher = await watch_to_end(owner, FLAGGED)
         assert upstream.requests == [], "nothing reached the upstream"
     assert saved.status == "failed" and saved.error_code == "input_flagged"
-    assert "safety policy flagged this message" in saved.error_message and "launch" not in saved.error_message
+    assert saved.error_message == ("The safety policy flagged this message. Nothing was sent to the model and no "
+                                   "answer was generated."), "the rules themselves are not shown"
     assert saved.response_id == "" and saved.final_text == "" and await segment_count(saved) == 0
     assert watcher.terminal is not None and watcher.terminal["status"] == "failed"
     assert watcher.terminal["error"]["code"] == "input_flagged"
@@ -79,7 +80,7 @@ async def test_a_flagged_input_makes_no_upstream_request(owner: Any, precheck_on
     assert (verdict.kind, verdict.mode, verdict.action, verdict.flagged) == ("input", "precheck", "input_blocked", True)
     assert verdict.text == FLAGGED and verdict.checker == "rules" and verdict.categories == [r"rule:launch\s+codes"]
     page = await chat_page(owner, saved)
-    assert "Not sent" in page and "the safety policy flagged this message" in page
+    assert "<strong>Not sent</strong>: The safety policy flagged this message." in page
 
 
 async def test_a_clean_input_goes_on_normally(owner: Any) -> None:
