@@ -95,6 +95,9 @@ async def judge(checker: Checker, text: str, *, context: str = "", kind: Kind = 
 
 
 _checker: Checker | None = None
+# Checkers that need the network are loaded the way a custom one is, by path: this module is the
+# contract they implement, and does not depend on any of them.
+BUILT_IN_FACTORIES = {"moderation": "responses_app.safety.moderation.moderation_checker"}
 
 
 def checker_from_settings() -> Checker:
@@ -107,12 +110,8 @@ def checker_from_settings() -> Checker:
         name = settings.RELAY_SAFETY_CHECKER
         if name == "rules":
             _checker = RulesChecker(settings.RELAY_SAFETY_RULES)
-        elif name == "moderation":
-            from .moderation import moderation_checker
-
-            _checker = moderation_checker()
         else:
-            _checker = custom_checker(name)
+            _checker = custom_checker(BUILT_IN_FACTORIES.get(name, name))
     return _checker
 
 
