@@ -354,6 +354,12 @@ RELAY_SAFETY_PRECHECK = env.bool("RELAY_SAFETY_PRECHECK", default=False)
 # rules (built in: RELAY_SAFETY_RULES, case-insensitive regular expressions, comma-separated),
 # moderation (the provider's POST /v1/moderations), or a dotted path to a checker factory.
 RELAY_SAFETY_CHECKER = env.str("RELAY_SAFETY_CHECKER", default="rules").strip()
+if RELAY_SAFETY_CHECKER not in ("rules", "moderation") and "." not in RELAY_SAFETY_CHECKER:
+    raise ImproperlyConfigured("RELAY_SAFETY_CHECKER must be rules, moderation or a dotted path to a checker "
+                               f"factory (for example myproject.safety.make_checker), got {RELAY_SAFETY_CHECKER!r}")
+# The `moderation` checker's model, and its bound on connections to the provider (one client per process).
+RELAY_SAFETY_MODERATION_MODEL = env.str("RELAY_SAFETY_MODERATION_MODEL", default="omni-moderation-latest")
+RELAY_SAFETY_MAX_CONNECTIONS = _positive_int("RELAY_SAFETY_MAX_CONNECTIONS", 10)
 RELAY_SAFETY_RULES = env.list("RELAY_SAFETY_RULES", default=[])
 # A checker's error or timeout: fail_closed (treated as flagged) or fail_open (treated as passed);
 # empty: fail_closed in buffered mode, fail_open in progressive mode.

@@ -1,5 +1,10 @@
-"""The admin as an audit tool: read-only requests with their segments, tool calls, checkpoints and a
-paginated raw event log, downloadable as an `.sse` file that `manage.py replay` accepts."""
+"""The admin as an audit tool: read-only requests with their segments, tool calls, checkpoints, the
+safety policy's verdicts and a paginated raw event log, downloadable as an `.sse` file that
+`manage.py replay` accepts.
+
+The text a safety verdict judged (withheld or retracted answer text, a blocked prompt) is shown only
+to superusers and to staff with the `view_safetyverdict` permission; other staff who may read the
+request see each verdict without it."""
 
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from . import selectors
-from .models import Checkpoint, Conversation, McpApproval, ResponseRequest, Segment, ToolCall
+from .models import Checkpoint, Conversation, McpApproval, ResponseRequest, SafetyVerdict, Segment, ToolCall
 
 EVENT_BATCHES_PER_PAGE = 20
 
@@ -69,6 +74,36 @@ class CheckpointInline(ReadOnlyInline):
     ordering = ("revision",)
 
 
+def can_read_safety_text(request: HttpRequest) -> bool:
+    user = request.user
+    return bool(user.is_active and user.is_staff and (user.is_superuser
+                                                      or user.has_perm("responses_app.view_safetyverdict")))
+
+
+SAFETY_FIELDS = ("created", "kind", "mode", "action", "block_id", "start", "end", "checker", "categories_shown",
+                 "error", "elapsed_ms")
+
+
+class SafetyVerdictInline(ReadOnlyInline):
+    """Every check of the request, in order; the judged text only for those who may read it."""
+
+    model = SafetyVerdict
+    verbose_name_plural = "safety verdicts"
+    readonly_fields = (*SAFETY_FIELDS, "text")
+    ordering = ("id",)
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+        return (*SAFETY_FIELDS, "text") if can_read_safety_text(request) else SAFETY_FIELDS
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Part of the request's audit: whoever may read the request sees its verdicts.
+        return bool(request.user.has_perm("responses_app.view_responserequest"))
+
+    @admin.display(description="categories")
+    def categories_shown(self, obj: SafetyVerdict) -> str:
+        return ", ".join(obj.categories or []) or "-"
+
+
 @admin.register(ResponseRequest)
 class ResponseRequestAdmin(admin.ModelAdmin):
     list_display = ("short_id", "status", "model", "owner", "response_id", "ttft_ms", "duration_ms", "events",
@@ -78,7 +113,7 @@ class ResponseRequestAdmin(admin.ModelAdmin):
     list_select_related = ("owner",)
     date_hierarchy = "created"
     ordering = ("-created",)
-    inlines = (SegmentInline, ToolCallInline, McpApprovalInline, CheckpointInline)
+    inlines = (SegmentInline, ToolCallInline, McpApprovalInline, SafetyVerdictInline, CheckpointInline)
     actions = ("download_event_logs",)
     fieldsets = (
         (None, {"fields": ("id", "status", "model", "owner", "conversation", "links", "client_request_id",
@@ -201,6 +236,43 @@ class ResponseRequestAdmin(admin.ModelAdmin):
         response = HttpResponse(buffer.getvalue(), content_type="application/zip")
         response["Content-Disposition"] = 'attachment; filename="event-logs.zip"'
         return response
+
+
+@admin.register(SafetyVerdict)
+class SafetyVerdictAdmin(admin.ModelAdmin):
+    """Every verdict across requests: filter by what was done, what was judged, and by whom."""
+
+    list_display = ("created", "request_link", "kind", "mode", "action", "checker", "categories_shown", "flagged",
+                    "error", "elapsed_ms")
+    list_filter = ("action", "kind", "checker", "mode", "flagged", ("created", admin.DateFieldListFilter))
+    list_select_related = ("request",)
+    search_fields = ("request__id", "block_id")
+    date_hierarchy = "created"
+    ordering = ("-created", "-id")
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+        return ("request", *SAFETY_FIELDS, "flagged", *(("text",) if can_read_safety_text(request) else ()))
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+        return self.get_fields(request, obj)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="request", ordering="request")
+    def request_link(self, obj: SafetyVerdict) -> str:
+        url = reverse("admin:responses_app_responserequest_change", args=[obj.request_id])
+        return format_html('<a href="{}">{}</a>', url, str(obj.request_id)[:8])
+
+    @admin.display(description="categories")
+    def categories_shown(self, obj: SafetyVerdict) -> str:
+        return ", ".join(obj.categories or []) or "-"
 
 
 @admin.register(Conversation)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
-from django.db.models import Count, QuerySet, Sum
+from django.db.models import Count, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
@@ -118,6 +118,21 @@ def stream_health(period: DateRange) -> dict[str, int]:
     return {k: v or 0 for k, v in sums.items()}
 
 
+CONTENT_FILTER = "content_filter"  # the API's own incomplete reason, which the safety gate uses too
+INPUT_FLAGGED = "input_flagged"  # RELAY_SAFETY_PRECHECK's error code
+
+
+def safety_blocked(period: DateRange) -> dict[str, int]:
+    """Requests the safety policy stopped, each once: its answer cut (`content_filter`) or its input
+    never sent (`input_flagged`); never from SafetyVerdict rows, of which one request has many."""
+    cut = Q(incomplete_reason=CONTENT_FILTER)
+    flagged = Q(error_code=INPUT_FLAGGED)
+    counts = requests_in(period).aggregate(total=Count("id", filter=cut | flagged),
+                                           content_filter=Count("id", filter=cut),
+                                           input_flagged=Count("id", filter=flagged & ~cut))
+    return {key: value or 0 for key, value in counts.items()}
+
+
 def summary(period: DateRange) -> dict[str, Any]:
     """Everything the analytics page shows."""
     status_days = per_day(period, "status")
@@ -134,6 +149,7 @@ def summary(period: DateRange) -> dict[str, Any]:
         "viewers": viewer_totals(period),
         "tokens": token_usage(period),
         "health": stream_health(period),
+        "safety": safety_blocked(period),
         "owners": requests_in(period).values("owner").distinct().count(),
     }
 

@@ -11,7 +11,16 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
-from .models import Checkpoint, Conversation, EventRecord, McpApproval, ResponseRequest, Segment, ToolCall
+from .models import (
+    Checkpoint,
+    Conversation,
+    EventRecord,
+    McpApproval,
+    ResponseRequest,
+    SafetyVerdict,
+    Segment,
+    ToolCall,
+)
 
 EMPTY_VIEW: dict[str, Any] = {"revision": 0, "meta": {"response_id": None, "status": None}, "blocks": []}
 
@@ -71,6 +80,12 @@ def request_get(*, request_id: uuid.UUID) -> ResponseRequest:
 
 def segment_count(*, request_id: uuid.UUID) -> int:
     return Segment.objects.filter(request_id=request_id).count()
+
+
+def safety_precheck(*, request_id: uuid.UUID) -> SafetyVerdict | None:
+    """The input check a logical request already had (a takeover does not check it again)."""
+    return SafetyVerdict.objects.filter(request_id=request_id, kind=SafetyVerdict.Kind.INPUT,
+                                        mode="precheck").order_by("-id").first()
 
 
 def checkpoint_latest_revision(*, request_id: uuid.UUID) -> int | None:

@@ -170,3 +170,84 @@ async def test_downloaded_event_log_replays_to_the_same_outcome(
     path = tmp_path / "log.sse"
     path.write_bytes(data)
     await sync_to_async(call_command)("replay", str(path), stdout=io.StringIO(), stderr=io.StringIO())
+
+
+# --- the safety policy's verdicts -------------------------------------------------------------------
+
+SECRET = "the launch codes are 0000"
+
+
+def with_verdicts(owner: Any) -> ResponseRequest:
+    request = make_request(owner)
+    services.safety_verdicts_record(request_id=request.pk, verdicts=[
+        {"kind": "input", "mode": "precheck", "text": "Hi", "flagged": False, "action": "passed",
+         "checker": "rules", "elapsed_ms": 0.4},
+        {"kind": "output", "mode": "progressive", "block_id": "m0-c0", "start": 120, "end": 145, "text": SECRET,
+         "flagged": True, "action": "retracted", "checker": "moderation", "categories": ["illicit", "violence"],
+         "elapsed_ms": 31.5},
+        {"kind": "tool_output", "mode": "buffered", "block_id": "fc_1", "text": "tool said", "flagged": True,
+         "action": "withheld", "checker": "moderation", "error": "timeout after 2 s", "elapsed_ms": 2000.0},
+    ])
+    return request
+
+
+def staff_client(*perms: str) -> Client:
+    from django.contrib.auth.models import Permission
+
+    user = get_user_model().objects.create_user(f"staff-{uuid.uuid4().hex[:8]}", password="pw", is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(codename__in=perms))
+    client = Client(raise_request_exception=False)
+    client.force_login(user)
+    return client
+
+
+def change_page(client: Client, request: ResponseRequest) -> str:
+    response = client.get(reverse("admin:responses_app_responserequest_change", args=[request.pk]))
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+@pytest.mark.django_db
+def test_the_request_page_shows_each_verdict_and_the_text_to_a_superuser(admin_client_: Client, alice: Any) -> None:
+    html = change_page(admin_client_, with_verdicts(alice))
+    assert "Safety verdicts" in html
+    for shown in ("precheck", "progressive", "retracted", "withheld", "m0-c0", ">120<", ">145<",
+                  "illicit, violence", "timeout after 2 s", "31.5", "moderation"):
+        assert shown in html.lower(), shown
+    assert SECRET in html and "tool said" in html
+
+
+@pytest.mark.django_db
+def test_staff_without_the_permission_see_the_verdicts_but_not_the_text(alice: Any) -> None:
+    request = with_verdicts(alice)
+    html = change_page(staff_client("view_responserequest"), request)
+    assert "Retracted" in html and "illicit, violence" in html and "timeout after 2 s" in html
+    assert SECRET not in html and "tool said" not in html
+    assert SECRET in change_page(staff_client("view_responserequest", "view_safetyverdict"), request)
+
+
+@pytest.mark.django_db
+def test_the_verdict_changelist_filters_by_action_kind_and_checker(admin_client_: Client, alice: Any) -> None:
+    with_verdicts(alice)
+    url = reverse("admin:responses_app_safetyverdict_changelist")
+    html = admin_client_.get(url).content.decode()
+    assert "By action" in html and "By kind" in html and "By checker" in html
+    count = lambda **query: admin_client_.get(url, query).context["cl"].result_count  # noqa: E731
+    assert count() == 3
+    assert count(action__exact="retracted") == 1 and count(kind__exact="input") == 1
+    assert count(checker__exact="moderation") == 2 and count(checker__exact="moderation", action__exact="withheld") == 1
+
+
+@pytest.mark.django_db
+def test_a_verdict_page_gates_its_text_and_nobody_edits_it(admin_client_: Client, alice: Any) -> None:
+    request = with_verdicts(alice)
+    from responses_app.models import SafetyVerdict
+
+    verdict = SafetyVerdict.objects.get(request=request, action="retracted")
+    url = reverse("admin:responses_app_safetyverdict_change", args=[verdict.pk])
+    assert SECRET in admin_client_.get(url).content.decode()
+    admin_client_.raise_request_exception = False  # a refusal is a 403 page, as in production
+    assert admin_client_.post(url, {"text": "edited"}).status_code == 403
+    staff = staff_client("view_responserequest")
+    assert staff.get(url).status_code == 403
+    assert staff.get(reverse("admin:responses_app_safetyverdict_changelist")).status_code == 403

@@ -109,3 +109,38 @@ def test_analytics_page_for_staff_shows_counts_and_charts(user: Any) -> None:
 
     client.force_login(user)
     assert client.get(reverse("analytics")).status_code == 403
+
+
+def verdicts(request: ResponseRequest, n: int, action: str) -> None:
+    services.safety_verdicts_record(request_id=request.pk, verdicts=[
+        {"kind": "output", "mode": "progressive", "start": 10 * i, "end": 10 * i + 10, "flagged": action != "passed",
+         "action": action, "checker": "rules"} for i in range(n)])
+
+
+def test_blocked_requests_count_once_however_many_verdicts_segments_and_tabs(user: Any) -> None:
+    cut = make(user, created=at(DAY, 9), status="incomplete", incomplete_reason="content_filter",
+               viewer_connections=2, reconnects=1)
+    verdicts(cut, 4, "passed")
+    verdicts(cut, 2, "retracted")
+    Segment.objects.create(request=cut, index=0, kind="initial", outcome="dropped")
+    Segment.objects.create(request=cut, index=1, kind="resume", outcome="incomplete")
+    flagged = make(user, created=at(DAY, 10), status="failed", error_code="input_flagged", ttft_ms=None)
+    services.safety_verdicts_record(request_id=flagged.pk, verdicts=[
+        {"kind": "input", "mode": "precheck", "flagged": True, "action": "input_blocked", "checker": "rules"}])
+    verdicts(make(user, created=at(DAY, 11)), 5, "passed")  # checked and passed: not blocked
+    make(user, created=at(DAY, 12), status="incomplete", incomplete_reason="max_output_tokens")
+    make(user, created=at(DAY, 13), status="failed", error_code="server_error")
+    make(user, created=at(DAY + timedelta(days=1)), status="incomplete", incomplete_reason="content_filter")
+
+    assert analytics.summary(PERIOD)["safety"] == {"total": 2, "content_filter": 1, "input_flagged": 1}
+    assert analytics.summary(analytics.DateRange(DAY, DAY + timedelta(days=2)))["safety"]["content_filter"] == 2
+
+
+def test_the_analytics_page_shows_the_blocked_requests(user: Any) -> None:
+    today = datetime.now(UTC).date()
+    verdicts(make(user, created=at(today, 0), status="incomplete", incomplete_reason="content_filter"), 3, "withheld")
+    staff = get_user_model().objects.create_user("boss", password="pw", is_staff=True)
+    client = Client()
+    client.force_login(staff)
+    html = client.get(reverse("analytics"), {"days": "7"}).content.decode()
+    assert 'data-stat="safety-blocked">1<' in html and "1 answer cut · 0 inputs not sent" in html

@@ -215,3 +215,25 @@ def test_the_badge_tells_a_working_tool_and_an_awaited_approval_from_silence() -
     assert badge_key(*views["a hosted tool running, no text yet"]) == "working"
     assert badge_key(*views["waiting for an approval"]) == "waiting_approval"
 
+
+
+NOTICES: list[tuple[dict[str, Any] | None, str]] = [
+    ({"code": "input_flagged", "message": "The safety policy flagged this message (illicit)."}, ""),
+    (None, "content_filter"),
+    ({"code": "server_error", "message": "Broke <b>here</b> & 'there'"}, ""),
+    ({"code": "", "message": ""}, "max_output_tokens"),
+    ({"code": "content_blocked", "message": "x"}, "content_filter"),
+    (None, "deadline"),
+]
+
+
+def test_the_notice_under_an_answer_reads_the_same_in_the_browser(tmp_path: Path) -> None:
+    from django.template import Context, Template
+
+    template = Template("{% load relay_tags %}{% turn_notice error reason %}")
+    server = [template.render(Context({"error": e, "reason": r})) for e, r in NOTICES]
+    browser = run_node({"vocabulary": vocabulary(), "cases": [], "texts": [], "notices": NOTICES}, tmp_path)
+    assert browser["notices"] == server
+    assert server[0] == "<strong>Not sent</strong>: The safety policy flagged this message (illicit)."
+    assert server[1] == "Part of this answer was withheld by the safety policy."
+    assert "&lt;b&gt;" in server[2] and server[5] == "Stopped early: deadline"

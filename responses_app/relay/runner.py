@@ -38,6 +38,7 @@ from .dbthreads import db
 from .delivery import Delivery
 from .hub import Hub
 from .outcomes import Ending, SegmentResult, connection_failure, describe_http_error
+from .precheck import precheck
 from .toolround import ToolRound
 from .writer import CheckpointNotWritten
 
@@ -105,6 +106,8 @@ class StreamRunner:
             segments = await db(selectors.segment_count)(request_id=self.uuid)
             if request.response_id or segments:
                 status = await self._recover(upstream, request)
+            elif (blocked := await precheck(request)) is not None:
+                self._error, status = blocked, v.FAILED  # RELAY_SAFETY_PRECHECK flagged it: nothing is sent
             else:
                 status = await self._drive(upstream, Kind.INITIAL, await self._first_body(request))
             if self._fatal is not None:

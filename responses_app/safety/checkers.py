@@ -17,6 +17,7 @@ callable that returns a checker (it is called once per process with no arguments
 from __future__ import annotations
 
 import asyncio
+import inspect
 import re
 import time
 from collections.abc import Iterable
@@ -94,19 +95,44 @@ async def judge(checker: Checker, text: str, *, context: str = "", kind: Kind = 
 
 
 _checker: Checker | None = None
+# Checkers that need the network are loaded the way a custom one is, by path: this module is the
+# contract they implement, and does not depend on any of them.
+BUILT_IN_FACTORIES = {"moderation": "responses_app.safety.moderation.moderation_checker"}
 
 
 def checker_from_settings() -> Checker:
-    """The process's checker, built once from RELAY_SAFETY_CHECKER (`rules` for now)."""
+    """The process's checker, built once from RELAY_SAFETY_CHECKER: `rules`, `moderation`, or a
+    dotted path to a callable that takes no arguments and returns a checker."""
     global _checker
     if _checker is None:
         from django.conf import settings
 
         name = settings.RELAY_SAFETY_CHECKER
-        if name != "rules":
-            raise ValueError(f"RELAY_SAFETY_CHECKER {name!r} is not known")
-        _checker = RulesChecker(settings.RELAY_SAFETY_RULES)
+        if name == "rules":
+            _checker = RulesChecker(settings.RELAY_SAFETY_RULES)
+        else:
+            _checker = custom_checker(BUILT_IN_FACTORIES.get(name, name))
     return _checker
+
+
+def custom_checker(path: str) -> Checker:
+    """RELAY_SAFETY_CHECKER's factory, called once; ImproperlyConfigured when it cannot be used."""
+    from django.core.exceptions import ImproperlyConfigured
+    from django.utils.module_loading import import_string
+
+    try:
+        factory = import_string(path)
+    except ImportError as exc:
+        raise ImproperlyConfigured(f"RELAY_SAFETY_CHECKER {path!r} does not import: {exc}") from exc
+    if not callable(factory):
+        raise ImproperlyConfigured(f"RELAY_SAFETY_CHECKER {path!r} is not callable")
+    checker = factory()
+    name = getattr(checker, "name", None)
+    if not isinstance(name, str) or not name or not inspect.iscoroutinefunction(getattr(checker, "check", None)):
+        raise ImproperlyConfigured(
+            f"RELAY_SAFETY_CHECKER {path!r} returned {checker!r}, which is not a checker: it needs a `name` "
+            "(a non-empty string) and an async `check(text, *, context, kind)`")
+    return checker  # type: ignore[no-any-return]
 
 
 def reset_checker() -> None:

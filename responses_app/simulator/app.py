@@ -21,6 +21,7 @@ from .auth import check_authorization
 from .emitter import Emitter
 from .errors import ApiError, bad_request, http_fault, not_found
 from .faults import FAULTS, parse_faults, validate_metadata
+from .moderation import moderate
 from .objects import base_response
 from .runner import Clock, generate
 from .scenarios import FOLLOWUP, SCENARIOS, Context, ToolResult
@@ -121,6 +122,10 @@ class SimulatorApp:
             await send_json(send, 200, orjson.dumps(model))
         elif parts == ["responses"] and method == "POST":
             await self.create(receive, send)
+        elif parts == ["moderations"] and method == "POST":
+            body = await read_body(receive)
+            moderation_id = "modr-" + hashlib.blake2b(body, digest_size=12).hexdigest()
+            await send_json(send, 200, orjson.dumps(await moderate(parse_json(body), moderation_id)))
         elif len(parts) == 2 and parts[0] == "responses" and method == "GET":
             await self.retrieve(parts[1], scope, receive, send)
         elif len(parts) == 2 and parts[0] == "responses" and method == "DELETE":

@@ -39,6 +39,14 @@ BADGE_LABELS = {
 }
 # An ended request's badge: its status, except that a transport error reads as a failure.
 TERMINAL_BADGES = {status: FAILED if status == ERROR else status for status in sorted(ENDED_STATUSES)}
+# How an ended turn's error code and incomplete reason read (an unknown code reads as itself, an
+# unknown reason as "Stopped early: <reason>"): the safety policy's outcomes say what happened.
+ERROR_LABELS = {
+    "input_flagged": "Not sent",  # RELAY_SAFETY_PRECHECK: no upstream request was made
+}
+REASON_SENTENCES = {
+    "content_filter": "Part of this answer was withheld by the safety policy.",
+}
 _CALLER_TOOLS = frozenset({"function_call", "custom_tool_call"})
 _DONE_STATES = frozenset({"completed", "done"})
 _VISIBLE = frozenset({"text", "refusal", "image", "audio"})
@@ -82,6 +90,8 @@ def vocabulary() -> dict[str, Any]:
         "visible_kinds": sorted(_VISIBLE),
         "tool_states": TOOL_STATES,
         "tool_names": TOOL_NAMES,
+        "error_labels": ERROR_LABELS,
+        "reason_sentences": REASON_SENTENCES,
     }
 
 
@@ -126,6 +136,20 @@ def badge_is_final(key: str) -> bool:
 @register.filter
 def markdown(text: str) -> SafeString:
     return md.render(text or "")
+
+
+@register.simple_tag
+def turn_notice(error: dict[str, Any] | None, incomplete_reason: str = "") -> SafeString:
+    """The line under an ended answer: its error, and why it stopped early; `noticeHtml` in render.js."""
+    parts = []
+    if error:
+        code = str(error.get("code") or "")
+        label = ERROR_LABELS.get(code, code or "error")
+        message = str(error.get("message") or "")
+        parts.append(format_html("<strong>{}</strong>{}", label, f": {message}" if message else ""))
+    if incomplete_reason:
+        parts.append(escape(REASON_SENTENCES.get(incomplete_reason, f"Stopped early: {incomplete_reason}")))
+    return mark_safe(" ".join(parts))  # noqa: S308 - every part is escaped above
 
 
 @register.filter

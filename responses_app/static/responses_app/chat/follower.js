@@ -7,8 +7,7 @@
 // once per animation frame, through a TurnView (only what changed is re-rendered). On `terminal`
 // the turn is swapped for its server rendering, so a finished answer is the same in every tab.
 
-import { esc } from "./markdown.js";
-import { badgeIsFinal, badgeKey } from "./render.js";
+import { badgeIsFinal, badgeKey, noticeHtml } from "./render.js";
 import { TurnView } from "./turnview.js";
 import { vocab } from "./vocab.js";
 
@@ -266,8 +265,10 @@ class Follower {
     const badge = badgeKey(this.status, this.view);
     this.setBadge(badge);
     if (badgeIsFinal(badge)) this.removeStop(); // the outcome is known: nothing left to stop
-    const error = this.view.meta && this.view.meta.error;
-    if (error && typeof error === "object") this.showError(error);
+    const meta = this.view.meta || {};
+    if ((meta.error && typeof meta.error === "object") || meta.incomplete_reason) {
+      this.showError(meta.error, meta.incomplete_reason);
+    }
     hooks.rendered(this.turn);
   }
 
@@ -293,11 +294,11 @@ class Follower {
     badge.textContent = vocab.labels[key] || key;
   }
 
-  showError(error) {
+  showError(error, reason = "") {
     const box = this.turn.querySelector("[data-error]");
     if (!box) return;
     box.hidden = false;
-    box.innerHTML = `<strong>${esc(error.code || "error")}</strong>${error.message ? ": " + esc(error.message) : ""}`;
+    box.innerHTML = noticeHtml(error, reason);
   }
 
   setReconnecting(on) {

@@ -29,6 +29,19 @@ export function badgeIsFinal(key) {
   return Object.values(vocab.terminalBadges).includes(key);
 }
 
+// The line under an ended answer, as relay_tags.turn_notice words it: its error, and why it stopped early.
+export function noticeHtml(error, reason) {
+  const parts = [];
+  if (error && typeof error === "object") {
+    const code = String(error.code || "");
+    const label = vocab.errorLabels[code] || code || "error";
+    const message = String(error.message || "");
+    parts.push(`<strong>${esc(label)}</strong>${message ? esc(": " + message) : ""}`);
+  }
+  if (reason) parts.push(esc(vocab.reasonSentences[reason] || `Stopped early: ${reason}`));
+  return parts.join(" ");
+}
+
 export function toolState(state) {
   return vocab.toolStates[state || ""] || state || "";
 }

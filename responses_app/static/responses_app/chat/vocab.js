@@ -12,6 +12,8 @@ export const vocab = {
   visibleKinds: new Set(),
   toolStates: {},
   toolNames: {},
+  errorLabels: {},
+  reasonSentences: {},
 };
 
 export function configure(data) {
@@ -24,6 +26,8 @@ export function configure(data) {
   vocab.visibleKinds = new Set(data.visible_kinds);
   vocab.toolStates = data.tool_states;
   vocab.toolNames = data.tool_names;
+  vocab.errorLabels = data.error_labels;
+  vocab.reasonSentences = data.reason_sentences;
 }
 
 export function loadFromPage(doc) {
