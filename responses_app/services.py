@@ -13,7 +13,7 @@ from django.db import IntegrityError, InterfaceError, OperationalError, connecti
 from django.db.models import F, Q
 from django.utils import timezone
 
-from . import selectors
+from . import metrics, selectors
 from .forms import SubmitForm
 from .models import Checkpoint, Conversation, EventRecord, McpApproval, ResponseRequest, Segment, ToolCall
 from .tools import tool_definitions
@@ -142,13 +142,22 @@ def leases_renew(*, leases: list[tuple[uuid.UUID, uuid.UUID]], renew: bool = Tru
 def request_set_response_id(*, request_id: uuid.UUID, response_id: str, at: datetime) -> None:
     """Stored the moment response.created arrives, before anything else can go wrong."""
     ResponseRequest.objects.filter(pk=request_id).update(response_id=response_id)
-    ResponseRequest.objects.filter(pk=request_id, upstream_created_at__isnull=True).update(upstream_created_at=at)
+    if ResponseRequest.objects.filter(pk=request_id, upstream_created_at__isnull=True).update(upstream_created_at=at):
+        _observe_first(request_id, "upstream_created_at", at)
 
 
 def request_mark_first(*, request_id: uuid.UUID, field: str, at: datetime) -> None:
     if field not in ("first_text_at", "first_tool_at"):
         raise ValueError(field)
-    ResponseRequest.objects.filter(pk=request_id, **{f"{field}__isnull": True}).update(**{field: at})
+    if ResponseRequest.objects.filter(pk=request_id, **{f"{field}__isnull": True}).update(**{field: at}):
+        _observe_first(request_id, field, at)
+
+
+def _observe_first(request_id: uuid.UUID, field: str, at: datetime) -> None:
+    """Once per logical request and field: the conditional UPDATE before this succeeds once."""
+    created = ResponseRequest.objects.filter(pk=request_id).values_list("created", flat=True).first()
+    if created is not None:
+        metrics.request_reached(field, (at - created).total_seconds())
 
 
 def request_mark_terminal(
@@ -171,7 +180,7 @@ def request_mark_terminal(
     query = ResponseRequest.objects.filter(pk=request_id, status__in=[Status.STREAMING, Status.PENDING])
     if token is not None:
         query = query.filter(runner_token=token)
-    request = ResponseRequest.objects.only("created").get(pk=request_id)
+    request = ResponseRequest.objects.only("created", "model").get(pk=request_id)
     fields: dict[str, Any] = {
         "status": status,
         "terminal_at": at,
@@ -187,6 +196,8 @@ def request_mark_terminal(
     if response_id:
         fields["response_id"] = response_id
     updated = query.update(**fields) == 1
+    if updated:  # counted here, once: a second runner's or a reconcile's update changes no row
+        metrics.request_ended(status=status, model=request.model, duration_s=(at - request.created).total_seconds())
     if updated and response_id and status == Status.COMPLETED:
         Conversation.objects.filter(requests__pk=request_id).update(last_response_id=response_id, updated=at)
     return updated
@@ -201,10 +212,14 @@ def conversation_chain_broken(*, request_id: uuid.UUID) -> None:
 
 def request_cancel(*, request: ResponseRequest) -> bool:
     """The explicit Stop. Pending requests end at once; streaming ones are told to stop."""
-    ResponseRequest.objects.filter(pk=request.pk).update(cancels=F("cancels") + 1)
+    if ResponseRequest.objects.filter(pk=request.pk).update(cancels=F("cancels") + 1):
+        metrics.CANCELS.inc()
+    now = timezone.now()
     if ResponseRequest.objects.filter(pk=request.pk, status=Status.PENDING).update(
-        status=Status.CANCELLED, cancel_requested=True, terminal_at=timezone.now()
+        status=Status.CANCELLED, cancel_requested=True, terminal_at=now
     ):
+        metrics.request_ended(status=Status.CANCELLED, model=request.model,
+                              duration_s=(now - request.created).total_seconds())
         return True
     return ResponseRequest.objects.filter(pk=request.pk, status=Status.STREAMING).update(cancel_requested=True) == 1
 
@@ -212,7 +227,8 @@ def request_cancel(*, request: ResponseRequest) -> bool:
 def request_count(*, request_id: uuid.UUID, **increments: int) -> None:
     """Add to counters (viewer_connections, reconnects, disconnects, retries ...)."""
     if increments:
-        ResponseRequest.objects.filter(pk=request_id).update(**{k: F(k) + v for k, v in increments.items()})
+        if ResponseRequest.objects.filter(pk=request_id).update(**{k: F(k) + v for k, v in increments.items()}):
+            metrics.row_counted(increments)
 
 
 def segment_start(

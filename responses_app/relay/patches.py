@@ -9,11 +9,13 @@ so the patches that follow continue exactly from its revision. Reading never pub
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import Any
 
 import orjson
 
+from ..metrics import ARRIVED
 from ..streaming.coalescer import Coalescer
 from ..streaming.policies import FlushPolicy
 from ..streaming.transcript import Ops
@@ -30,19 +32,25 @@ class PatchStream:
         self._publish = publish
         self._waiters: list[asyncio.Future[dict[str, Any]]] = []
         self.published = view.revision  # the revision of the last patch sent
+        self._arrived: float | None = None  # when the oldest change not yet sent arrived (wall clock)
 
     def push(self, change: Ops, now: float, *, boundary: bool = False) -> bool:
         """Take a change; True when it should go out now."""
         urgent = False
         if change.ops:
             urgent = self._coalescer.push(change.base, change.ops, change.revision)
+            if self._arrived is None:
+                self._arrived = time.time()  # once per patch: its lag is sampled from here
         return self.policy.push(now, changed=bool(change.ops), boundary=boundary) or urgent
 
     def flush(self, now: float) -> None:
         patch = self._coalescer.flush()
         if patch is not None:
             message = {"type": "patch", **patch}
-            self._publish(message, orjson.dumps(message).decode())
+            text = orjson.dumps(message).decode()
+            if self._arrived is not None:
+                message[ARRIVED], self._arrived = self._arrived, None  # not in the text: for the viewers' metric
+            self._publish(message, text)
             self.published = patch["revision"]
         self.policy.flushed(now, sent=patch is not None)
         if self._waiters:
