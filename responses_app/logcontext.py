@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import contextvars
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 NONE = "-"
@@ -28,13 +29,25 @@ class RequestContext:
 _current: contextvars.ContextVar[RequestContext | None] = contextvars.ContextVar("relay_request", default=None)
 
 
-def bind(request_id: str, response_id: Callable[[], str | None] | str | None = None) -> None:
+def bind(request_id: str, response_id: Callable[[], str | None] | str | None = None) -> RequestContext:
     """From now on in this context, log lines name this request (and its response, when known)."""
     if response_id is None or isinstance(response_id, str):
         fixed = response_id
-        _current.set(RequestContext(str(request_id), lambda: fixed))
+        context = RequestContext(str(request_id), lambda: fixed)
     else:
-        _current.set(RequestContext(str(request_id), response_id))
+        context = RequestContext(str(request_id), response_id)
+    _current.set(context)
+    return context
+
+
+@contextmanager
+def using(context: RequestContext | None) -> Iterator[None]:
+    """Log as `context` for a moment: a process-wide task (the lease keeper) acting on one request."""
+    token = _current.set(context)
+    try:
+        yield
+    finally:
+        _current.reset(token)
 
 
 def current() -> tuple[str, str]:

@@ -80,6 +80,7 @@ class StreamRunner:
         self._fatal: tuple[str, str] | None = None  # the relay itself cannot go on (its writes fail)
         self._own_writes = 0
         self.span = tracing.NO_SPAN
+        self.log_context: logcontext.RequestContext | None = None
 
     @property
     def writes(self) -> int:
@@ -93,7 +94,8 @@ class StreamRunner:
 
     async def run(self) -> None:
         self._task = asyncio.current_task()  # type: ignore[assignment]
-        logcontext.bind(self.request_id, lambda: self.transcript.response_id)  # on every line logged from here
+        # Every line logged from here (and by the keepers about this runner) names the request.
+        self.log_context = logcontext.bind(self.request_id, lambda: self.transcript.response_id)
         if not await db(services.request_acquire_lease)(request_id=self.uuid, token=self.token):
             return  # single-flight: someone else runs it, or it already ended
         self.count_write()
@@ -161,7 +163,8 @@ class StreamRunner:
         """Another runner holds the request now (this one's lease ran out during a database blip
         and a sweep took it over): stop at once, publish and write nothing more, cancel nothing."""
         if self._task is not None and not self._abandoned:
-            logger.warning("request %s was taken over by another runner; this one stops", self.request_id)
+            with logcontext.using(self.log_context):
+                logger.warning("request %s was taken over by another runner; this one stops", self.request_id)
             self._abandoned = True
             self._task.cancel()
 
@@ -447,6 +450,7 @@ class StreamRunner:
         """Called by the hub's lease keeper: an upstream silent for too long counts as dropped."""
         idle_limit = settings.RELAY_IDLE_TIMEOUT_S
         if now - self._last_bytes > idle_limit and self._reader is not None:
-            logger.warning("upstream silent for %ss on %s; treating as dropped", idle_limit, self.request_id)
+            with logcontext.using(self.log_context):
+                logger.warning("upstream silent for %ss on %s; treating as dropped", idle_limit, self.request_id)
             self._stalled = True
             self._reader.cancel()  # surfaces as a drop: resume or reconcile
