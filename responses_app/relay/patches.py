@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from ..metrics import ARRIVED
+from ..metrics import ARRIVED, PATCH_LAG_SAMPLE_S
 from ..streaming.coalescer import Coalescer
 from ..streaming.policies import FlushPolicy
 from ..streaming.transcript import Ops
@@ -32,15 +32,18 @@ class PatchStream:
         self._publish = publish
         self._waiters: list[asyncio.Future[dict[str, Any]]] = []
         self.published = view.revision  # the revision of the last patch sent
-        self._arrived: float | None = None  # when the oldest change not yet sent arrived (wall clock)
+        # The patch lag is sampled: one patch per PATCH_LAG_SAMPLE_S carries the arrival (wall clock)
+        # of its oldest change, so the viewers observe a few patches a second, not every one.
+        self._arrived: float | None = None
+        self._sample_at = 0.0
 
     def push(self, change: Ops, now: float, *, boundary: bool = False) -> bool:
         """Take a change; True when it should go out now."""
         urgent = False
         if change.ops:
+            if now >= self._sample_at and self._arrived is None and not self._coalescer.pending:
+                self._arrived = time.time()  # the first change of the patch to come: its oldest
             urgent = self._coalescer.push(change.base, change.ops, change.revision)
-            if self._arrived is None:
-                self._arrived = time.time()  # once per patch: its lag is sampled from here
         return self.policy.push(now, changed=bool(change.ops), boundary=boundary) or urgent
 
     def flush(self, now: float) -> None:
@@ -50,6 +53,7 @@ class PatchStream:
             text = orjson.dumps(message).decode()
             if self._arrived is not None:
                 message[ARRIVED], self._arrived = self._arrived, None  # not in the text: for the viewers' metric
+                self._sample_at = now + PATCH_LAG_SAMPLE_S
             self._publish(message, text)
             self.published = patch["revision"]
         self.policy.flushed(now, sent=patch is not None)
