@@ -223,8 +223,8 @@ def main(argv: list[str]) -> int:
         f"a generated stream of {DELTAS:,} text deltas, one event per chunk, {VIEWERS} viewers, a checkpoint\n"
         f"every {CHECKPOINT_EVERY} events; best of {REPEATS}, before and after alternately in one run.\n"
         "*before* is patches.py from `main` without stamps or observations; *after* adds the patch stamp,\n"
-        "the consumer's lag probe, one `relay_patch_lag_seconds` observation per patch and viewer, and\n"
-        "the event counters' deltas per checkpoint. Time is simulated at each pace: a patch every 50 ms\n"
+        "the consumer's lag probe, one `relay_patch_lag_seconds` observation per stamped patch and viewer,\n"
+        "and the event counters' deltas per checkpoint. Time is simulated at each pace: a patch every 50 ms\n"
         "of it (about 1.5 events per patch at 30/s, 50 at 1,000/s), one stamped patch per 250 ms.\n\n"
         + table + "\n")
     return 0

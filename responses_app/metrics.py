@@ -178,6 +178,7 @@ def patch_sent(arrived: float) -> None:
 def render() -> bytes:
     """The text format: this process's metrics, or with PROMETHEUS_MULTIPROC_DIR every process's."""
     if MULTIPROCESS:
+        _forget_dead_processes()
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
         return _generate_latest(registry)
@@ -185,8 +186,27 @@ def render() -> bytes:
 
 
 def _mark_dead() -> None:
-    """A process that exits drops out of the live gauges (a killed one: see the README)."""
+    """A process that exits drops out of the live gauges at once."""
     multiprocess.mark_process_dead(os.getpid())  # type: ignore[no-untyped-call]
+
+
+def _forget_dead_processes() -> None:
+    """A process killed (kill -9, OOM) never ran its atexit: its live gauges' files name its pid;
+    drop those of pids that no longer run (the directory is per machine, so pids are too)."""
+    directory = os.environ["PROMETHEUS_MULTIPROC_DIR"]
+    pids: set[int] = set()
+    for name in os.listdir(directory):
+        if name.startswith("gauge_live") and name.endswith(".db"):
+            digits = name.rsplit("_", 1)[-1][:-3]
+            if digits.isdigit():
+                pids.add(int(digits))
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            multiprocess.mark_process_dead(pid, directory)  # type: ignore[no-untyped-call]
+        except PermissionError:
+            pass  # alive, another user's
 
 
 if MULTIPROCESS:

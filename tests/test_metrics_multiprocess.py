@@ -68,6 +68,16 @@ def test_processes_counters_and_gauges_are_aggregated(tmp_path: Path) -> None:
         samples = parse(httpx.get(url + "/metrics", timeout=10).text)
         assert value(samples, "relay_streams_in_flight") == 0 and value(samples, "relay_viewers") == 0
         assert value(samples, "relay_requests_total", status="failed", model="sim-text") == 1
+
+        killed = subprocess.Popen([sys.executable, "-c", HOLD], cwd=ROOT, env=env, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        assert killed.stdout is not None and killed.stdout.readline().strip() == "ready"
+        assert value(parse(httpx.get(url + "/metrics", timeout=10).text), "relay_viewers") == 3
+        killed.kill()  # no atexit: its files stay, and the next scrape finds its pid gone
+        killed.wait()
+        samples = parse(httpx.get(url + "/metrics", timeout=10).text)
+        assert value(samples, "relay_viewers") == 0 and value(samples, "relay_streams_in_flight") == 0
+        assert value(samples, "relay_requests_total", status="failed", model="sim-text") == 2
     finally:
         if holder.poll() is None:
             holder.kill()
