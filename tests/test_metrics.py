@@ -101,3 +101,38 @@ def test_model_labels_are_bounded(settings: Any) -> None:
     settings.RELAY_ALLOWED_MODELS = ["gpt-4.1-mini"]
     assert metrics.model_label("gpt-4.1-mini") == "gpt-4.1-mini"
     assert metrics.model_label("gpt-5") == "other"
+
+
+def test_a_stop_before_the_runner_started_counts_the_request_once_and_each_cancel(django_user_model: Any) -> None:
+    from responses_app import services
+
+    owner = django_user_model.objects.create_user("stopper", password="pw")
+    request, _ = services.request_create(owner=owner, input="hi", model="sim-text", client_request_id="stop-1")
+    before = parse(scrape().content.decode())
+    assert services.request_cancel(request=request)  # pending: cancelled at once
+    assert not services.request_cancel(request=request)  # pressed again: a cancel, not a request
+    after = parse(scrape().content.decode())
+    name = "relay_requests_total"
+    assert value(after, name, status="cancelled", model="sim-text") - value(
+        before, name, status="cancelled", model="sim-text") == 1
+    assert total(after, "relay_cancels_total") - total(before, "relay_cancels_total") == 2
+    request.refresh_from_db()
+    assert request.status == "cancelled" and request.cancels == 2
+
+
+def test_a_short_token_is_refused_outside_development() -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tests.test_security_production import ROOT
+
+    env = {**os.environ, "DJANGO_ENV": "test", "SECRET_KEY": "k" * 50, "ALLOWED_HOSTS": "relay.test",
+           "SIMULATOR_ENABLED": "true", "SIMULATOR_API_KEY": "sim", "RELAY_METRICS_TOKEN": "short"}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    result = subprocess.run([sys.executable, "-c", "import django; django.setup()"], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0 and "RELAY_METRICS_TOKEN must be at least 16 characters" in result.stderr
+    env["RELAY_METRICS_TOKEN"] = TOKEN
+    assert subprocess.run([sys.executable, "-c", "import django; django.setup()"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60).returncode == 0
