@@ -136,3 +136,9 @@ def test_a_short_token_is_refused_outside_development() -> None:
     env["RELAY_METRICS_TOKEN"] = TOKEN
     assert subprocess.run([sys.executable, "-c", "import django; django.setup()"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60).returncode == 0
+
+
+def test_never_redirected_to_https(settings: Any) -> None:
+    settings.SECURE_SSL_REDIRECT = True  # as in production: a scrape of a process's own port is plain HTTP
+    assert scrape().status_code == 200
+    assert Client().get("/accounts/login/").status_code == 301, "other pages still are"
