@@ -11,6 +11,7 @@ Pure: no Django (LOGGING instantiates the filter while settings load).
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import logging
 from collections.abc import Callable, Iterator
@@ -48,6 +49,12 @@ def using(context: RequestContext | None) -> Iterator[None]:
         yield
     finally:
         _current.reset(token)
+
+
+def about(request_id: object, response_id: str | None = None) -> contextlib.AbstractContextManager[None]:
+    """Log as this request for a moment, from a task that is not its own (the takeover sweep, the
+    checkpoint writer), when all it has is the id."""
+    return using(RequestContext(str(request_id), lambda: response_id))
 
 
 def current() -> tuple[str, str]:

@@ -108,3 +108,21 @@ async def test_a_failed_request_s_span_is_an_error(owner: Any, spans: InMemorySp
 async def test_off_by_default(owner: Any, settings: Any) -> None:
     assert settings.RELAY_OTEL is False
     assert tracing.start(request_id="x", model="sim-text") is tracing.NO_SPAN
+
+
+async def test_the_sweep_s_lines_about_a_request_name_it(owner: Any, caplog: Any) -> None:
+    from datetime import timedelta
+
+    from asgiref.sync import sync_to_async
+    from django.utils import timezone
+
+    from responses_app.models import ResponseRequest
+    from responses_app.relay import worker
+
+    request = await make_request(owner, "sim-text")
+    await sync_to_async(ResponseRequest.objects.filter(pk=request.pk).update)(
+        created=timezone.now() - timedelta(minutes=5))  # nobody started it
+    caplog.set_level(logging.INFO, logger="responses_app")
+    assert await worker.sweep() == 1
+    (line,) = [r for r in caplog.records if "never started" in r.getMessage()]
+    assert line.request_id == str(request.pk) and line.response_id == "-"
