@@ -25,10 +25,11 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 
 async def test_every_line_logged_for_a_request_names_it_and_its_response(owner: Any, caplog: Any,
                                                                          settings: Any) -> None:
-    # A stream that stalls past the idle timeout logs (runner), then is resumed and completes.
+    # A stream that stalls past the idle timeout (found by the lease keeper, every 2 s) logs, then
+    # is resumed and completes.
     settings.RELAY_IDLE_TIMEOUT_S = 1
     caplog.set_level(logging.INFO, logger="responses_app")
-    saved, _ = await run_to_end(owner, "sim-text", {"sim.stall_at": "10", "sim.stall_ms": "3500"})
+    saved, _ = await run_to_end(owner, "sim-text", {"sim.stall_at": "10", "sim.stall_ms": "5000"})
     assert saved.status == "completed" and saved.response_id
     mine = [r for r in caplog.records if r.name.startswith("responses_app")]
     assert any("silent" in r.getMessage() for r in mine), [r.getMessage() for r in mine]
