@@ -24,7 +24,8 @@ safety mode and result. Never a user, request or response id.
 Several processes (web and `manage.py relayworker`) share one PROMETHEUS_MULTIPROC_DIR; each
 writes its own files there and any process's `/metrics` adds them up (see the README, Metrics).
 
-May import: Django (settings, http), prometheus_client; nothing of the relay or the models.
+May import: Django (settings, http), prometheus_client, the simulator's scenario names; nothing of
+the relay or the models.
 """
 
 from __future__ import annotations
@@ -149,7 +150,9 @@ def safety_verdict(mode: str, result: str) -> None:
 class StreamTally:
     """What one runner has added to the event counters: the deltas of its transcript's counters,
     reported at each checkpoint. A runner that took a request over starts from the counters it
-    restored from the event log (the runner before it counted those)."""
+    restored from the event log (the runner before it counted those). So the totals equal the
+    database's columns, except after a runner died: the events it counted after its last committed
+    checkpoint are streamed again to its successor and counted twice."""
 
     __slots__ = ("_seen",)
 
