@@ -4,6 +4,7 @@ SQLite, the in-memory channel layer and the built-in Responses API simulator."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import environ
@@ -262,12 +263,39 @@ if not DEVELOPMENT:
         "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
     }
 
+# Every line logged while a request is handled names it and its upstream response
+# (responses_app/logcontext.py: set by the runner and the request's websocket consumers).
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"request_context": {"()": "responses_app.logcontext.RequestContextFilter"}},
+    "formatters": {"relay": {"format": "%(asctime)s %(levelname)s %(name)s "
+                                       "[request=%(request_id)s response=%(response_id)s] %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["request_context"],
+                             "formatter": "relay"}},
     "loggers": {"responses_app": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")}},
 }
+
+# --- Operations: /metrics and tracing --------------------------------------------------------------
+# Without a token /metrics answers loopback clients only (never a proxied request); with one, only
+# requests bearing `Authorization: Bearer <token>`. Several processes share PROMETHEUS_MULTIPROC_DIR
+# (read by prometheus_client itself from the environment): it must exist and be writable.
+RELAY_METRICS_TOKEN = env.str("RELAY_METRICS_TOKEN", default="")
+if RELAY_METRICS_TOKEN and not DEVELOPMENT and len(RELAY_METRICS_TOKEN) < 16:
+    raise ImproperlyConfigured(f"RELAY_METRICS_TOKEN must be at least 16 characters under DJANGO_ENV={ENVIRONMENT}")
+_multiproc_dir = env.str("PROMETHEUS_MULTIPROC_DIR", default="")
+if _multiproc_dir and not (Path(_multiproc_dir).is_dir() and os.access(_multiproc_dir, os.W_OK)):
+    raise ImproperlyConfigured(f"PROMETHEUS_MULTIPROC_DIR must be a writable directory, got {_multiproc_dir!r}")
+# Scraped straight from a process's port (no proxy, plain HTTP): never redirected to HTTPS.
+SECURE_REDIRECT_EXEMPT = [r"^metrics$"]
+# OpenTelemetry spans per logical request (GenAI semantic conventions), when the packages are installed.
+RELAY_OTEL = env.bool("RELAY_OTEL", default=False)
+if RELAY_OTEL:
+    try:
+        import opentelemetry.trace  # noqa: F401
+    except ImportError as exc:
+        raise ImproperlyConfigured("RELAY_OTEL=true needs the opentelemetry-api package "
+                                   "(and an SDK with an exporter to see the spans)") from exc
 
 # --- Upstream -------------------------------------------------------------------------------
 # With no OPENAI_BASE_URL the relay talks to the built-in simulator mounted on this very server

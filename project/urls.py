@@ -4,6 +4,7 @@ from django.urls import URLPattern, URLResolver, include, path
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("healthz", include("responses_app.health")),  # probes: database and channel layer reachable
+    path("metrics", include("responses_app.metrics")),  # Prometheus: loopback only, or a bearer token
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),  # login, logout, password change
     path("", include("responses_app.urls")),

@@ -5,3 +5,8 @@ class ResponsesAppConfig(AppConfig):
     name = "responses_app"
     verbose_name = "Responses relay"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from . import logcontext
+
+        logcontext.install()  # every log record names the request being handled

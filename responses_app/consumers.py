@@ -37,7 +37,7 @@ from django.dispatch import receiver
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
-from . import limits, selectors, services
+from . import limits, logcontext, metrics, selectors, services
 from .models import ResponseRequest
 from .relay.hub import get_hub
 from .relay.worker import cancel_request, start_request
@@ -81,6 +81,8 @@ class RequestConsumer(AsyncWebsocketConsumer):
     overflows = resyncs = 0
     _resync_pending = _resync_queued = False
     _last_snapshot = 0.0
+    _lag_text: str | None = None  # the latest stamped patch queued, and its upstream arrival (metrics)
+    _lag_at = 0.0
 
     async def connect(self) -> None:
         self.request_id = str(self.scope["url_route"]["kwargs"]["request_id"])
@@ -99,6 +101,7 @@ class RequestConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_TOO_MANY)
             return
         self.request = request
+        logcontext.bind(self.request_id, request.response_id or None)  # this socket's task logs name it
         self.outbox: asyncio.Queue[str] = asyncio.Queue(maxsize=OUTBOX_SIZE)
         self.budget = limits.FrameBudget(rate=settings.RELAY_WS_FRAME_RATE, burst=settings.RELAY_WS_FRAME_BURST,
                                          now=time.monotonic())
@@ -247,6 +250,8 @@ class RequestConsumer(AsyncWebsocketConsumer):
             return
         if kind == "patch":
             self.sent_revision = revision
+            if metrics.ARRIVED in message:
+                self._lag_text, self._lag_at = text, message[metrics.ARRIVED]
 
     def _resync_soon(self) -> None:
         if self._resync_pending:
@@ -291,6 +296,9 @@ class RequestConsumer(AsyncWebsocketConsumer):
                 await self._send_snapshot()
             else:
                 await send({"type": "websocket.send", "text": text})
+                if text is self._lag_text:
+                    self._lag_text = None
+                    metrics.patch_sent(self._lag_at)
 
     async def _idle(self) -> str:
         """Nothing sent for PING_SECONDS: a ping (it keeps proxies from cutting a long silent
@@ -311,6 +319,8 @@ class RequestConsumer(AsyncWebsocketConsumer):
             for patch in hub.recent_patches(self.request_id):
                 if patch["base"] == view["revision"]:
                     apply_patch(view, patch)
+        if self.sent_revision >= 0:
+            metrics.VIEWER_RESYNCS.inc()  # not the first snapshot
         self._resync_pending = False
         self._last_snapshot = asyncio.get_running_loop().time()
         self.resyncs += 1

@@ -13,7 +13,7 @@ from django.db import IntegrityError, InterfaceError, OperationalError, connecti
 from django.db.models import F, Q
 from django.utils import timezone
 
-from . import selectors
+from . import metrics, selectors
 from .forms import SubmitForm
 from .models import (
     Checkpoint,
@@ -151,13 +151,22 @@ def leases_renew(*, leases: list[tuple[uuid.UUID, uuid.UUID]], renew: bool = Tru
 def request_set_response_id(*, request_id: uuid.UUID, response_id: str, at: datetime) -> None:
     """Stored the moment response.created arrives, before anything else can go wrong."""
     ResponseRequest.objects.filter(pk=request_id).update(response_id=response_id)
-    ResponseRequest.objects.filter(pk=request_id, upstream_created_at__isnull=True).update(upstream_created_at=at)
+    if ResponseRequest.objects.filter(pk=request_id, upstream_created_at__isnull=True).update(upstream_created_at=at):
+        _observe_first(request_id, "upstream_created_at", at)
 
 
 def request_mark_first(*, request_id: uuid.UUID, field: str, at: datetime) -> None:
     if field not in ("first_text_at", "first_tool_at"):
         raise ValueError(field)
-    ResponseRequest.objects.filter(pk=request_id, **{f"{field}__isnull": True}).update(**{field: at})
+    if ResponseRequest.objects.filter(pk=request_id, **{f"{field}__isnull": True}).update(**{field: at}):
+        _observe_first(request_id, field, at)
+
+
+def _observe_first(request_id: uuid.UUID, field: str, at: datetime) -> None:
+    """Once per logical request and field: the conditional UPDATE before this succeeds once."""
+    created = ResponseRequest.objects.filter(pk=request_id).values_list("created", flat=True).first()
+    if created is not None:
+        metrics.request_reached(field, (at - created).total_seconds())
 
 
 def request_mark_terminal(
@@ -180,7 +189,7 @@ def request_mark_terminal(
     query = ResponseRequest.objects.filter(pk=request_id, status__in=[Status.STREAMING, Status.PENDING])
     if token is not None:
         query = query.filter(runner_token=token)
-    request = ResponseRequest.objects.only("created").get(pk=request_id)
+    request = ResponseRequest.objects.only("created", "model").get(pk=request_id)
     fields: dict[str, Any] = {
         "status": status,
         "terminal_at": at,
@@ -196,6 +205,8 @@ def request_mark_terminal(
     if response_id:
         fields["response_id"] = response_id
     updated = query.update(**fields) == 1
+    if updated:  # counted here, once: a second runner's or a reconcile's update changes no row
+        metrics.request_ended(status=status, model=request.model, duration_s=(at - request.created).total_seconds())
     if updated and response_id and status == Status.COMPLETED:
         Conversation.objects.filter(requests__pk=request_id).update(last_response_id=response_id, updated=at)
     return updated
@@ -212,12 +223,17 @@ def request_cancel(*, request: ResponseRequest) -> bool:
     """The explicit Stop. Pending requests end at once; streaming ones are told to stop. Counted
     once per request in `cancels`, however many tabs, API calls or no-JS forms asked: only the
     call that changes the request counts. True while a cancel is in effect."""
+    now = timezone.now()
     if ResponseRequest.objects.filter(pk=request.pk, status=Status.PENDING).update(
-        status=Status.CANCELLED, cancel_requested=True, terminal_at=timezone.now(), cancels=F("cancels") + 1
+        status=Status.CANCELLED, cancel_requested=True, terminal_at=now, cancels=F("cancels") + 1
     ):
+        metrics.CANCELS.inc()
+        metrics.request_ended(status=Status.CANCELLED, model=request.model,
+                              duration_s=(now - request.created).total_seconds())
         return True
     streaming = ResponseRequest.objects.filter(pk=request.pk, status=Status.STREAMING)
     if streaming.filter(cancel_requested=False).update(cancel_requested=True, cancels=F("cancels") + 1):
+        metrics.CANCELS.inc()
         return True
     return streaming.filter(cancel_requested=True).exists()
 
@@ -225,7 +241,8 @@ def request_cancel(*, request: ResponseRequest) -> bool:
 def request_count(*, request_id: uuid.UUID, **increments: int) -> None:
     """Add to counters (viewer_connections, reconnects, disconnects, retries ...)."""
     if increments:
-        ResponseRequest.objects.filter(pk=request_id).update(**{k: F(k) + v for k, v in increments.items()})
+        if ResponseRequest.objects.filter(pk=request_id).update(**{k: F(k) + v for k, v in increments.items()}):
+            metrics.row_counted(increments)
 
 
 def segment_start(
@@ -341,6 +358,9 @@ def tool_call_finish(*, request_id: uuid.UUID, call_id: str, output: str, ok: bo
 def safety_verdicts_record(*, request_id: uuid.UUID, verdicts: list[dict[str, Any]]) -> None:
     """Store checks of the safety policy (dicts of SafetyVerdict's fields), in the order made."""
     SafetyVerdict.objects.bulk_create([SafetyVerdict(request_id=request_id, **fields) for fields in verdicts])
+    for fields in verdicts:  # counted once stored, in the one place every verdict passes
+        metrics.safety_verdict(fields["mode"], "error" if fields.get("error") else (
+            "flagged" if fields["flagged"] else "passed"))
 
 
 def mcp_approval_decide(*, request: ResponseRequest, approval_request_id: str, approve: bool,

@@ -16,6 +16,7 @@ from typing import Any
 
 from django.conf import settings
 
+from .. import metrics
 from ..streaming.policies import CheckpointPolicy
 from ..streaming.transcript import Ops, Step, Transcript
 from .checkpoints import Checkpointer
@@ -41,6 +42,7 @@ class Delivery:
             max_interval=settings.RELAY_CHECKPOINT_MAX_INTERVAL_MS / 1000, now=self._loop.time()),
             on_write_failure)
         self.log = EventLog(frozenset(settings.RELAY_REDACT_FIELDS))
+        self.tally = metrics.StreamTally()  # the event counters, as deltas at each checkpoint
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
 
@@ -104,6 +106,7 @@ class Delivery:
             checkpoint = "interval"
         if checkpoint is not None:
             self.checkpoints.capture(self.transcript, self.log.take(), checkpoint, now)
+            self.tally.report(self.transcript.counters())
         self._arm(now)
 
     def _arm(self, now: float) -> None:

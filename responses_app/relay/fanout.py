@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from channels.layers import BaseChannelLayer
 
@@ -35,12 +35,14 @@ def group_name(request_id: str) -> str:
 
 
 class Fanout:
-    def __init__(self, layer: BaseChannelLayer, deliver: Callable[[str, list[str]], None]) -> None:
+    def __init__(self, layer: BaseChannelLayer,
+                 deliver: Callable[[str, list[str], tuple[int, float] | None], None]) -> None:
         self.layer = layer
         self._deliver = deliver  # (request id, texts) -> the local viewers
         self.inbox: str | None = None
         self.joined: set[str] = set()
         self._outgoing: dict[str, list[str]] = {}
+        self._arrived: dict[str, tuple[int, float]] = {}  # per request, its latest stamped patch (metrics)
         self._sender: asyncio.Task[None] | None = None
         self._reader: asyncio.Task[None] | None = None
         self._keeper: asyncio.Task[None] | None = None
@@ -48,9 +50,13 @@ class Fanout:
 
     # --- sending ------------------------------------------------------------------------------
 
-    def publish(self, request_id: str, text: str) -> None:
-        """Queue for every other process's viewers of the request; never waits."""
-        self._outgoing.setdefault(request_id, []).append(text)
+    def publish(self, request_id: str, text: str, arrived: float | None = None) -> None:
+        """Queue for every other process's viewers of the request; never waits. `arrived`: a
+        patch's upstream arrival (metrics.ARRIVED), carried for one patch per batch."""
+        texts = self._outgoing.setdefault(request_id, [])
+        texts.append(text)
+        if arrived is not None:
+            self._arrived[request_id] = (len(texts) - 1, arrived)
         if self._sender is None or self._sender.done():
             self._sender = asyncio.get_running_loop().create_task(
                 self._send_rounds(), name="relay-fanout-sender", context=contextvars.Context())
@@ -59,10 +65,12 @@ class Fanout:
         while self._outgoing:
             await asyncio.sleep(REMOTE_FLUSH_S)
             batches, self._outgoing = self._outgoing, {}
+            stamps, self._arrived = self._arrived, {}
             for request_id, texts in batches.items():
                 try:
                     await self.layer.group_send(group_name(request_id), {
-                        "type": "relay.batch", "request_id": request_id, "origin": self.inbox or "", "texts": texts})
+                        "type": "relay.batch", "request_id": request_id, "origin": self.inbox or "", "texts": texts,
+                        "arrived": stamps.get(request_id)})
                     self.counters["sent"] += 1
                 except Exception:  # best effort: viewers converge by heartbeat and resync
                     self.counters["send_failures"] += 1
@@ -134,7 +142,7 @@ class Fanout:
             self.counters["received"] += 1
             request_id = str(message.get("request_id"))
             if request_id in self.joined:
-                self._deliver(request_id, list(message.get("texts") or ()))
+                self._deliver(request_id, list(message.get("texts") or ()), _stamp(message.get("arrived")))
 
     async def _rejoin(self) -> None:
         """A restarted Redis has no groups: join every request with viewers here again."""
@@ -145,3 +153,10 @@ class Fanout:
                     await self.layer.group_add(group_name(request_id), self.inbox)
             except Exception:
                 return  # still away: the next failure tries again
+
+
+def _stamp(raw: object) -> tuple[int, float] | None:
+    """A batch's patch-lag stamp as sent (msgpack turns the tuple into a list), or None."""
+    if isinstance(raw, Sequence) and len(raw) == 2 and isinstance(raw[0], int) and isinstance(raw[1], float):
+        return raw[0], raw[1]
+    return None

@@ -20,6 +20,7 @@ import orjson
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 
+from .. import metrics
 from ..upstream import Upstream, base_url
 from .dbthreads import db, db_writer
 from .fanout import Fanout
@@ -91,6 +92,8 @@ class Hub:
 
     async def attach(self, request_id: str, viewer: Viewer) -> None:
         viewers = self.viewers.setdefault(request_id, set())
+        if viewer not in viewers:
+            metrics.VIEWERS.inc()
         viewers.add(viewer)
         if self.fanout is not None and len(viewers) == 1:
             await self.fanout.join(request_id)  # before any read: nothing published from now on is missed
@@ -98,6 +101,8 @@ class Hub:
     def detach(self, request_id: str, viewer: Viewer) -> None:
         viewers = self.viewers.get(request_id)
         if viewers is not None:
+            if viewer in viewers:
+                metrics.VIEWERS.dec()
             viewers.discard(viewer)
             if not viewers:
                 del self.viewers[request_id]
@@ -124,13 +129,16 @@ class Hub:
         for viewer in tuple(self.viewers.get(request_id, ())):
             viewer.offer(message, text)
         if self.fanout is not None:
-            self.fanout.publish(request_id, text)
+            self.fanout.publish(request_id, text, message.get(metrics.ARRIVED))
 
-    def deliver(self, request_id: str, texts: list[str]) -> None:
-        """Messages from a runner in another process, to this process's viewers, in order."""
+    def deliver(self, request_id: str, texts: list[str], arrived: tuple[int, float] | None = None) -> None:
+        """Messages from a runner in another process, to this process's viewers, in order;
+        `arrived`: one patch's index in `texts` and its upstream arrival (for the patch lag)."""
         viewers = tuple(self.viewers.get(request_id, ()))
-        for text in texts:
+        for index, text in enumerate(texts):
             message = orjson.loads(text)
+            if arrived is not None and index == arrived[0]:
+                message[metrics.ARRIVED] = arrived[1]
             if message.get("type") == "patch":
                 self.remember(request_id, message)
             for viewer in viewers:

@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from .. import metrics
 from ..services import leases_renew
 from .protocols import Runner
 
@@ -48,11 +49,13 @@ class Pacer:
             started = loop.time()
             await asyncio.sleep(self.PERIOD)
             lag = loop.time() - started - self.PERIOD
+            metrics.EVENT_LOOP_LAG.set(max(lag, 0.0))
             if lag > 0.02:
                 self.scale = min(self.scale * 1.5, self.MAX_SCALE)
             elif lag < 0.005:
                 self.scale = max(1.0, self.scale / 1.25)
         self.scale = 1.0
+        metrics.EVENT_LOOP_LAG.set(0)  # sampled while streams run: none run here now
 
 
 class LeaseKeeper:
@@ -69,12 +72,16 @@ class LeaseKeeper:
         self._task: asyncio.Task[None] | None = None
 
     def add(self, runner: Runner) -> None:
+        if runner not in self.runners:
+            metrics.STREAMS_IN_FLIGHT.inc()
         self.runners.add(runner)
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(
                 self._run(), name="relay-lease-keeper", context=contextvars.Context())
 
     def discard(self, runner: Runner) -> None:
+        if runner in self.runners:
+            metrics.STREAMS_IN_FLIGHT.dec()
         self.runners.discard(runner)
 
     async def _run(self) -> None:

@@ -9,11 +9,13 @@ so the patches that follow continue exactly from its revision. Reading never pub
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import Any
 
 import orjson
 
+from ..metrics import ARRIVED, PATCH_LAG_SAMPLE_S
 from ..streaming.coalescer import Coalescer
 from ..streaming.policies import FlushPolicy
 from ..streaming.transcript import Ops
@@ -30,11 +32,17 @@ class PatchStream:
         self._publish = publish
         self._waiters: list[asyncio.Future[dict[str, Any]]] = []
         self.published = view.revision  # the revision of the last patch sent
+        # The patch lag is sampled: one patch per PATCH_LAG_SAMPLE_S carries the arrival (wall clock)
+        # of its oldest change, so the viewers observe a few patches a second, not every one.
+        self._arrived: float | None = None
+        self._sample_at = 0.0
 
     def push(self, change: Ops, now: float, *, boundary: bool = False) -> bool:
         """Take a change; True when it should go out now."""
         urgent = False
         if change.ops:
+            if now >= self._sample_at and self._arrived is None and not self._coalescer.pending:
+                self._arrived = time.time()  # the first change of the patch to come: its oldest
             urgent = self._coalescer.push(change.base, change.ops, change.revision)
         return self.policy.push(now, changed=bool(change.ops), boundary=boundary) or urgent
 
@@ -42,7 +50,11 @@ class PatchStream:
         patch = self._coalescer.flush()
         if patch is not None:
             message = {"type": "patch", **patch}
-            self._publish(message, orjson.dumps(message).decode())
+            text = orjson.dumps(message).decode()
+            if self._arrived is not None:
+                message[ARRIVED], self._arrived = self._arrived, None  # not in the text: for the viewers' metric
+                self._sample_at = now + PATCH_LAG_SAMPLE_S
+            self._publish(message, text)
             self.published = patch["revision"]
         self.policy.flushed(now, sent=patch is not None)
         if self._waiters:

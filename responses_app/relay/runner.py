@@ -28,7 +28,7 @@ import orjson
 from django.conf import settings
 from django.utils import timezone
 
-from .. import selectors, services
+from .. import logcontext, selectors, services, tracing
 from ..models import ResponseRequest, Segment
 from ..streaming import vocabulary as v
 from ..streaming.transcript import Step, Transcript
@@ -80,6 +80,8 @@ class StreamRunner:
         self._task: asyncio.Task[None] | None = None
         self._fatal: tuple[str, str] | None = None  # the relay itself cannot go on (its writes fail)
         self._own_writes = 0
+        self.span = tracing.NO_SPAN
+        self.log_context: logcontext.RequestContext | None = None
 
     @property
     def writes(self) -> int:
@@ -93,6 +95,8 @@ class StreamRunner:
 
     async def run(self) -> None:
         self._task = asyncio.current_task()  # type: ignore[assignment]
+        # Every line logged from here (and by the keepers about this runner) names the request.
+        self.log_context = logcontext.bind(self.request_id, lambda: self.transcript.response_id)
         if not await db(services.request_acquire_lease)(request_id=self.uuid, token=self.token):
             return  # single-flight: someone else runs it, or it already ended
         self.count_write()
@@ -104,6 +108,8 @@ class StreamRunner:
         deadline = self._arm_deadline(request)
         try:
             segments = await db(selectors.segment_count)(request_id=self.uuid)
+            self.span = tracing.start(request_id=self.request_id, model=request.model,
+                                      takeover=bool(request.response_id or segments))
             if request.response_id or segments:
                 status = await self._recover(upstream, request)
             elif (blocked := await precheck(request)) is not None:
@@ -126,6 +132,7 @@ class StreamRunner:
             await self._finish(v.UNKNOWN if self.transcript.response_id else v.ERROR, error=("relay_error", str(exc)))
         finally:
             deadline.cancel()
+            self.span.close()
             self.hub.writer.forget(self.uuid)
             self.hub.leases.discard(self)
             self.delivery.close()
@@ -159,7 +166,8 @@ class StreamRunner:
         """Another runner holds the request now (this one's lease ran out during a database blip
         and a sweep took it over): stop at once, publish and write nothing more, cancel nothing."""
         if self._task is not None and not self._abandoned:
-            logger.warning("request %s was taken over by another runner; this one stops", self.request_id)
+            with logcontext.using(self.log_context):
+                logger.warning("request %s was taken over by another runner; this one stops", self.request_id)
             self._abandoned = True
             self._task.cancel()
 
@@ -184,6 +192,7 @@ class StreamRunner:
         self._segment_index = await db(selectors.segment_count)(request_id=self.uuid)
         self.transcript.restore(rounds, committed or 0)
         self.transcript.assume_response_id(request.response_id)
+        self.delivery.tally.start_from(self.transcript.counters())  # the runner before counted these
         self._response_id_saved = self.transcript.response_id
         self._counters["retries"] += 1
         if self.transcript.terminal:  # it ended; only the tool step may be left
@@ -357,7 +366,9 @@ class StreamRunner:
             await db(services.request_set_response_id)(request_id=self.uuid, response_id=response_id,
                                                        at=timezone.now())
             self.count_write(2)
+            self.span.response_created(response_id)
         if step.first_text:
+            self.span.first_token()
             await self._mark_first("first_text_at")
         if step.first_tool:
             await self._mark_first("first_tool_at")
@@ -420,6 +431,8 @@ class StreamRunner:
             counters=transcript.counters(),
             response_id=transcript.response_id or "",
         )
+        self.span.end(status=status, response_id=transcript.response_id or "", usage=transcript.usage(),
+                      error_code=(error[0] if error else "") or str(final_error.get("code") or ""))
         await db(services.request_count)(request_id=self.uuid, **{k: n for k, n in self._counters.items() if n})
         self.count_write(2)
         self.status = status
@@ -440,6 +453,7 @@ class StreamRunner:
         """Called by the hub's lease keeper: an upstream silent for too long counts as dropped."""
         idle_limit = settings.RELAY_IDLE_TIMEOUT_S
         if now - self._last_bytes > idle_limit and self._reader is not None:
-            logger.warning("upstream silent for %ss on %s; treating as dropped", idle_limit, self.request_id)
+            with logcontext.using(self.log_context):
+                logger.warning("upstream silent for %ss on %s; treating as dropped", idle_limit, self.request_id)
             self._stalled = True
             self._reader.cancel()  # surfaces as a drop: resume or reconcile

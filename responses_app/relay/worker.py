@@ -30,7 +30,7 @@ from channels.routing import ChannelNameRouter
 from channels.worker import Worker
 from django.conf import settings
 
-from .. import selectors
+from .. import logcontext, selectors
 from .hub import RUNNER_CHANNEL, get_hub
 from .runner import StreamRunner
 
@@ -103,11 +103,12 @@ async def sweep() -> int:
     for request_id, status, expired in stale:
         if str(request_id) in hub.runners:
             continue  # its runner lives here and is only late renewing
-        if status == "streaming":
-            logger.warning("lease of request %s expired at %s: taking it over", request_id, expired)
-            hub.counters["lease_expiries"] += 1
-        else:
-            logger.warning("request %s was never started: starting it", request_id)
+        with logcontext.about(request_id):
+            if status == "streaming":
+                logger.warning("lease of request %s expired at %s: taking it over", request_id, expired)
+                hub.counters["lease_expiries"] += 1
+            else:
+                logger.warning("request %s was never started: starting it", request_id)
         hub.counters["takeovers"] += 1
         await layer.send(RUNNER_CHANNEL, {"type": "relay.start", "request_id": str(request_id)})
     return len(stale)

@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from .. import services
+from .. import logcontext, services
 
 logger = logging.getLogger(__name__)
 
@@ -125,7 +125,8 @@ class CheckpointWriter:
             self.rounds += 1
             if refused:
                 for request_id, cause in refused.items():
-                    logger.error("checkpoint of %s refused by the database: %r", request_id, cause)
+                    with logcontext.about(request_id):
+                        logger.error("checkpoint of %s refused by the database: %r", request_id, cause)
                 self._fail({rid: pending[rid] for rid in refused}, refused)
             for request_id, entry in pending.items():
                 if request_id not in refused:

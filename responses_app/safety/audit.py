@@ -1,5 +1,5 @@
 """Every verdict the relay stores passes through `verdict_record`: the audit row (the admin shows it)
-and, in one place, whatever counts verdicts. Sync: the relay calls it on its database threads."""
+and, through services.safety_verdicts_record, the verdict counter. Sync: the relay calls it on its database threads."""
 
 from __future__ import annotations
 

@@ -21,6 +21,7 @@ import pytest
 
 from responses_app.streaming.view import apply_patch
 from tests.conftest import IN_CI
+from tests.metrics_helpers import parse, total, value
 
 ROOT = Path(__file__).resolve().parents[2]
 PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
@@ -163,3 +164,10 @@ def test_submit_on_one_process_watch_on_another(cluster: dict[str, Any]) -> None
     assert detail["status"] == "completed"
     text = "".join(b["text"] for b in view["blocks"] if b["kind"] == "text")
     assert text and text == "".join(b["text"] for b in detail["view"]["blocks"] if b["kind"] == "text")
+    # The patch lag crosses processes: web2 runs no runner, so every sample it has came through the
+    # fan-out, from the worker's upstream arrival to web2's websocket send.
+    samples = parse(httpx.get(f"http://127.0.0.1:{web2}/metrics", timeout=10).text)
+    assert value(samples, "relay_patch_lag_seconds_count") >= 1
+    assert 0 < value(samples, "relay_patch_lag_seconds_sum") / value(samples, "relay_patch_lag_seconds_count") < 5
+    assert value(samples, "relay_viewer_connections_total") == 1
+    assert total(samples, "relay_requests_total") == 0, "counted where it ended: in the worker"
