@@ -11,7 +11,16 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
-from .models import Checkpoint, Conversation, EventRecord, McpApproval, ResponseRequest, Segment, ToolCall
+from .models import (
+    Checkpoint,
+    Conversation,
+    EventRecord,
+    McpApproval,
+    ResponseRequest,
+    SafetyVerdict,
+    Segment,
+    ToolCall,
+)
 
 EMPTY_VIEW: dict[str, Any] = {"revision": 0, "meta": {"response_id": None, "status": None}, "blocks": []}
 
@@ -76,6 +85,19 @@ def segment_count(*, request_id: uuid.UUID) -> int:
 def checkpoint_latest_revision(*, request_id: uuid.UUID) -> int | None:
     return Checkpoint.objects.filter(request_id=request_id).order_by("-revision").values_list(
         "revision", flat=True).first()
+
+
+def safety_passed(*, request_id: uuid.UUID) -> dict[tuple[str, str], int]:
+    """(block id, kind) → how far its text passed the safety checks, without a hole: a runner
+    that takes the request over does not judge that text again."""
+    passed: dict[tuple[str, str], int] = {}
+    rows = SafetyVerdict.objects.filter(request_id=request_id).exclude(kind=SafetyVerdict.Kind.INPUT).order_by(
+        "start").values_list("block_id", "kind", "start", "end", "action")
+    for block_id, kind, start, end, action in rows:
+        key = (block_id, kind)
+        if action == SafetyVerdict.Action.PASSED and start <= passed.get(key, 0):
+            passed[key] = max(passed.get(key, 0), end)
+    return passed
 
 
 def event_log_by_round(*, request_id: uuid.UUID) -> list[tuple[int, bytes]]:
