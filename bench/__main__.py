@@ -2,6 +2,7 @@
 `python -m bench relay [--quick]`: the relay benchmark (bench/relay.py).
 `python -m bench scaled [--streams 20,50]`: N streams x M viewers, one process and scaled out (bench/scaled.py).
 `python -m bench transport`: httpx's default transport vs httpx-aiohttp (bench/transport.py).
+`python -m bench safety [--quick]`: the latency buffered mode adds, the CPU each safety mode costs (bench/safety.py).
 `python -m bench all`: core, transport and relay."""
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ def run(argv: list[str]) -> int:
         from bench.scaled import main as scaled
 
         return scaled(argv[1:])
+    if argv[:1] == ["safety"]:
+        from bench.safety import main as safety
+
+        return safety(argv[1:])
     if argv[:1] == ["transport"]:
         from bench.transport import main as transport
 

@@ -156,10 +156,19 @@ class SafetyGate:
         """The upstream view's ops, in order."""
         if now is not None:
             self._now = now
-        for op in ops:
+        index, count = 0, len(ops)
+        while index < count:
+            op = ops[index]
+            index += 1
             kind = op[0]
             if kind == "append":
-                self._grow(op[1], "text", op[2], op)
+                # A run of appends to one block is one growth: one look for a window's end.
+                block_id, texts = op[1], [op[2]]
+                while index < count and ops[index][0] == "append" and ops[index][1] == block_id:
+                    texts.append(ops[index][2])
+                    index += 1
+                text = "".join(texts) if len(texts) > 1 else op[2]
+                self._grow(block_id, "text", text, ["append", block_id, text])
             elif kind == "add":
                 self._add(op[1])
             elif kind == "set":

@@ -233,3 +233,39 @@ async def test_a_flagged_tool_output_is_not_shown_nor_sent_on(owner: Any, safety
     assert [v.kind for v in verdicts] == ["tool_output"]
     segments = await sync_to_async(lambda: saved.segments.count())()
     assert segments == 1, "no continuation carried the output to the model"
+
+
+async def test_a_runner_that_takes_over_does_not_judge_what_passed_again(
+        owner: Any, safety: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import contextlib
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from responses_app import selectors
+    from responses_app.relay.hub import get_hub
+    from responses_app.relay.runner import StreamRunner
+
+    safety.RELAY_SAFETY_MODE = "buffered"
+    first_checker = use_checker(monkeypatch, Counting())
+    request = await make_request(owner, "sim-long", {"sim.tokens_per_s": "300", "sim.tokens": "900"}, background=True)
+    hub = get_hub()
+    task = asyncio.get_running_loop().create_task(StreamRunner(str(request.pk), hub).run())
+    async with asyncio.timeout(20):
+        while await sync_to_async(SafetyVerdict.objects.filter(request=request).count)() < 3:
+            await asyncio.sleep(0.02)
+    task.cancel()  # the process dies mid-stream
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    await asyncio.sleep(0.2)  # verdicts already judged are stored
+    passed = await sync_to_async(selectors.safety_passed)(request_id=request.pk)
+    await sync_to_async(ResponseRequest.objects.filter(pk=request.pk).update)(
+        lease_expires=timezone.now() - timedelta(seconds=1))
+
+    second_checker = use_checker(monkeypatch, Counting())
+    await StreamRunner(str(request.pk), hub).run()
+    saved = await reload(request)
+    assert saved.status == "completed" and first_checker.texts
+    offset = passed[("o0-c0", "output")]
+    assert offset > 0
+    assert "".join(second_checker.texts) == saved.final_text[offset:], "what passed before is not judged again"

@@ -206,3 +206,28 @@ def test_an_unknown_mode_is_refused() -> None:
     with pytest.raises(ValueError, match="safety mode"):
         SafetyGate("sometimes")
     ViewModel()
+
+
+def test_behind_a_gate_the_transcript_snapshot_and_final_text_hold_only_what_was_shown() -> None:
+    from pathlib import Path
+
+    from responses_app.streaming.transcript import Transcript
+
+    body = (Path(__file__).resolve().parents[1] / "fixtures" / "sim" / "sim-text.sse").read_bytes()
+    for mode in ("buffered", "progressive"):
+        transcript = Transcript()
+        transcript.guard(SafetyGate(mode))
+        windows: list[Window] = []
+        for block in body.split(b"\n\n"):
+            windows += transcript.feed(block + b"\n\n", 0.0).change.windows
+        windows += transcript.safety_close().windows
+        assert len(windows) > 2
+        transcript.safety_verdict(windows[0].id, False)
+        transcript.safety_verdict(windows[1].id, True)
+        transcript.end("incomplete", reason="content_filter", over_response=True)
+        shown = windows[0].text
+        assert transcript.final_text() == shown
+        part = transcript.snapshot()["output"][0]["content"][0]
+        assert part["text"] == shown
+        assert windows[1].text not in str(transcript.view.to_dict())
+        assert transcript.view.meta["incomplete_reason"] == "content_filter"
