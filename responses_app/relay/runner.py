@@ -443,8 +443,10 @@ class StreamRunner:
 
     async def _finish(self, status: str, error: tuple[str, str] | None = None, *, reason: str | None = None) -> None:
         error = error or self._error
-        if self.safety is not None:
-            await self._settle()  # text held for a check is judged (and shown) before the end
+        # Text held for a check is judged (and shown) before the end; a flag here stops it too.
+        if self.safety is not None and await self._settle() and reason is None and self._fatal is None \
+                and status != v.ERROR:
+            status, reason = v.INCOMPLETE, "content_filter"
         over = self._stopped_waiting or self._fatal is not None or self._filtered
         self.delivery.changed(self.transcript.end(status, error, reason=reason, over_response=over))
         await self.delivery.final()

@@ -269,3 +269,26 @@ async def test_a_runner_that_takes_over_does_not_judge_what_passed_again(
     offset = passed[("o0-c0", "output")]
     assert offset > 0
     assert "".join(second_checker.texts) == saved.final_text[offset:], "what passed before is not judged again"
+
+
+async def test_a_stop_while_a_flagged_window_is_judged_still_ends_content_filter(
+        owner: Any, safety: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    class SlowOnThePhrase(Counting):
+        async def check(self, text: str, *, context: str = "", kind: str = "output") -> Verdict:
+            self.delay = 1.0 if "kumquat" in text else 0.0
+            return await super().check(text, context=context, kind=kind)
+
+    safety.RELAY_SAFETY_MODE = "buffered"
+    use_checker(monkeypatch, SlowOnThePhrase())
+    request = await make_request(owner, "sim-text", {"sim.tokens_per_s": "0"}, text=PROMPT)
+    communicator = await connect(owner, request.pk)
+    await communicator.connect()
+    watcher = Watcher(communicator)
+    while watcher.view is None or not watcher.text():
+        await watcher.receive()
+    await communicator.send_to(text_data='{"type":"cancel"}')  # the phrase's window is still being judged
+    terminal = await watcher.until_terminal()
+    await communicator.disconnect()
+    saved = await reload(request)
+    assert terminal["status"] == saved.status == "incomplete" and saved.incomplete_reason == "content_filter"
+    assert not any("kumquat" in json.dumps(m) for m in watcher.messages)
