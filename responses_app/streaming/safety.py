@@ -44,6 +44,7 @@ GATED_FIELDS = frozenset({"text", *_TOOL_FIELDS})
 # A block's state that ends its fields: a content part's `done`, a tool item's final status.
 DONE_STATES = frozenset({"done", "completed", "failed", "incomplete", "cancelled"})
 NOTICE_ID = "safety-notice"
+_PRUNE_AT = 32  # windows
 _TEXT_KINDS = frozenset({"text", "refusal", "reasoning", "audio"})  # a tool block's `text` is code
 
 # Where a window ends. Each match ends at a character that must already be there, and no later
@@ -83,7 +84,7 @@ class _Field:
 
     __slots__ = ("block_id", "field", "kind", "chunks", "length", "start", "open", "opened_at",
                  "context", "windows", "passed", "next", "passed_to", "shown", "shown_text",
-                 "release", "prepassed", "closed")
+                 "release", "prepassed", "pruned_to")
 
     def __init__(self, block_id: str, field: str, kind: str, prepassed: int) -> None:
         self.block_id = block_id
@@ -103,10 +104,21 @@ class _Field:
         self.shown_text = ""  # ... for fields other than `text` (short: tool arguments, outputs)
         self.release = 0  # index of the first window not wholly shown
         self.prepassed = prepassed  # judged by a runner before this one (a takeover)
-        self.closed = False
+        self.pruned_to = 0  # windows up to here were dropped: passed and shown, never needed again
+
+    def prune(self, shown_all: bool) -> None:
+        """Drop the windows that passed and were shown (`shown_all`: progressive shows at once),
+        so a long answer is not held twice."""
+        done = self.next if shown_all else min(self.next, self.release)
+        if done >= _PRUNE_AT:
+            self.pruned_to = self.windows[done - 1].end
+            del self.windows[:done]
+            self.next -= done
+            self.release -= done
 
     def advance(self) -> None:
         while self.next < len(self.windows) and self.windows[self.next].id in self.passed:
+            self.passed.discard(self.windows[self.next].id)
             self.passed_to = self.windows[self.next].end
             self.next += 1
 
@@ -217,6 +229,7 @@ class SafetyGate:
         field.advance()
         if self._queue:
             self._release()
+        field.prune(self.mode == PROGRESSIVE)
         return "passed"
 
     def finish(self) -> None:
@@ -376,7 +389,12 @@ class SafetyGate:
             self._windows.pop(window.id, None)
         field.windows = kept
         field.next = field.release = len(kept)
-        field.start = field.passed_to = kept[-1].end if kept else 0
+        if kept:
+            field.start = kept[-1].end
+        else:  # before the dropped windows, if they all lie in the common part; else from the start
+            field.start = field.pruned_to if field.pruned_to <= common else 0
+            field.pruned_to = min(field.pruned_to, field.start)
+        field.passed_to = field.start
         field.context = value[max(0, field.start - self.context_chars):field.start]
         field.chunks[:] = [value] if value else []
         field.length = len(value)

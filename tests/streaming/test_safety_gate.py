@@ -231,3 +231,19 @@ def test_behind_a_gate_the_transcript_snapshot_and_final_text_hold_only_what_was
         assert part["text"] == shown
         assert windows[1].text not in str(transcript.view.to_dict())
         assert transcript.view.meta["incomplete_reason"] == "content_filter"
+
+
+@pytest.mark.parametrize("mode", ["buffered", "progressive"])
+def test_a_long_answer_keeps_few_windows_and_a_late_rewrite_still_works(mode: str) -> None:
+    sentences = [f"Sentence number {i} is fine. " for i in range(300)]
+    gate = SafetyGate(mode)
+    gate.push([added(), *[["append", "o0-c0", s] for s in sentences]])
+    judged = judge_all(gate)
+    assert len(judged) == 300 and text_of(gate) == "".join(sentences)
+    assert len(gate._fields[("o0-c0", "text")].windows) < 32  # passed and shown: dropped
+    final = "".join(sentences[:-1]) + "The last one changed. "
+    gate.push([["set", "o0-c0", {"text": final, "state": "done"}]])
+    (again,) = gate.take_windows()
+    assert again.text == "The last one changed. " and again.start == len("".join(sentences[:-1]))
+    gate.verdict(again.id, False)
+    assert text_of(gate) == final
