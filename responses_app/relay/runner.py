@@ -85,6 +85,7 @@ class StreamRunner:
         self._own_writes = 0
         self.safety: SafetyChecks | None = None  # a safety mode applies (README "Safety")
         self._filtered = False  # the safety policy stopped the request
+        self._marks: set[asyncio.Task[None]] = set()  # first_text_at writes a verdict released
 
     @property
     def writes(self) -> int:
@@ -158,7 +159,12 @@ class StreamRunner:
             self.uuid, mode, self.transcript, checker_from_settings(),
             changed=lambda change, urgent: self.delivery.changed(change, boundary=urgent),
             on_flag=self._on_flag, timeout=settings.RELAY_SAFETY_TIMEOUT_MS / 1000,
-            fail_closed=safety_policy.fail_closed(mode))
+            fail_closed=safety_policy.fail_closed(mode), on_first_text=self._on_first_released)
+
+    def _on_first_released(self) -> None:
+        """Buffered mode: the first answer text left the gate (the time people see it)."""
+        self._marks.add(task := self._loop.create_task(self._mark_first("first_text_at")))
+        task.add_done_callback(self._marks.discard)
 
     def _on_flag(self) -> None:
         """A window was flagged: stop reading and cancel the upstream; ends content_filter."""
@@ -452,6 +458,8 @@ class StreamRunner:
         await self.delivery.final()
         if self.safety is not None:
             await self.safety.drain()  # every verdict stored before the request is marked ended
+            if self._marks:
+                await asyncio.gather(*self._marks, return_exceptions=True)
         transcript = self.transcript
         assembler_error = transcript.assembler.error or {}
         meta = self.view.meta

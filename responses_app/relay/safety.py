@@ -36,13 +36,15 @@ Record = Callable[[list[dict[str, Any]]], Awaitable[None]]
 class SafetyChecks:
     def __init__(self, request_id: uuid.UUID, mode: str, transcript: Transcript, checker: Checker, *,
                  changed: Callable[[Ops, bool], None], on_flag: Callable[[], None], timeout: float,
-                 fail_closed: bool, concurrency: int = 4, record: Record | None = None) -> None:
+                 fail_closed: bool, concurrency: int = 4, record: Record | None = None,
+                 on_first_text: Callable[[], None] | None = None) -> None:
         self.request_id = request_id
         self.mode = mode
         self.transcript = transcript
         self.checker = checker
         self._changed = changed
         self._on_flag = on_flag
+        self._on_first_text = on_first_text
         self._timeout = timeout
         self._fail_closed = fail_closed
         self._slots = asyncio.Semaphore(concurrency)
@@ -70,9 +72,11 @@ class SafetyChecks:
             self.calls += 1
             verdict = await judge(self.checker, window.text, context=window.context, kind=window.kind,  # type: ignore[arg-type]
                                   timeout=self._timeout, fail_closed=self._fail_closed)
-        change, action = self.transcript.safety_verdict(window.id, verdict.flagged)
+        change, action, first_text = self.transcript.safety_verdict(window.id, verdict.flagged)
         self.verdict(window, verdict, action)
         self._changed(change, verdict.flagged)
+        if first_text and self._on_first_text is not None:
+            self._on_first_text()
         if verdict.flagged and not self.flagged:
             self.flagged = True
             self._on_flag()

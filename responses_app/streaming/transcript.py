@@ -22,6 +22,7 @@ from .sse import SSEDecoder
 from .view import Op, ViewModel
 from .vocabulary import CANCELLED, ERROR, RESPONSE_FINAL_STATUSES, TERMINAL_EVENT_BY_STATUS, UNKNOWN
 
+_ANSWER_KINDS = frozenset({"text", "refusal"})  # answer text a person reads (time to first token)
 # Relay outcomes that no upstream event reports: the view's meta says so itself.
 _RELAY_ENDINGS = frozenset({CANCELLED, UNKNOWN, ERROR})
 _USAGE_KEYS = ("input_tokens", "output_tokens", "total_tokens")
@@ -45,6 +46,12 @@ class Step(NamedTuple):
     first_text: bool  # the request's first answer text
     first_tool: bool  # the request's first tool event
     terminal: bool  # the current response is in a terminal state
+
+
+class Verdicted(NamedTuple):
+    change: Ops
+    action: str  # passed | withheld | retracted
+    first_text: bool  # the request's first answer text came out
 
 
 class Transcript:
@@ -122,11 +129,27 @@ class Transcript:
         self.pipeline.decoder = SSEDecoder(max_event_bytes=self._max_event_bytes)
 
     def _step(self, events: list[dict[str, Any]], applied: Applied) -> Step:
-        first_text = applied.first_text and not self._text_seen
         first_tool = applied.first_tool and not self._tool_seen
-        self._text_seen |= first_text
         self._tool_seen |= first_tool
-        return Step(events, self.take_ops(), applied.boundary, first_text, first_tool, applied.terminal)
+        change = self.take_ops()
+        if self.gate is None:
+            first_text = applied.first_text and not self._text_seen
+            self._text_seen |= first_text
+        else:  # behind a gate, the first answer text people see
+            first_text = self._shows_first_text(change.ops)
+        return Step(events, change, applied.boundary, first_text, first_tool, applied.terminal)
+
+    def _shows_first_text(self, ops: list[Op]) -> bool:
+        if self._text_seen:
+            return False
+        view = self.view
+        for op in ops:
+            if op[0] == "append" or (op[0] == "set" and op[2].get("text")) or (op[0] == "add" and op[1].get("text")):
+                block_id = op[1]["id"] if op[0] == "add" else op[1]
+                if view.has(block_id) and view.block(block_id).get("kind") in _ANSWER_KINDS and view.text(block_id):
+                    self._text_seen = True
+                    return True
+        return False
 
     def apply_final(self, response: dict[str, Any]) -> Ops:
         """The upstream's own answer about how the response ended (reconcile, cancel)."""
@@ -243,11 +266,13 @@ class Transcript:
             self.gate.close_all()
         return self.take_ops()
 
-    def safety_verdict(self, window_id: int, flagged: bool) -> tuple[Ops, str]:
-        """A window's verdict: the ops it caused and what was done with it."""
+    def safety_verdict(self, window_id: int, flagged: bool) -> Verdicted:
+        """A window's verdict: the ops it caused, what was done with the window, and whether it
+        released the request's first answer text (buffered mode's time to first token)."""
         assert self.gate is not None
         action = self.gate.verdict(window_id, flagged)
-        return self.take_ops(), action
+        change = self.take_ops()
+        return Verdicted(change, action, self._shows_first_text(change.ops))
 
     def take_ops(self) -> Ops:
         gate = self.gate

@@ -292,3 +292,16 @@ async def test_a_stop_while_a_flagged_window_is_judged_still_ends_content_filter
     saved = await reload(request)
     assert terminal["status"] == saved.status == "incomplete" and saved.incomplete_reason == "content_filter"
     assert not any("kumquat" in json.dumps(m) for m in watcher.messages)
+
+
+async def test_buffered_time_to_first_text_is_when_people_see_it(owner: Any, safety: Any,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    safety.RELAY_SAFETY_MODE = "buffered"
+    use_checker(monkeypatch, Counting(delay=0.3))
+    request = await make_request(owner, "sim-text", {"sim.tokens_per_s": "0"}, text="Tell me about rivers.")
+    await watch(owner, request)
+    saved = await reload(request)
+    first_pass = await sync_to_async(lambda: SafetyVerdict.objects.filter(request=saved).order_by("created")
+                                     .values_list("created", flat=True).first())()
+    assert saved.status == "completed" and saved.first_text_at is not None and first_pass is not None
+    assert saved.first_text_at >= first_pass, "not when the upstream sent it: when its window passed"
