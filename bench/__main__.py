@@ -1,43 +1,37 @@
-"""`python -m bench [--quick]`: the streaming core benchmark (bench/core.py).
-`python -m bench relay [--quick]`: the relay benchmark (bench/relay.py).
-`python -m bench scaled [--streams 20,50]`: N streams x M viewers, one process and scaled out (bench/scaled.py).
-`python -m bench transport`: httpx's default transport vs httpx-aiohttp (bench/transport.py).
-`python -m bench metrics`: what the live metrics cost the hot path, before and after (bench/metrics.py).
-`python -m bench all`: core, transport and relay."""
+"""`python -m bench <name> [options]`, one benchmark per module of this package:
+
+    python -m bench [--quick]          the streaming core (bench/core.py)
+    python -m bench relay [--quick]    the relay: latency, capacity, CPU beside a naive relay (bench/relay.py)
+    python -m bench scaled             N streams x M viewers, one process and scaled out (bench/scaled.py)
+    python -m bench transport          httpx's default transport vs httpx-aiohttp (bench/transport.py)
+    python -m bench metrics            what the live metrics cost the hot path, before and after (bench/metrics.py)
+    python -m bench safety [--quick]   the latency buffered mode adds, the CPU each safety mode costs (bench/safety.py)
+    python -m bench render [--quick]   the chat page's render cost per frame in Chromium (bench/render.py)
+    python -m bench all                core, transport and relay
+"""
 
 from __future__ import annotations
 
+import importlib
 import sys
+
+BENCHMARKS = ("core", "relay", "scaled", "transport", "metrics", "safety", "render")
+
+
+def _run(name: str, argv: list[str]) -> int:
+    result = importlib.import_module(f"bench.{name}").main(argv)
+    return int(result or 0)
 
 
 def run(argv: list[str]) -> int:
-    if argv[:1] == ["relay"]:
-        from bench.relay import main as relay
-
-        return relay(argv[1:])
-    if argv[:1] == ["scaled"]:
-        from bench.scaled import main as scaled
-
-        return scaled(argv[1:])
-    if argv[:1] == ["metrics"]:
-        from bench.metrics import main as metrics
-
-        return metrics(argv[1:])
-    if argv[:1] == ["transport"]:
-        from bench.transport import main as transport
-
-        transport(argv[1:])
-        return 0
     if argv[:1] == ["all"]:
-        from bench.core import main as core
-        from bench.relay import main as relay
-        from bench.transport import main as transport
-
-        transport([])
-        return core(argv[1:]) or relay(argv[1:])
-    from bench.core import main as core
-
-    return core(argv)
+        return _run("transport", []) or _run("core", argv[1:]) or _run("relay", argv[1:])
+    if argv[:1] and argv[0] in BENCHMARKS:
+        return _run(argv[0], argv[1:])
+    if argv[:1] and not argv[0].startswith("-"):
+        print(f"no benchmark {argv[0]!r}; one of: {', '.join(BENCHMARKS)}, all", file=sys.stderr)
+        return 2
+    return _run("core", argv)
 
 
 if __name__ == "__main__":

@@ -93,6 +93,19 @@ def checkpoint_latest_revision(*, request_id: uuid.UUID) -> int | None:
         "revision", flat=True).first()
 
 
+def safety_passed(*, request_id: uuid.UUID) -> dict[tuple[str, str], int]:
+    """(block id, kind) → how far its text passed the safety checks, without a hole: a runner
+    that takes the request over does not judge that text again."""
+    passed: dict[tuple[str, str], int] = {}
+    rows = SafetyVerdict.objects.filter(request_id=request_id).exclude(kind=SafetyVerdict.Kind.INPUT).order_by(
+        "start").values_list("block_id", "kind", "start", "end", "action")
+    for block_id, kind, start, end, action in rows:
+        key = (block_id, kind)
+        if action == SafetyVerdict.Action.PASSED and start <= passed.get(key, 0):
+            passed[key] = max(passed.get(key, 0), end)
+    return passed
+
+
 def event_log_by_round(*, request_id: uuid.UUID) -> list[tuple[int, bytes]]:
     """The raw event log in order, each batch with its response round: every continuation after
     tool results is a new upstream response, counted by the continuation segments before it."""

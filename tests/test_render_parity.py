@@ -147,6 +147,10 @@ case("hostile markdown", [{"id": f"h{i}", "kind": "text", "state": "done", "text
 case("hostile reasoning", [{"id": "r", "kind": "reasoning", "tool": "reasoning", "item_id": "r", "state": "done"}]
      + [{"id": f"r-s{i}", "kind": "reasoning", "item_id": "r", "state": "done", "text": text}
         for i, text in enumerate(HOSTILE)])
+case("safety notice", [
+    {"id": "t", "kind": "text", "state": "done", "text": "What passed."},
+    {"id": "safety-notice", "kind": "compaction", "tool": "content_filter", "state": "retracted", "block_id": "t"},
+], status="incomplete", meta={"status": "incomplete", "incomplete_reason": "content_filter"})
 case("errored request", [{"id": "t", "kind": "text", "state": "streaming", "text": "partial"}], status="error")
 
 

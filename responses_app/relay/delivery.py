@@ -23,6 +23,7 @@ from .checkpoints import Checkpointer
 from .eventlog import EventLog
 from .hub import Hub
 from .patches import PatchStream
+from .safety import SafetyChecks
 from .writer import CheckpointNotWritten
 
 LOG_BACKLOG_BYTES = 256 * 1024  # raw events waiting for the database before the runner waits too
@@ -45,6 +46,7 @@ class Delivery:
         self.tally = metrics.StreamTally()  # the event counters, as deltas at each checkpoint
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
+        self.safety: SafetyChecks | None = None  # the runner sets it when a safety mode applies
 
     # --- input ----------------------------------------------------------------------------------
 
@@ -59,6 +61,8 @@ class Delivery:
         return len(self.log) + self.checkpoints.unwritten > LOG_BACKLOG_BYTES
 
     def changed(self, change: Ops, *, boundary: bool = False) -> None:
+        if change.windows and self.safety is not None:
+            self.safety.check(change.windows)
         now = self._loop.time()
         self.patches.policy.scale = self.hub.pacer.scale
         if change.ops:
@@ -111,8 +115,10 @@ class Delivery:
 
     def _arm(self, now: float) -> None:
         """One timer for whichever falls due first: pending patches, or a quiet stream's commit."""
+        gate = self.transcript.gate
         deadlines = [at for at in (self.patches.next_deadline(), self.checkpoints.policy.next_deadline(
-            now, not_before=self.patches.policy.interval)) if at is not None]
+            now, not_before=self.patches.policy.interval), gate.next_deadline() if gate else None)
+            if at is not None]
         if not deadlines:
             return
         at = min(deadlines)
@@ -126,6 +132,9 @@ class Delivery:
     def _on_timer(self) -> None:
         self._timer = None
         now = self._loop.time()
+        gate = self.transcript.gate
+        if gate is not None and (at := gate.next_deadline()) is not None and at <= now:
+            self.changed(self.transcript.safety_tick(now))  # windows no later than the interval
         if self.checkpoints.policy.due(now):
             self._flush(now, "interval")
         elif self.patches.due(now):

@@ -30,7 +30,10 @@ from django.utils import timezone
 
 from .. import logcontext, selectors, services, tracing
 from ..models import ResponseRequest, Segment
+from ..safety import policy as safety_policy
+from ..safety.checkers import checker_from_settings
 from ..streaming import vocabulary as v
+from ..streaming.safety import SafetyGate
 from ..streaming.transcript import Step, Transcript
 from ..upstream import Upstream, UpstreamHTTPError
 from .bodies import build_body, continuation_body, full_context_body
@@ -39,6 +42,7 @@ from .delivery import Delivery
 from .hub import Hub
 from .outcomes import Ending, SegmentResult, connection_failure, describe_http_error
 from .precheck import precheck
+from .safety import SafetyChecks
 from .toolround import ToolRound
 from .writer import CheckpointNotWritten
 
@@ -82,6 +86,9 @@ class StreamRunner:
         self._own_writes = 0
         self.span = tracing.NO_SPAN
         self.log_context: logcontext.RequestContext | None = None
+        self.safety: SafetyChecks | None = None  # a safety mode applies (README "Safety")
+        self._filtered = False  # the safety policy stopped the request
+        self._marks: set[asyncio.Task[None]] = set()  # first_text_at writes a verdict released
 
     @property
     def writes(self) -> int:
@@ -110,6 +117,7 @@ class StreamRunner:
             segments = await db(selectors.segment_count)(request_id=self.uuid)
             self.span = tracing.start(request_id=self.request_id, model=request.model,
                                       takeover=bool(request.response_id or segments))
+            await self._guard(request, recovering=bool(request.response_id or segments))
             if request.response_id or segments:
                 status = await self._recover(upstream, request)
             elif (blocked := await precheck(request)) is not None:
@@ -118,6 +126,8 @@ class StreamRunner:
                 status = await self._drive(upstream, Kind.INITIAL, await self._first_body(request))
             if self._fatal is not None:
                 await self._finish(v.ERROR, error=self._fatal)
+            elif self._filtered:
+                await self._finish(v.INCOMPLETE, reason="content_filter")
             elif self._deadline_hit and status == v.CANCELLED:
                 await self._finish(v.INCOMPLETE, reason="deadline")
             else:
@@ -133,6 +143,8 @@ class StreamRunner:
         finally:
             deadline.cancel()
             self.span.close()
+            if self.safety is not None:
+                self.safety.close()
             self.hub.writer.forget(self.uuid)
             self.hub.leases.discard(self)
             self.delivery.close()
@@ -141,6 +153,40 @@ class StreamRunner:
             else:
                 await self.hub.release_upstream(self)
             self.finished.set()
+
+    async def _guard(self, request: ResponseRequest, *, recovering: bool) -> None:
+        """The request's safety mode (`off` costs nothing: no gate at all). A runner that takes
+        over knows from the stored verdicts how far each text passed, and does not judge it again."""
+        mode = safety_policy.mode_for(request.model)
+        if mode == "off":
+            return
+        passed = await db(selectors.safety_passed)(request_id=self.uuid) if recovering else {}
+        self.transcript.guard(SafetyGate(
+            mode, unit=settings.RELAY_SAFETY_WINDOW, max_chars=settings.RELAY_SAFETY_WINDOW_CHARS,
+            context_chars=settings.RELAY_SAFETY_CONTEXT_CHARS, interval=settings.RELAY_CHECKPOINT_INTERVAL_MS / 1000,
+            passed=passed))
+        self.safety = self.delivery.safety = SafetyChecks(
+            self.uuid, mode, self.transcript, checker_from_settings(),
+            changed=lambda change, urgent: self.delivery.changed(change, boundary=urgent),
+            on_flag=self._on_flag, timeout=settings.RELAY_SAFETY_TIMEOUT_MS / 1000,
+            fail_closed=safety_policy.fail_closed(mode), on_first_text=self._on_first_released)
+
+    def _on_first_released(self) -> None:
+        """Buffered mode: the first answer text left the gate (the time people see it)."""
+        self._marks.add(task := self._loop.create_task(self._mark_first("first_text_at")))
+        task.add_done_callback(self._marks.discard)
+
+    def _on_flag(self) -> None:
+        """A window was flagged: stop reading and cancel the upstream; ends content_filter."""
+        logger.info("request %s: the safety policy flagged its output; stopping", self.request_id)
+        self._filtered = True
+        self.cancel()
+
+    async def _settle(self) -> bool:
+        """Every window judged; True when the safety policy stopped the request."""
+        if self.safety is not None:
+            await self.safety.settle()
+        return self._filtered
 
     def _arm_deadline(self, request: ResponseRequest) -> asyncio.TimerHandle:
         """RELAY_REQUEST_DEADLINE_S from the request's creation (a takeover keeps the clock):
@@ -211,6 +257,8 @@ class StreamRunner:
             if self.cancel_requested.is_set():
                 return await self._cancel_upstream(upstream)
             result = await self._segment(kind, upstream, body)
+            if await self._settle():  # what the stream said is judged before anything acts on it
+                return v.CANCELLED if self.transcript.terminal else await self._cancel_upstream(upstream)
             if self.transcript.terminal:
                 body = await self._next_round(self.request)
                 if body is None:
@@ -272,6 +320,8 @@ class StreamRunner:
         if self.transcript.status != v.COMPLETED:
             return None
         outputs = await self.tools.run(self.transcript)
+        if outputs and await self._settle():  # a flagged tool output goes neither to viewers nor to the model
+            return None
         answers = await self.tools.approvals(self.transcript, self.cancel_requested)
         if answers is None:  # stopped while an approval was awaited
             self._stopped_waiting = True
@@ -333,7 +383,7 @@ class StreamRunner:
                 async with asyncio.timeout(None) as grace:
                     async for chunk in response.aiter_bytes():
                         self._last_bytes = self._loop.time()
-                        step = transcript.feed(chunk)
+                        step = transcript.feed(chunk, self._last_bytes)
                         if step.events:
                             events[0] += len(step.events)
                             await self._on_step(step)
@@ -413,9 +463,17 @@ class StreamRunner:
 
     async def _finish(self, status: str, error: tuple[str, str] | None = None, *, reason: str | None = None) -> None:
         error = error or self._error
-        over = self._stopped_waiting or self._fatal is not None
+        # Text held for a check is judged (and shown) before the end; a flag here stops it too.
+        if self.safety is not None and await self._settle() and reason is None and self._fatal is None \
+                and status != v.ERROR:
+            status, reason = v.INCOMPLETE, "content_filter"
+        over = self._stopped_waiting or self._fatal is not None or self._filtered
         self.delivery.changed(self.transcript.end(status, error, reason=reason, over_response=over))
         await self.delivery.final()
+        if self.safety is not None:
+            await self.safety.drain()  # every verdict stored before the request is marked ended
+            if self._marks:
+                await asyncio.gather(*self._marks, return_exceptions=True)
         transcript = self.transcript
         assembler_error = transcript.assembler.error or {}
         meta = self.view.meta

@@ -182,6 +182,13 @@ class Assembler(ItemEvents):
         """The response's output items of one type, in output order."""
         return [item.materialize() for _index, item in sorted(self._items.items()) if item.type == item_type]
 
+    def output_blocks(self) -> list[tuple[str, list[str], list[str]]]:
+        """Per output item, in `response()`'s order: its block id and its content and summary
+        parts' block ids (for matching a snapshot's texts with the view's)."""
+        return [(item_block_id(item), [part_block_id(item, i, False) for i in sorted(item.parts)],
+                 [part_block_id(item, i, True) for i in sorted(item.summary)])
+                for _index, item in sorted(self._items.items())]
+
     def response(self) -> dict[str, Any]:
         """The Response snapshot as it stands, shaped like the API's Response object."""
         self.share_text()

@@ -17,10 +17,12 @@ from typing import Any, NamedTuple
 
 from .assembler import Applied, Assembler, AssemblerStats
 from .pipeline import StreamPipeline
+from .safety import SafetyGate, Window
 from .sse import SSEDecoder
 from .view import Op, ViewModel
 from .vocabulary import CANCELLED, ERROR, RESPONSE_FINAL_STATUSES, TERMINAL_EVENT_BY_STATUS, UNKNOWN
 
+_ANSWER_KINDS = frozenset({"text", "refusal"})  # answer text a person reads (time to first token)
 # Relay outcomes that no upstream event reports: the view's meta says so itself.
 _RELAY_ENDINGS = frozenset({CANCELLED, UNKNOWN, ERROR})
 _USAGE_KEYS = ("input_tokens", "output_tokens", "total_tokens")
@@ -32,6 +34,7 @@ class Ops(NamedTuple):
     base: int  # the revision the ops apply on
     ops: list[Op]
     revision: int  # the revision after them
+    windows: list[Window] = []  # safety: text due for a check (never mutated: a shared default is safe)
 
 
 class Step(NamedTuple):
@@ -45,9 +48,17 @@ class Step(NamedTuple):
     terminal: bool  # the current response is in a terminal state
 
 
+class Verdicted(NamedTuple):
+    change: Ops
+    action: str  # passed | withheld | retracted
+    first_text: bool  # the request's first answer text came out
+
+
 class Transcript:
     def __init__(self, *, max_event_bytes: int = 8 * 1024 * 1024, hold_window: int = 8) -> None:
-        self.view = ViewModel()
+        self.view = ViewModel()  # what viewers see
+        self._inner = self.view  # what the upstream said: the same view unless a safety gate sits between
+        self.gate: SafetyGate | None = None
         self.round = 0
         self._max_event_bytes = max_event_bytes
         self._hold_window = hold_window
@@ -57,6 +68,15 @@ class Transcript:
         self._text_seen = self._tool_seen = False
         self.assembler = Assembler(hold_window=hold_window, view=self.view)
         self.pipeline = StreamPipeline(max_event_bytes=max_event_bytes, assembler=self.assembler)
+
+    def guard(self, gate: SafetyGate) -> None:
+        """Put a safety gate between the upstream and the viewers (before anything is fed): the
+        assembler writes a view of its own, and `view` holds only what the gate lets through."""
+        self.gate = gate
+        gate.view = self.view
+        self._inner = ViewModel()
+        self.assembler = Assembler(hold_window=self._hold_window, view=self._inner)
+        self.pipeline = StreamPipeline(max_event_bytes=self._max_event_bytes, assembler=self.assembler)
 
     # --- the current response ---------------------------------------------------------------
 
@@ -89,7 +109,10 @@ class Transcript:
 
     # --- upstream bytes ---------------------------------------------------------------------
 
-    def feed(self, chunk: bytes) -> Step:
+    def feed(self, chunk: bytes, now: float | None = None) -> Step:
+        """`now`: when the chunk came (a safety window closes at the latest an interval after)."""
+        if now is not None and self.gate is not None:
+            self.gate.tick(now)
         return self._step(*self.pipeline.feed(chunk))
 
     def finish(self) -> Step:
@@ -106,11 +129,27 @@ class Transcript:
         self.pipeline.decoder = SSEDecoder(max_event_bytes=self._max_event_bytes)
 
     def _step(self, events: list[dict[str, Any]], applied: Applied) -> Step:
-        first_text = applied.first_text and not self._text_seen
         first_tool = applied.first_tool and not self._tool_seen
-        self._text_seen |= first_text
         self._tool_seen |= first_tool
-        return Step(events, self.take_ops(), applied.boundary, first_text, first_tool, applied.terminal)
+        change = self.take_ops()
+        if self.gate is None:
+            first_text = applied.first_text and not self._text_seen
+            self._text_seen |= first_text
+        else:  # behind a gate, the first answer text people see
+            first_text = self._shows_first_text(change.ops)
+        return Step(events, change, applied.boundary, first_text, first_tool, applied.terminal)
+
+    def _shows_first_text(self, ops: list[Op]) -> bool:
+        if self._text_seen:
+            return False
+        view = self.view
+        for op in ops:
+            if op[0] == "append" or (op[0] == "set" and op[2].get("text")) or (op[0] == "add" and op[1].get("text")):
+                block_id = op[1]["id"] if op[0] == "add" else op[1]
+                if view.has(block_id) and view.block(block_id).get("kind") in _ANSWER_KINDS and view.text(block_id):
+                    self._text_seen = True
+                    return True
+        return False
 
     def apply_final(self, response: dict[str, Any]) -> Ops:
         """The upstream's own answer about how the response ended (reconcile, cancel)."""
@@ -132,6 +171,8 @@ class Transcript:
             if round_ != self.round:
                 self.next_response(round_)
             self.pipeline.feed(data)
+        if self.gate is not None:  # the windows not judged before are judged now
+            self.gate.push(self._inner.take_ops()[1])
         self.view.take_ops()
         self.view.revision = max(self.view.revision, committed_revision) + TAKEOVER_REVISION_GAP
         self.view.take_ops()
@@ -142,9 +183,9 @@ class Transcript:
         """A continuation: a new upstream response drawn into the same view."""
         self._finished_stats.append(self.assembler.stats)
         self._malformed_before += self.pipeline.malformed + self.pipeline.oversized
-        self._add_usage(self.view.meta.get("usage"))
+        self._add_usage(self._inner.meta.get("usage"))
         self.round = self.round + 1 if round_ is None else round_
-        self.assembler = Assembler(hold_window=self._hold_window, view=self.view, block_prefix=f"r{self.round}-")
+        self.assembler = Assembler(hold_window=self._hold_window, view=self._inner, block_prefix=f"r{self.round}-")
         self.pipeline = StreamPipeline(max_event_bytes=self._max_event_bytes, assembler=self.assembler)
 
     def function_calls(self) -> list[dict[str, Any]]:
@@ -152,19 +193,19 @@ class Transcript:
         return self.assembler.function_calls()
 
     def tools_started(self) -> Ops:
-        self.view.set_meta({"status": "waiting_for_tool"})
+        self._inner.set_meta({"status": "waiting_for_tool"})
         return self.take_ops()
 
     def tool_running(self, item_id: str | None) -> Ops:
         block_id = self.assembler.block_id_for(item_id)
         if block_id:
-            self.view.set(block_id, {"state": "running"})
+            self._inner.set(block_id, {"state": "running"})
         return self.take_ops()
 
     def tool_done(self, item_id: str | None, output: str) -> Ops:
         block_id = self.assembler.block_id_for(item_id)
         if block_id:
-            self.view.set(block_id, {"state": "done", "output": output})
+            self._inner.set(block_id, {"state": "done", "output": output})
         return self.take_ops()
 
     def approval_requests(self) -> list[str]:
@@ -173,21 +214,21 @@ class Transcript:
                 if isinstance(item.get("id"), str) and item["id"]]
 
     def approvals_awaited(self, approval_ids: list[str]) -> Ops:
-        self.view.set_meta({"status": "waiting_for_approval", "activity": "approval"})
+        self._inner.set_meta({"status": "waiting_for_approval", "activity": "approval"})
         for approval_id in approval_ids:
             block_id = self.assembler.block_id_for(approval_id)
             if block_id:
-                self.view.set(block_id, {"state": "awaiting_approval"})
+                self._inner.set(block_id, {"state": "awaiting_approval"})
         return self.take_ops()
 
     def approval_decided(self, approval_id: str, approve: bool) -> Ops:
         block_id = self.assembler.block_id_for(approval_id)
         if block_id:
-            self.view.set(block_id, {"state": "approved" if approve else "denied"})
+            self._inner.set(block_id, {"state": "approved" if approve else "denied"})
         return self.take_ops()
 
     def tools_finished(self) -> Ops:
-        self.view.set_meta({"status": "in_progress"})
+        self._inner.set_meta({"status": "in_progress"})
         return self.take_ops()
 
     # --- the end ----------------------------------------------------------------------------
@@ -204,12 +245,45 @@ class Transcript:
                 fields["error"] = {"code": error[0], "message": error[1]}
             if reason:
                 fields["incomplete_reason"] = reason
-            self.view.set_meta(fields)
+            self._inner.set_meta(fields)
+        if self.gate is not None:
+            self.gate.push(self._inner.take_ops()[1])
+            self.gate.finish()
         return self.take_ops()
 
+    # --- the safety gate --------------------------------------------------------------------
+
+    def safety_tick(self, now: float) -> Ops:
+        """Windows open for the checkpoint interval close (the relay's timer)."""
+        if self.gate is not None:
+            self.gate.tick(now)
+        return self.take_ops()
+
+    def safety_close(self) -> Ops:
+        """The stream ended: every open window closes."""
+        if self.gate is not None:
+            self.take_ops()
+            self.gate.close_all()
+        return self.take_ops()
+
+    def safety_verdict(self, window_id: int, flagged: bool) -> Verdicted:
+        """A window's verdict: the ops it caused, what was done with the window, and whether it
+        released the request's first answer text (buffered mode's time to first token)."""
+        assert self.gate is not None
+        action = self.gate.verdict(window_id, flagged)
+        change = self.take_ops()
+        return Verdicted(change, action, self._shows_first_text(change.ops))
+
     def take_ops(self) -> Ops:
+        gate = self.gate
+        if gate is None:
+            base, ops = self.view.take_ops()
+            return Ops(base, ops, self.view.revision)
+        inner = self._inner.take_ops()[1]
+        if inner:
+            gate.push(inner)
         base, ops = self.view.take_ops()
-        return Ops(base, ops, self.view.revision)
+        return Ops(base, ops, self.view.revision, gate.take_windows())
 
     def counters(self) -> dict[str, Any]:
         stats = [*self._finished_stats, self.assembler.stats]
@@ -223,7 +297,7 @@ class Transcript:
 
     def usage(self) -> Any:
         """One response: its terminal usage exactly as reported; several: the sums."""
-        last = self.view.meta.get("usage")
+        last = self._inner.meta.get("usage")
         if not self._usage_total:
             return last
         total = dict(self._usage_total)
@@ -245,5 +319,26 @@ class Transcript:
 
     def snapshot(self) -> dict[str, Any]:
         """The current response's Response snapshot (for checkpoints): it joins each text once,
-        for the snapshot and the view alike, so take it before the view."""
-        return self.assembler.response()
+        for the snapshot and the view alike, so take it before the view. Behind a safety gate,
+        each text is what viewers were shown of it."""
+        response = self.assembler.response()
+        if self.gate is not None:
+            for item, (item_block, parts, summaries) in zip(response["output"], self.assembler.output_blocks(),
+                                                           strict=True):
+                self._redact(item, item_block, parts, summaries)
+        return response
+
+    def _redact(self, item: dict[str, Any], item_block: str, parts: list[str], summaries: list[str]) -> None:
+        view = self.view
+        for key, block_ids in (("content", parts), ("summary", summaries)):
+            entries = item.get(key)
+            if isinstance(entries, list):
+                for entry, block_id in zip(entries, block_ids, strict=False):
+                    field = "refusal" if entry.get("type") == "refusal" else "text"
+                    if isinstance(entry.get(field), str):
+                        entry[field] = view.text(block_id) if view.has(block_id) else ""
+        shown = view.block(item_block) if view.has(item_block) else {}
+        for field in ("arguments", "input", "output", "code"):
+            if isinstance(item.get(field), str):
+                value = shown.get("text" if field == "code" else field)
+                item[field] = value if isinstance(value, str) else ""

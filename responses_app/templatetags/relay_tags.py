@@ -59,6 +59,7 @@ TOOL_STATES = {
     "completed": "completed", "done": "completed",
     "failed": "failed", "incomplete": "incomplete", "cancelled": "cancelled",
     "awaiting_approval": "awaiting approval", "approved": "approved", "denied": "denied",
+    "withheld": "withheld", "retracted": "retracted",  # the safety policy's notice
 }
 
 TOOL_NAMES = {
@@ -75,6 +76,8 @@ TOOL_NAMES = {
     "local_shell_call": "Shell",
     "shell_call": "Shell",
     "apply_patch_call": "Patch",
+    # The safety policy's notice (streaming/safety.py): a compaction-kind block in place of the text.
+    "content_filter": "Part of this answer was withheld by the safety policy",
 }
 
 

@@ -15,7 +15,7 @@ def blocks(name: str) -> list[bytes]:
     return [block + b"\n\n" for block in body.split(b"\n\n") if block.strip()]
 
 
-def follow(view: dict, base: int, ops: list, revision: int) -> None:
+def follow(view: dict, base: int, ops: list, revision: int, windows: object = ()) -> None:
     assert apply_patch(view, {"base": base, "ops": ops, "revision": revision})
 
 

@@ -1,0 +1,249 @@
+"""The safety gate, without a clock or a checker: windows, release, retraction."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from responses_app.streaming.safety import NOTICE_ID, SafetyGate, Window, window_end
+from responses_app.streaming.view import ViewModel, apply_op
+
+TEXT = "Hello there. All fine here! The secret is kumquat zeppelin. After that, more.\nA new line"
+
+
+def added(block_id: str = "o0-c0", kind: str = "text", **fields: Any) -> list[Any]:
+    return ["add", {"id": block_id, "kind": kind, "state": "streaming", "text": "", **fields}]
+
+
+def deltas(text: str, cuts: list[int], block_id: str = "o0-c0") -> list[list[Any]]:
+    points = sorted({c for c in cuts if 0 < c < len(text)})
+    bounds = [0, *points, len(text)]
+    return [["append", block_id, text[a:b]] for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+def text_of(gate: SafetyGate, block_id: str = "o0-c0") -> str:
+    return gate.view.text(block_id)
+
+
+def judge_all(gate: SafetyGate, flag: str | None = None) -> list[Window]:
+    windows = gate.take_windows()
+    for window in windows:
+        gate.verdict(window.id, bool(flag) and flag in (window.context + window.text)[-len(window.text) - len(flag):])
+    return windows
+
+
+def test_sentence_windows_end_after_the_terminator_and_its_whitespace() -> None:
+    assert window_end("Hello there. All", "sentence", 400) == 13
+    assert window_end("Pi is 3.14 and", "sentence", 400) is None  # no whitespace after the dot
+    assert window_end("a list:\n- b", "sentence", 400) == 8
+    assert window_end("one\n\ntwo", "paragraph", 400) == 5
+    assert window_end("one. two", "paragraph", 400) is None
+    assert window_end("abcdefgh", "chars", 4) == 4
+    assert window_end("abc", "chars", 4) is None
+    assert window_end("abcdef. x", "sentence", 4) == 4  # bounded, whatever the unit
+
+
+def test_buffered_releases_a_window_only_when_it_passed() -> None:
+    gate = SafetyGate("buffered")
+    gate.push([added(), *deltas(TEXT, [3, 20, 40])])
+    assert text_of(gate) == ""
+    first, second, *rest = gate.take_windows()
+    assert (first.text, second.text) == ("Hello there. ", "All fine here! ")
+    gate.verdict(second.id, False)
+    assert text_of(gate) == ""  # the one before it has not passed yet
+    gate.verdict(first.id, False)
+    assert text_of(gate) == "Hello there. All fine here! "
+    assert second.context == "Hello there. "
+
+
+def test_buffered_holds_every_later_op_behind_held_text() -> None:
+    gate = SafetyGate("buffered")
+    gate.push([added(), ["append", "o0-c0", "Held. "], ["meta", {"status": "completed"}]])
+    assert gate.view.meta.get("status") is None
+    judge_all(gate)
+    assert gate.view.meta["status"] == "completed"
+
+
+def test_buffered_flag_withholds_the_window_and_everything_after_it() -> None:
+    gate = SafetyGate("buffered")
+    gate.push([added(), *deltas(TEXT, [30, 45, 50])])
+    windows = gate.take_windows()
+    actions = [gate.verdict(w.id, "kumquat" in w.text) for w in windows]
+    assert actions == ["passed", "passed", "withheld", "withheld"]  # the last: after the stop
+    assert text_of(gate) == "Hello there. All fine here! "
+    gate.push([["append", "o0-c0", " kumquat again. "], ["set", "o0-c0", {"state": "done"}]])
+    assert text_of(gate) == "Hello there. All fine here! "
+    assert gate.view.block("o0-c0")["state"] == "done"  # structure still passes
+    assert gate.view.block(NOTICE_ID)["state"] == "withheld"
+    assert gate.take_windows() == []
+
+
+def test_progressive_shows_at_once_and_retracts_what_did_not_pass() -> None:
+    gate = SafetyGate("progressive")
+    gate.push([added(), *deltas(TEXT, [5, 33, 47])])
+    assert text_of(gate) == TEXT
+    windows = gate.take_windows()
+    assert [w.text for w in windows] == ["Hello there. ", "All fine here! ", "The secret is kumquat zeppelin. ",
+                                          "After that, more.\n"]
+    gate.verdict(windows[0].id, False)
+    gate.verdict(windows[3].id, False)  # passed, but after the flagged one
+    assert gate.verdict(windows[2].id, True) == "retracted"
+    assert text_of(gate) == "Hello there. "  # the second had not passed yet
+    _, ops = gate.view.take_ops()
+    assert ["set", "o0-c0", {"text": "Hello there. "}] in ops
+    assert ops[-1][0] == "add" and ops[-1][1]["id"] == NOTICE_ID
+    assert gate.verdict(windows[1].id, False) == "retracted"
+
+
+def test_a_phrase_split_across_windows_is_judged_with_its_context() -> None:
+    gate = SafetyGate("buffered", unit="chars", max_chars=10, context_chars=20)
+    gate.push([added(), *deltas("aaaa kumquat zeppelin", [2, 7, 11])])
+    windows = gate.take_windows()
+    assert [w.text for w in windows] == ["aaaa kumqu", "at zeppeli"]
+    assert windows[1].context == "aaaa kumqu"
+
+
+def test_windows_close_at_the_interval_at_a_done_block_and_at_the_end() -> None:
+    gate = SafetyGate("buffered", interval=0.5)
+    gate.push([added(), ["append", "o0-c0", "no end yet"]], now=10.0)
+    assert gate.take_windows() == [] and gate.next_deadline() == 10.5
+    gate.push([["append", "o0-c0", " still"]], now=10.3)
+    assert gate.next_deadline() == 10.5  # the window opened with its first character
+    gate.tick(10.49)
+    assert gate.take_windows() == []
+    gate.tick(10.5)
+    assert [w.text for w in gate.take_windows()] == ["no end yet still"]
+    assert gate.next_deadline() is None
+    gate.push([["append", "o0-c0", " tail"], ["set", "o0-c0", {"state": "done"}]], now=11)
+    assert [w.text for w in gate.take_windows()] == [" tail"]
+    gate.push([added("o1-c0"), ["append", "o1-c0", "open"]], now=12)
+    gate.close_all()
+    assert [w.text for w in gate.take_windows()] == ["open"]
+
+
+def test_tool_arguments_and_outputs_are_judged_as_tool_text() -> None:
+    gate = SafetyGate("buffered")
+    gate.push([["add", {"id": "o1", "kind": "tool", "tool": "function_call", "state": "in_progress"}],
+               ["set", "o1", {"arguments": '{"city": "Paris"}', "state": "completed"}]])
+    (window,) = gate.take_windows()
+    assert (window.kind, window.field, window.text) == ("tool_arguments", "arguments", '{"city": "Paris"}')
+    assert "arguments" not in gate.view.block("o1") or gate.view.block("o1")["arguments"] == ""
+    gate.verdict(window.id, False)
+    assert gate.view.block("o1")["arguments"] == '{"city": "Paris"}'
+    gate.push([["set", "o1", {"state": "done", "output": "sunny"}]])
+    (output,) = gate.take_windows()
+    assert output.kind == "tool_output"
+
+
+def test_a_done_text_that_disagrees_with_the_deltas_is_judged_anew_past_what_passed() -> None:
+    gate = SafetyGate("buffered")
+    gate.push([added(), ["append", "o0-c0", "One. Two. "]])
+    first, second = gate.take_windows()
+    gate.verdict(first.id, False)
+    gate.push([["set", "o0-c0", {"text": "One. Too bad. ", "state": "done"}]])
+    (again,) = gate.take_windows()
+    assert again.text == "Too bad. " and again.start == 5
+    assert gate.verdict(second.id, False) == "withheld"  # the rewritten text is not that one
+    gate.verdict(again.id, False)
+    assert text_of(gate) == "One. Too bad. "
+
+
+def test_a_takeover_does_not_judge_what_passed_before() -> None:
+    gate = SafetyGate("buffered", passed={("o0-c0", "output"): 28})
+    gate.push([added(), *deltas(TEXT, [4, 9])])
+    windows = gate.take_windows()
+    assert windows[0].start == 28 and windows[0].context.endswith("All fine here! ")
+    assert text_of(gate) == TEXT[:28]
+
+
+def test_finish_releases_what_passed_and_nothing_unchecked() -> None:
+    gate = SafetyGate("buffered")
+    gate.push([added(), ["append", "o0-c0", "Fine. Unchecked"], ["meta", {"status": "cancelled"}]])
+    judge_all(gate)
+    gate.finish()
+    assert text_of(gate) == "Fine. " and gate.view.meta["status"] == "cancelled"
+
+
+def test_public_ops_rebuild_the_public_view() -> None:
+    gate = SafetyGate("progressive")
+    view: dict[str, Any] = {"meta": {}, "blocks": []}
+    gate.push([added(), *deltas(TEXT, [10, 50])])
+    windows = gate.take_windows()
+    gate.verdict(windows[0].id, False)
+    gate.verdict(windows[1].id, True)
+    for op in gate.view.take_ops()[1]:
+        apply_op(view, op)
+    assert [b["text"] for b in view["blocks"]] == [b["text"] for b in gate.view.to_dict()["blocks"]]
+    assert "kumquat" not in str(view)
+
+
+@pytest.mark.parametrize("mode", ["buffered", "progressive"])
+@settings(max_examples=150, deadline=None)
+@given(cuts=st.lists(st.integers(min_value=0, max_value=len(TEXT)), max_size=30),
+       unit=st.sampled_from(["sentence", "paragraph", "chars"]), size=st.integers(min_value=3, max_value=40))
+def test_any_split_gives_the_same_windows_and_the_same_released_text(
+        mode: str, cuts: list[int], unit: str, size: int) -> None:
+    def run(points: list[int]) -> tuple[list[tuple[int, int, str, str]], str]:
+        gate = SafetyGate(mode, unit=unit, max_chars=size, context_chars=12)
+        seen: list[Window] = []
+        for op in [added(), *deltas(TEXT, points), ["set", "o0-c0", {"state": "done"}]]:
+            gate.push([op], now=0.0)
+            for window in gate.take_windows():
+                seen.append(window)
+                gate.verdict(window.id, False)
+        return [(w.start, w.end, w.text, w.context) for w in seen], text_of(gate)
+
+    windows, released = run(cuts)
+    assert (windows, released) == run([])
+    assert released == TEXT
+    assert "".join(w[2] for w in windows) == TEXT  # every character judged exactly once
+
+
+def test_an_unknown_mode_is_refused() -> None:
+    with pytest.raises(ValueError, match="safety mode"):
+        SafetyGate("sometimes")
+    ViewModel()
+
+
+def test_behind_a_gate_the_transcript_snapshot_and_final_text_hold_only_what_was_shown() -> None:
+    from pathlib import Path
+
+    from responses_app.streaming.transcript import Transcript
+
+    body = (Path(__file__).resolve().parents[1] / "fixtures" / "sim" / "sim-text.sse").read_bytes()
+    for mode in ("buffered", "progressive"):
+        transcript = Transcript()
+        transcript.guard(SafetyGate(mode))
+        windows: list[Window] = []
+        for block in body.split(b"\n\n"):
+            windows += transcript.feed(block + b"\n\n", 0.0).change.windows
+        windows += transcript.safety_close().windows
+        assert len(windows) > 2
+        transcript.safety_verdict(windows[0].id, False)
+        transcript.safety_verdict(windows[1].id, True)
+        transcript.end("incomplete", reason="content_filter", over_response=True)
+        shown = windows[0].text
+        assert transcript.final_text() == shown
+        part = transcript.snapshot()["output"][0]["content"][0]
+        assert part["text"] == shown
+        assert windows[1].text not in str(transcript.view.to_dict())
+        assert transcript.view.meta["incomplete_reason"] == "content_filter"
+
+
+@pytest.mark.parametrize("mode", ["buffered", "progressive"])
+def test_a_long_answer_keeps_few_windows_and_a_late_rewrite_still_works(mode: str) -> None:
+    sentences = [f"Sentence number {i} is fine. " for i in range(300)]
+    gate = SafetyGate(mode)
+    gate.push([added(), *[["append", "o0-c0", s] for s in sentences]])
+    judged = judge_all(gate)
+    assert len(judged) == 300 and text_of(gate) == "".join(sentences)
+    assert len(gate._fields[("o0-c0", "text")].windows) < 32  # passed and shown: dropped
+    final = "".join(sentences[:-1]) + "The last one changed. "
+    gate.push([["set", "o0-c0", {"text": final, "state": "done"}]])
+    (again,) = gate.take_windows()
+    assert again.text == "The last one changed. " and again.start == len("".join(sentences[:-1]))
+    gate.verdict(again.id, False)
+    assert text_of(gate) == final
