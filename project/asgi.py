@@ -12,6 +12,10 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 django_asgi_app = get_asgi_application()  # first: sets up apps before anything imports models
 
+from responses_app.checks import refuse_bad_safety_settings  # noqa: E402
+
+refuse_bad_safety_settings()  # Daphne runs no system checks: a checker that cannot work stops it here
+
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402

@@ -7,6 +7,6 @@ class ResponsesAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import logcontext
+        from . import checks, logcontext  # noqa: F401 - checks registers the system checks
 
         logcontext.install()  # every log record names the request being handled
