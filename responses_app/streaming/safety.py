@@ -4,7 +4,11 @@ It sits between the assembler's view (everything the upstream said) and the publ
 PatchStream publishes and Checkpointer commits). The transcript hands it the assembler's view ops;
 it writes the public view and returns, as values, the windows that are due for a check. The relay
 runs the checks and hands each verdict back. Gated are a block's `text` (answer, refusal,
-reasoning, code) and a tool block's `arguments`, `input` and `output`.
+reasoning, code) and every other field a tool block shows: what the model wrote (`arguments`,
+`input`, a search's `query` / `queries`, a shell's `commands`, a patch's `operation`) as
+`tool_arguments`, and what came back (`output`, a code interpreter's `outputs`, `result`,
+`error`) as `tool_output`. A structured field (a list or a dict) is judged as its text (its
+strings, one a line) and shown whole: a value appears only once all of its text passed.
 
 A *window* is a run of one field's text: it ends after a sentence (`.`, `!`, `?` or `…` and a
 whitespace character, or a newline) or a paragraph (a blank line), at `max_chars`, when its block
@@ -26,6 +30,7 @@ Pure: no Django, no I/O, no clock.
 
 from __future__ import annotations
 
+import os
 import re
 from collections import deque
 from dataclasses import dataclass
@@ -39,13 +44,44 @@ MODES = (PROGRESSIVE, BUFFERED)
 UNITS = ("sentence", "paragraph", "chars")
 
 # What a gated field is to a checker (safety.checkers.Kind).
-_TOOL_FIELDS = {"arguments": "tool_arguments", "input": "tool_arguments", "output": "tool_output"}
+_TOOL_FIELDS = {
+    "arguments": "tool_arguments", "input": "tool_arguments", "query": "tool_arguments",
+    "queries": "tool_arguments", "commands": "tool_arguments", "operation": "tool_arguments",
+    "output": "tool_output", "outputs": "tool_output", "result": "tool_output", "error": "tool_output",
+}
 GATED_FIELDS = frozenset({"text", *_TOOL_FIELDS})
+# Fields judged before these were: their verdicts are stored under the block's own id. The others'
+# go under "<block id>:<field>", so that a takeover knows how far each of them passed.
+_PRIMARY_FIELDS = frozenset({"text", "arguments", "input", "output"})
+# Keys of a structured value that are not text anyone reads (an image's data, ids).
+_OPAQUE_KEYS = frozenset({"type", "url", "file_id", "container_id", "id", "image_url"})
 # A block's state that ends its fields: a content part's `done`, a tool item's final status.
 DONE_STATES = frozenset({"done", "completed", "failed", "incomplete", "cancelled"})
 NOTICE_ID = "safety-notice"
 _PRUNE_AT = 32  # windows
 _TEXT_KINDS = frozenset({"text", "refusal", "reasoning", "audio"})  # a tool block's `text` is code
+
+
+def field_text(value: Any) -> str:
+    """The text of a shown field's value: a string as it is; a list's or a dict's strings, one a
+    line, in order (so that a streamed list that grows at its end gives text that grows at its end)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n".join(text for text in (field_text(v) for v in value) if text)
+    if isinstance(value, dict):
+        return "\n".join(text for key, v in value.items() if key not in _OPAQUE_KEYS
+                         for text in (field_text(v),) if text)
+    return ""
+
+
+def _gated(kind: str, name: str, value: Any) -> bool:
+    """Is this field of a block of this kind judged? An image's `result` is the image itself."""
+    if name not in GATED_FIELDS or not isinstance(value, (str, list, dict)):
+        return False
+    if not isinstance(value, str) and name == "text":
+        return False
+    return not (name == "result" and kind == "image")
 
 # Where a window ends. Each match ends at a character that must already be there, and no later
 # text can make an earlier match: the same text always gives the same cuts, whatever the deltas.
@@ -70,7 +106,7 @@ class Window:
     """One run of text to judge."""
 
     id: int
-    block_id: str
+    block_id: str  # the block's id, or "<block id>:<field>" for a field judged apart (see _PRIMARY_FIELDS)
     field: str
     kind: str  # output | tool_arguments | tool_output
     start: int  # offsets in the field's text
@@ -84,9 +120,10 @@ class _Field:
 
     __slots__ = ("block_id", "field", "kind", "chunks", "length", "start", "open", "opened_at",
                  "context", "windows", "passed", "next", "passed_to", "shown", "shown_text",
-                 "release", "prepassed", "pruned_to")
+                 "release", "prepassed", "pruned_to", "view_id", "values")
 
     def __init__(self, block_id: str, field: str, kind: str, prepassed: int) -> None:
+        self.view_id = block_id.split(":", 1)[0]  # the block in the view
         self.block_id = block_id
         self.field = field
         self.kind = kind
@@ -105,6 +142,18 @@ class _Field:
         self.release = 0  # index of the first window not wholly shown
         self.prepassed = prepassed  # judged by a runner before this one (a takeover)
         self.pruned_to = 0  # windows up to here were dropped: passed and shown, never needed again
+        self.values: list[tuple[int, Any]] | None = None  # a structured field: (its text's length, value)
+
+    def value_at(self, upto: int) -> Any:
+        """A structured field's latest value whose whole text lies before `upto` (else empty)."""
+        assert self.values is not None
+        best: Any = None
+        for length, value in self.values:
+            if length <= upto:
+                best = value
+        if best is None and self.values:
+            best = type(self.values[-1][1])()
+        return best
 
     def prune(self, shown_all: bool) -> None:
         """Drop the windows that passed and were shown (`shown_all`: progressive shows at once),
@@ -262,24 +311,31 @@ class SafetyGate:
         if self.mode == PROGRESSIVE and self.stopped is None:
             self._apply(["add", block])
         else:
-            plain = {k: v for k, v in block.items() if k not in GATED_FIELDS or not isinstance(v, str)}
+            kind = str(block.get("kind") or "")
+            plain = {k: v for k, v in block.items() if not _gated(kind, k, v)}
             plain["text"] = ""
             self._pass(["add", plain])
         self._kinds[block_id] = str(block.get("kind") or "")
         for name in GATED_FIELDS:
             value = block.get(name)
-            if isinstance(value, str):
+            if isinstance(value, str) and _gated(self._kinds[block_id], name, value):
                 self._grow(block_id, name, value, None)
+            elif _gated(self._kinds[block_id], name, value):
+                self._structured(block_id, name, value)
         if block.get("state") in DONE_STATES:
             self._close_block(block_id)
 
     def _set(self, block_id: str, fields: dict[str, Any]) -> None:
-        gated = {k: v for k, v in fields.items() if k in GATED_FIELDS and isinstance(v, str)}
+        block_kind = self._kinds.get(block_id, "")
+        gated = {k: v for k, v in fields.items() if _gated(block_kind, k, v)}
         plain = {k: v for k, v in fields.items() if k not in gated}
         if gated and self.mode == PROGRESSIVE and self.stopped is None:
             self._apply(["set", block_id, fields])
             plain = {}
         for name, value in gated.items() if self.stopped is None else ():
+            if not isinstance(value, str):
+                self._structured(block_id, name, value)
+                continue
             field = self._field(block_id, name)
             text = "".join(field.chunks) if len(field.chunks) != 1 else field.chunks[0]
             field.chunks[:] = [text] if text else []
@@ -298,8 +354,31 @@ class SafetyGate:
         if field is None:
             tool = self._kinds.get(block_id) not in _TEXT_KINDS
             kind = _TOOL_FIELDS.get(name, "tool_arguments" if tool else "output")
-            field = self._fields[key] = _Field(block_id, name, kind, self._prepassed.get((block_id, kind), 0))
+            judged_as = block_id if name in _PRIMARY_FIELDS else f"{block_id}:{name}"
+            field = self._fields[key] = _Field(judged_as, name, kind, self._prepassed.get((judged_as, kind), 0))
         return field
+
+    def _structured(self, block_id: str, name: str, value: Any) -> None:
+        """A list or dict field's new value: judged as its text, shown whole once that passed."""
+        if self.stopped is not None:
+            return
+        field = self._field(block_id, name)
+        if field.values is None:
+            field.values = []
+        text = field_text(value)
+        old = "".join(field.chunks)
+        field.chunks[:] = [old] if old else []
+        if text == old:  # the same words (an exit code, a status changed): the value stands for them
+            field.values = [(n, v) for n, v in field.values if n < len(text)] + [(len(text), value)]
+            if self.mode == BUFFERED and field.shown >= len(text):
+                self._pass(["set", block_id, {name: value}])
+        elif text.startswith(old):
+            field.values.append((len(text), value))
+            self._grow(block_id, name, text[len(old):], None)
+        else:
+            common = len(os.path.commonprefix([old, text]))
+            field.values = [(n, v) for n, v in field.values if n <= common] + [(len(text), value)]
+            self._rewrite(field, old, text)
 
     def _grow(self, block_id: str, name: str, text: str, op: Op | None) -> None:
         """Text added to a field (`op`: the append that added it, passed on in progressive mode)."""
@@ -359,7 +438,7 @@ class SafetyGate:
             else:
                 self._windows[window.id] = field
                 self._due.append(window)
-        key = (field.block_id, field.field)
+        key = (field.view_id, field.field)
         if not field.open:
             field.opened_at = None
             self._open_since.pop(key, None)
@@ -413,7 +492,7 @@ class SafetyGate:
             if self.mode == BUFFERED:
                 self._queue.append(("grow", field, field.length))
             field.opened_at = self._now
-            self._open_since[(field.block_id, field.field)] = self._now
+            self._open_since[(field.view_id, field.field)] = self._now
             field.open = rest
             self._cut(field)
 
@@ -439,9 +518,11 @@ class SafetyGate:
     def _show(self, field: _Field, target: int) -> None:
         text = field.slice(field.shown, target)
         if field.field == "text":
-            self.view.append(field.block_id, text)
+            self.view.append(field.view_id, text)
+        elif field.values is not None:
+            self.view.set(field.view_id, {field.field: field.value_at(target)})
         else:
-            self.view.set(field.block_id, {field.field: field.shown_text + text})
+            self.view.set(field.view_id, {field.field: field.shown_text + text})
         self._shown(field, target, text)
 
     def _drain(self) -> None:
@@ -455,11 +536,17 @@ class SafetyGate:
 
     def _retract(self, field: _Field) -> None:
         keep = field.passed_to
+        if field.values is not None:
+            field.shown_text = field.shown_text[:keep]
+            self.view.set(field.view_id, {field.field: field.value_at(keep)})
+            field.shown = keep
+            field.release = min(field.release, field.next)
+            return
         if field.field == "text":
-            text = self.view.text(field.block_id)[:keep]
+            text = self.view.text(field.view_id)[:keep]
         else:
             text = field.shown_text = field.shown_text[:keep]
-        self.view.set(field.block_id, {field.field: text})
+        self.view.set(field.view_id, {field.field: text})
         field.shown = keep
         field.release = min(field.release, field.next)
 
@@ -476,4 +563,4 @@ class SafetyGate:
         self._open_since.clear()
         self.view.add({"id": NOTICE_ID, "kind": "compaction", "tool": "content_filter",
                        "state": "withheld" if self.mode == BUFFERED else "retracted",
-                       "block_id": window.block_id})
+                       "block_id": window.block_id.split(":", 1)[0]})
