@@ -22,7 +22,9 @@ Modes:
 * `progressive`: ops pass at once; on a flagged window everything not yet passed is retracted
   (`set` ops) and a notice block is added;
 * `buffered`: ops are released in arrival order, a field's text only up to where its windows
-  passed (an op behind held text waits too), so the public view never holds unchecked text.
+  passed (an op behind held text waits too), so the public view never holds unchecked text. A
+  text block itself is added only once some of its text passed (or it ended empty): no tab shows
+  an empty bubble, and a block whose text was all withheld never appears.
 On a flag both stop: later text is dropped, later structure (tool states, meta) still passes.
 
 Pure: no Django, no I/O, no clock.
@@ -207,7 +209,10 @@ class SafetyGate:
         self._windows: dict[int, _Field] = {}  # window id → its field, while its verdict is awaited
         self._due: list[Window] = []
         self._open_since: dict[tuple[str, str], float] = {}
-        self._queue: deque[tuple[str, Any, Any]] = deque()  # buffered: ("op", op, None) | ("grow", field, upto)
+        # buffered: ("op", op, None) | ("grow", field, upto) | ("hold", add op, block id): a text block's add
+        self._queue: deque[tuple[str, Any, Any]] = deque()
+        self._ended: set[str] = set()  # blocks whose fields are done
+        self._dropped: set[str] = set()  # held blocks never added (all their text withheld): their ops go nowhere
         self._next_id = 0
         self._now = 0.0
 
@@ -297,6 +302,8 @@ class SafetyGate:
 
     def _apply(self, op: Op) -> None:
         kind, view = op[0], self.view
+        if kind != "meta" and self._dropped and (op[1]["id"] if kind == "add" else op[1]) in self._dropped:
+            return
         if kind == "add":
             view.add(op[1])
         elif kind == "set":
@@ -314,7 +321,10 @@ class SafetyGate:
             kind = str(block.get("kind") or "")
             plain = {k: v for k, v in block.items() if not _gated(kind, k, v)}
             plain["text"] = ""
-            self._pass(["add", plain])
+            if self.mode == BUFFERED and kind in _TEXT_KINDS and self.stopped is None:
+                self._queue.append(("hold", ["add", plain], block_id))
+            else:
+                self._pass(["add", plain])
         self._kinds[block_id] = str(block.get("kind") or "")
         for name in GATED_FIELDS:
             value = block.get(name)
@@ -451,6 +461,7 @@ class SafetyGate:
             self._cut(field, close=True)
 
     def _close_block(self, block_id: str) -> None:
+        self._ended.add(block_id)
         for name in GATED_FIELDS:
             field = self._fields.get((block_id, name))
             if field is not None:
@@ -507,6 +518,12 @@ class SafetyGate:
                 self._apply(what)
                 queue.popleft()
                 continue
+            if kind == "hold":
+                if not self._showable(upto):
+                    return
+                self._apply(what)
+                queue.popleft()
+                continue
             field: _Field = what
             target = min(upto, field.passed_to)
             if target > field.shown:
@@ -514,6 +531,11 @@ class SafetyGate:
             if field.shown < upto:
                 return
             queue.popleft()
+
+    def _showable(self, block_id: str) -> bool:
+        """A held text block may be added: some of its text passed, or it ended with none."""
+        field = self._fields.get((block_id, "text"))
+        return field is None or field.passed_to > 0 or (block_id in self._ended and field.length == 0)
 
     def _show(self, field: _Field, target: int) -> None:
         text = field.slice(field.shown, target)
@@ -529,7 +551,12 @@ class SafetyGate:
         """Buffered: everything queued goes out now, text only as far as it passed."""
         queue, self._queue = self._queue, deque()
         for kind, what, upto in queue:
-            if kind == "op":
+            if kind == "hold":
+                if self._showable(upto):
+                    self._apply(what)
+                else:
+                    self._dropped.add(upto)
+            elif kind == "op":
                 self._apply(what)
             elif min(upto, what.passed_to) > what.shown:
                 self._show(what, min(upto, what.passed_to))

@@ -25,7 +25,8 @@ def deltas(text: str, cuts: list[int], block_id: str = "o0-c0") -> list[list[Any
 
 
 def text_of(gate: SafetyGate, block_id: str = "o0-c0") -> str:
-    return gate.view.text(block_id)
+    """The block's public text ("" while a buffered gate has not added it yet)."""
+    return gate.view.text(block_id) if gate.view.has(block_id) else ""
 
 
 def judge_all(gate: SafetyGate, flag: str | None = None) -> list[Window]:
@@ -247,3 +248,36 @@ def test_a_long_answer_keeps_few_windows_and_a_late_rewrite_still_works(mode: st
     assert again.text == "The last one changed. " and again.start == len("".join(sentences[:-1]))
     gate.verdict(again.id, False)
     assert text_of(gate) == final
+
+
+def test_buffered_adds_a_text_block_only_with_its_first_passed_text() -> None:
+    gate = SafetyGate("buffered")
+    public: dict[str, Any] = {"revision": 0, "meta": {}, "blocks": []}
+    gate.push([added(), ["append", "o0-c0", "Hello there. And"]])
+    _, ops = gate.view.take_ops()
+    assert not gate.view.has("o0-c0") and ops == [], "no empty bubble while its first window is judged"
+    (window,) = gate.take_windows()
+    gate.verdict(window.id, False)
+    base, ops = gate.view.take_ops()
+    assert [op[0] for op in ops] == ["add", "append"] and ops[0][1]["text"] == ""
+    for op in ops:
+        apply_op(public, op)
+    gate.push([["append", "o0-c0", " more. "], ["set", "o0-c0", {"state": "done"}], added("o1-c0")])
+    gate.push([["set", "o1-c0", {"state": "done"}]])  # a part that ended empty is shown as it is
+    judge_all(gate)
+    _, ops = gate.view.take_ops()
+    for op in ops:
+        apply_op(public, op)
+    assert public["blocks"] == gate.view.to_dict()["blocks"] and text_of(gate) == "Hello there. And more. "
+    assert gate.view.has("o1-c0") and text_of(gate, "o1-c0") == ""
+
+
+def test_buffered_never_adds_a_block_whose_text_was_all_withheld() -> None:
+    gate = SafetyGate("buffered")
+    gate.push([added("o0-c0"), ["append", "o0-c0", "Fine. "], ["set", "o0-c0", {"state": "done"}],
+               added("o1-c0"), ["append", "o1-c0", "The kumquat zeppelin. "]])
+    judge_all(gate, flag="kumquat")
+    gate.push([["set", "o1-c0", {"state": "done"}]])
+    gate.finish()
+    ids = [b["id"] for b in gate.view.to_dict()["blocks"]]
+    assert ids[0] == "o0-c0" and "o1-c0" not in ids and NOTICE_ID in ids
