@@ -315,6 +315,9 @@ class SafetyGate:
 
     def _add(self, block: dict[str, Any]) -> None:
         block_id = block["id"]
+        if self.stopped is not None and str(block.get("kind") or "") in _TEXT_KINDS:
+            self._dropped.add(block_id)  # no more text is shown: not even an empty bubble for it
+            return
         if self.mode == PROGRESSIVE and self.stopped is None:
             self._apply(["add", block])
         else:
@@ -588,6 +591,10 @@ class SafetyGate:
         self._windows.clear()
         self._due.clear()
         self._open_since.clear()
-        self.view.add({"id": NOTICE_ID, "kind": "compaction", "tool": "content_filter",
-                       "state": "withheld" if self.mode == BUFFERED else "retracted",
-                       "block_id": window.block_id.split(":", 1)[0]})
+        # Right after the block whose text was stopped; in buffered mode one never shown sits
+        # after everything shown (the public view is a prefix of the upstream's).
+        block_id = window.block_id.split(":", 1)[0]
+        after = block_id if self.view.has(block_id) else self.view.last_block_id()
+        notice = {"id": NOTICE_ID, "kind": "compaction", "tool": "content_filter",
+                  "state": "withheld" if self.mode == BUFFERED else "retracted", "block_id": block_id}
+        self.view.add({**notice, "after": after} if after is not None else notice)

@@ -4,7 +4,9 @@ A view is `meta` (response id, status, error, usage ...) plus ordered `blocks` (
 citations, refusal, reasoning, one block per tool call with its honest state). Every change is an
 *op*, a small JSON-ready list, and every op bumps `revision` by one:
 
-    ["add", block]                 a new block (a dict with at least "id" and "kind")
+    ["add", block]                 a new block (a dict with at least "id" and "kind"); with an
+                                   "after" block id (not kept in the block) it goes right after
+                                   that block, else (or when there is none) at the end
     ["append", block_id, text]     text appended to block["text"]
     ["set", block_id, fields]      fields of a block replaced
     ["meta", fields]               fields of meta replaced
@@ -47,12 +49,16 @@ class ViewModel:
     def add(self, block: Block) -> None:
         block_id = block["id"]
         if block_id in self._blocks:
-            self.set(block_id, {k: v for k, v in block.items() if k != "id"})
+            self.set(block_id, {k: v for k, v in block.items() if k not in ("id", "after")})
             return
         stored = dict(block)
         text = stored.pop("text", "")
+        after = stored.pop("after", None)
         self._blocks[block_id] = stored
-        self._order.append(block_id)
+        if after is not None and after in self._blocks:
+            self._order.insert(self._order.index(after) + 1, block_id)
+        else:
+            self._order.append(block_id)
         self._chunks[block_id] = [text] if text else []
         self._ops.append(["add", dict(block, text=text)])
         self.revision += 1
@@ -110,6 +116,9 @@ class ViewModel:
     def has(self, block_id: str) -> bool:
         return block_id in self._blocks
 
+    def last_block_id(self) -> str | None:
+        return self._order[-1] if self._order else None
+
     def block(self, block_id: str) -> Block:
         return self._blocks[block_id]
 
@@ -159,10 +168,14 @@ def apply_op(view: dict[str, Any], op: Op) -> None:
         _find(view, op[1]).update(op[2])
     elif kind == "add":
         existing = [b for b in view["blocks"] if b["id"] == op[1]["id"]]
+        block = dict(op[1])
+        after = block.pop("after", None)
         if existing:
-            existing[0].update(op[1])
+            existing[0].update(block)
         else:
-            view["blocks"].append(dict(op[1]))
+            blocks = view["blocks"]
+            at = next((i + 1 for i, b in enumerate(blocks) if b["id"] == after), len(blocks)) if after else len(blocks)
+            blocks.insert(at, block)
     elif kind == "meta":
         view["meta"].update(op[1])
     else:

@@ -281,3 +281,34 @@ def test_buffered_never_adds_a_block_whose_text_was_all_withheld() -> None:
     gate.finish()
     ids = [b["id"] for b in gate.view.to_dict()["blocks"]]
     assert ids[0] == "o0-c0" and "o1-c0" not in ids and NOTICE_ID in ids
+
+
+@pytest.mark.parametrize("mode", ["buffered", "progressive"])
+def test_the_notice_goes_right_after_the_block_whose_text_was_stopped(mode: str) -> None:
+    gate = SafetyGate(mode)
+    public: dict[str, Any] = {"revision": 0, "meta": {}, "blocks": []}
+    gate.push([added("o0-c0"), ["append", "o0-c0", "Fine. The kumquat zeppelin. "],
+               ["add", {"id": "o1", "kind": "tool", "tool": "web_search_call", "state": "completed"}]])
+    first, second = gate.take_windows()
+    gate.verdict(first.id, False)
+    if mode == "progressive":  # later text was shown at once; the flag comes after it
+        gate.push([added("o2-c0"), ["append", "o2-c0", "Later text"]])
+    gate.verdict(second.id, True)
+    gate.finish()
+    _, ops = gate.view.take_ops()
+    for op in ops:
+        apply_op(public, op)
+    ids = [b["id"] for b in gate.view.to_dict()["blocks"]]
+    assert ids[:2] == ["o0-c0", NOTICE_ID], ids
+    assert [b["id"] for b in public["blocks"]] == ids, "the reducer puts it where the view has it"
+    assert "after" not in gate.view.block(NOTICE_ID) and all("after" not in b for b in public["blocks"])
+
+
+def test_a_notice_for_a_block_never_shown_follows_what_was_shown() -> None:
+    gate = SafetyGate("buffered")
+    gate.push([added("o0-c0"), ["append", "o0-c0", "Fine. "], ["set", "o0-c0", {"state": "done"}],
+               added("o1-c0"), ["append", "o1-c0", "The kumquat zeppelin. "]])
+    judge_all(gate, flag="kumquat")
+    gate.push([added("o2-c0"), ["append", "o2-c0", "never shown"]])
+    gate.finish()
+    assert [b["id"] for b in gate.view.to_dict()["blocks"]] == ["o0-c0", NOTICE_ID]

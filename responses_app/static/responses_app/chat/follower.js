@@ -230,10 +230,16 @@ class Follower {
       if ("text" in op[2]) this.replaced.add(op[1]);
       this.dirty.add(op[1]);
     } else if (kind === "add") {
-      const existing = this.view.blocks.find((b) => b.id === op[1].id);
-      if (existing) { Object.assign(existing, op[1]); this.replaced.add(op[1].id); }
-      else this.view.blocks.push({ ...op[1] });
-      this.dirty.add(op[1].id);
+      // An "after" block id places the block right after that one (as streaming/view.py apply_op).
+      const { after, ...block } = op[1];
+      const existing = this.view.blocks.find((b) => b.id === block.id);
+      if (existing) { Object.assign(existing, block); this.replaced.add(block.id); }
+      else {
+        const at = after == null ? -1 : this.view.blocks.findIndex((b) => b.id === after);
+        if (at < 0 || at === this.view.blocks.length - 1) this.view.blocks.push(block);
+        else { this.view.blocks.splice(at + 1, 0, block); this.full = true; } // placed mid-answer: render anew
+      }
+      this.dirty.add(block.id);
     } else if (kind === "meta") {
       Object.assign(this.view.meta, op[1]);
     } else {
