@@ -4,6 +4,7 @@ Playwright's sync API. Skipped without /usr/bin/chromium, unless CI=true (then i
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sqlite3
@@ -81,8 +82,14 @@ def _manage(env: dict[str, str], *args: str) -> None:
 
 @pytest.fixture(scope="session")
 def relay_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayServer]:
+    with serve(tmp_path_factory.mktemp("relay-server")) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def serve(tmp: Path, **extra_env: str) -> Iterator[RelayServer]:
+    """A relay server (Daphne) of its own, with `extra_env` on top of the tests' settings."""
     require_chromium()
-    tmp = tmp_path_factory.mktemp("relay-server")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     db_path = tmp / "db.sqlite3"
@@ -100,6 +107,7 @@ def relay_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayServ
         "RELAY_SUBMIT_RATE": "1000/m",  # static files are served by project/urls.py under DEBUG
         "REDIS_URL": "",
         "PYTHONUNBUFFERED": "1",
+        **extra_env,
     }
     _manage(env, "migrate", "--noinput")
     creation = "; ".join(
@@ -130,9 +138,10 @@ def relay_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayServ
 
 
 @pytest.fixture(scope="module")
-def browser(relay_server: RelayServer) -> Iterator[Any]:
+def browser() -> Iterator[Any]:
     # Module scope: Playwright's sync API keeps an event loop running in this thread while it is
     # open, which would break every later test that calls asyncio.run().
+    require_chromium()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -170,10 +179,15 @@ class Session:
 
 @pytest.fixture
 def sessions(browser: Any, relay_server: RelayServer) -> Iterator[Any]:
+    yield from open_sessions(browser, relay_server)
+
+
+def open_sessions(browser: Any, server: RelayServer) -> Iterator[Any]:
+    """Logged-in sessions on `server` (a factory by user name); any JavaScript error fails the test."""
     opened: list[Session] = []
 
     def open_session(username: str) -> Session:
-        session = Session(browser, relay_server, username)
+        session = Session(browser, server, username)
         opened.append(session)
         return session
 
