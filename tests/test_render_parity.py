@@ -241,3 +241,19 @@ def test_the_notice_under_an_answer_reads_the_same_in_the_browser(tmp_path: Path
     assert server[0] == "<strong>Not sent</strong>: The safety policy flagged this message (illicit)."
     assert server[1] == "Part of this answer was withheld by the safety policy."
     assert "&lt;b&gt;" in server[2] and server[5] == "Stopped early: deadline"
+
+
+def test_the_add_op_places_a_block_where_the_python_reducer_does(tmp_path: Path) -> None:
+    from responses_app.streaming.view import apply_op
+
+    blocks = [{"id": "a", "kind": "text", "text": "A"}, {"id": "b", "kind": "tool", "tool": "function_call"}]
+    notice = {"id": "safety-notice", "kind": "compaction", "tool": "content_filter", "state": "retracted"}
+    adds = [(blocks, {**notice, "after": "a"}), (blocks, {**notice, "after": "b"}), (blocks, {**notice, "after": "zz"}),
+            (blocks, notice), (blocks, {"id": "a", "text": "A2", "after": "b"})]
+    browser = run_node({"vocabulary": vocabulary(), "cases": [], "texts": [], "adds": adds}, tmp_path)["adds"]
+    for (start, added), placed in zip(adds, browser, strict=True):
+        view = {"revision": 0, "meta": {}, "blocks": [dict(b) for b in start]}
+        apply_op(view, ["add", added])
+        assert placed == view["blocks"], added
+    assert [b["id"] for b in browser[0]] == ["a", "safety-notice", "b"]
+    assert all("after" not in b for placed in browser for b in placed)

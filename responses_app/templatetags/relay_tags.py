@@ -47,6 +47,12 @@ ERROR_LABELS = {
 REASON_SENTENCES = {
     "content_filter": "Part of this answer was withheld by the safety policy.",
 }
+# The safety policy's notice (streaming/safety.py), where the answer was stopped: the turn's
+# incomplete reason already says that part was withheld; the notice says where, and how.
+NOTICE_SENTENCES = {
+    "withheld": "The rest of this answer was withheld by the safety policy.",
+    "retracted": "The rest of this answer was retracted by the safety policy.",
+}
 _CALLER_TOOLS = frozenset({"function_call", "custom_tool_call"})
 _DONE_STATES = frozenset({"completed", "done"})
 _VISIBLE = frozenset({"text", "refusal", "image", "audio"})
@@ -95,6 +101,7 @@ def vocabulary() -> dict[str, Any]:
         "tool_names": TOOL_NAMES,
         "error_labels": ERROR_LABELS,
         "reason_sentences": REASON_SENTENCES,
+        "notice_sentences": NOTICE_SENTENCES,
     }
 
 
@@ -226,6 +233,12 @@ def citations(block: dict[str, Any]) -> list[dict[str, str]]:
                 seen.add(name)
                 found.append({"kind": "file", "title": name})
     return found
+
+
+@register.filter
+def notice_sentence(block: dict[str, Any]) -> str:
+    """The safety notice's words (the same rule as `noticeSentence` in render.js)."""
+    return NOTICE_SENTENCES.get(str(block.get("state")), NOTICE_SENTENCES["withheld"])
 
 
 @register.filter

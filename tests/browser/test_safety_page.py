@@ -22,7 +22,7 @@ pytestmark = pytest.mark.browser
 
 RULE = "asked: “[^”]*kumquat"  # the echo of the prompt; a prompt itself never says "asked: “"
 PROMPT = "Fine start. Then the kumquat zeppelin appears."
-SLOW = {"sim.tokens_per_s": "6", "sim.seed": "3"}  # the flagged sentence comes a few seconds in
+SLOW = {"sim.tokens_per_s": "3", "sim.seed": "3"}  # the flagged sentence comes a few seconds in
 SIZES = {"phone": (390, 844), "desktop": (1280, 800)}
 NOTICE = "Part of this answer was withheld by the safety policy"
 
@@ -50,8 +50,7 @@ def ended_incomplete(page: Page, request_id: str, server: RelayServer, state: st
     expect(turn(page, request_id).locator("[data-badge]")).to_have_attribute("data-badge", "incomplete",
                                                                             timeout=60_000)
     notice = turn(page, request_id).locator('[data-block-id="safety-notice"]')
-    expect(notice).to_contain_text(NOTICE)
-    expect(notice).to_contain_text(state)
+    expect(notice).to_contain_text(f"The rest of this answer was {state} by the safety policy")
     expect(turn(page, request_id).locator("[data-error]")).to_contain_text(NOTICE)
     assert "kumquat" not in answer_text(page, request_id)
     assert block_order(page, request_id)[-1] == "notice" and "text" in block_order(page, request_id)
@@ -70,13 +69,15 @@ def test_buffered_shows_what_passed_and_says_the_rest_was_withheld(users: Any, s
     live = turn(page, request_id).locator(".block-text")
     expect(live).to_have_count(1)
     assert live.inner_text().strip(), "no empty bubble: the block came with its first passed text"
-    page.reload()  # mid-stream (or just after the end): the committed view holds only what passed
+    page.reload()  # mid-stream: the committed view holds only what passed
+    assert turn(page, request_id).get_attribute("data-live") == "1", "the reload came after the end"
     assert "kumquat" not in answer_text(page, request_id)
     ended_incomplete(page, request_id, safety_server, "withheld")
     name = "phone" if size[0] < 600 else "desktop"
     page.screenshot(path=str(ROOT / "docs" / f"safety-buffered-{name}.png"), full_page=False)
     page.reload()  # after the end: the server-rendered page
-    assert "kumquat" not in answer_text(page, request_id) and NOTICE in answer_text(page, request_id)
+    assert "kumquat" not in answer_text(page, request_id) and "withheld" in answer_text(page, request_id)
+    expect(turn(page, request_id).locator("[data-error]")).to_contain_text(NOTICE)
     assert "kumquat" not in server_text(page, request_id)
     no_console_errors(page)
 

@@ -1,14 +1,15 @@
 // Renders a corpus of views with the browser's modules, for tests/test_render_parity.py.
 // Usage: node render_parity.mjs CORPUS.json > RESULT.json
 // CORPUS: {"vocabulary": {...}, "cases": [{"name", "status", "view", "thought_s"}],
-//          "texts": ["markdown", ...], "notices": [[error, reason], ...]}. Each case gives the HTML of
+//          "texts": ["markdown", ...], "notices": [[error, reason], ...], "adds": [[blocks, block], ...]}. Each case gives the HTML of
 // every grouped entry and the badge; each text its whole rendering and its rendering streamed in
-// chunks of 1..97 characters; each notice the line under an ended answer.
+// chunks of 1..97 characters; each notice the line under an ended answer; each add the blocks after
+// the "add" op's reducer put the block among them.
 import { readFileSync } from "node:fs";
 
 const base = new URL("../../responses_app/static/responses_app/chat/", import.meta.url);
 const { configure } = await import(new URL("vocab.js", base));
-const { badgeKey, groupBlocks, noticeHtml, renderEntry } = await import(new URL("render.js", base));
+const { addBlock, badgeKey, groupBlocks, noticeHtml, renderEntry } = await import(new URL("render.js", base));
 const { MarkdownStream, renderMarkdown } = await import(new URL("markdown.js", base));
 
 const corpus = JSON.parse(readFileSync(process.argv[2], "utf8"));
@@ -38,5 +39,6 @@ const result = {
     streamed: [1, 2, 7, 31, 97].map((size) => streamed(text, size)),
   })),
   notices: (corpus.notices || []).map(([error, reason]) => noticeHtml(error, reason)),
+  adds: (corpus.adds || []).map(([blocks, added]) => { addBlock(blocks, added); return blocks; }),
 };
 process.stdout.write(JSON.stringify(result));

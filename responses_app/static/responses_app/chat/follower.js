@@ -7,7 +7,7 @@
 // once per animation frame, through a TurnView (only what changed is re-rendered). On `terminal`
 // the turn is swapped for its server rendering, so a finished answer is the same in every tab.
 
-import { badgeIsFinal, badgeKey, noticeHtml } from "./render.js";
+import { addBlock, badgeIsFinal, badgeKey, noticeHtml } from "./render.js";
 import { TurnView } from "./turnview.js";
 import { vocab } from "./vocab.js";
 
@@ -230,16 +230,10 @@ class Follower {
       if ("text" in op[2]) this.replaced.add(op[1]);
       this.dirty.add(op[1]);
     } else if (kind === "add") {
-      // An "after" block id places the block right after that one (as streaming/view.py apply_op).
-      const { after, ...block } = op[1];
-      const existing = this.view.blocks.find((b) => b.id === block.id);
-      if (existing) { Object.assign(existing, block); this.replaced.add(block.id); }
-      else {
-        const at = after == null ? -1 : this.view.blocks.findIndex((b) => b.id === after);
-        if (at < 0 || at === this.view.blocks.length - 1) this.view.blocks.push(block);
-        else { this.view.blocks.splice(at + 1, 0, block); this.full = true; } // placed mid-answer: render anew
-      }
-      this.dirty.add(block.id);
+      const placed = addBlock(this.view.blocks, op[1]);
+      if (placed === "existing") this.replaced.add(op[1].id);
+      else if (placed === "inserted") this.full = true; // placed mid-answer (the safety notice): render anew
+      this.dirty.add(op[1].id);
     } else if (kind === "meta") {
       Object.assign(this.view.meta, op[1]);
     } else {

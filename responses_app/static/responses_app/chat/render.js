@@ -100,6 +100,23 @@ export function citations(block) {
   return found;
 }
 
+// The "add" op's reducer (the same as apply_op in streaming/view.py): an existing block takes the
+// fields; a new one goes right after the block named by "after" (not kept), else at the end.
+// Returns "existing", "appended" or "inserted".
+export function addBlock(blocks, added) {
+  const { after, ...block } = added;
+  const existing = blocks.find((b) => b.id === block.id);
+  if (existing) { Object.assign(existing, block); return "existing"; }
+  const at = after == null ? -1 : blocks.findIndex((b) => b.id === after);
+  if (at < 0 || at === blocks.length - 1) { blocks.push(block); return "appended"; }
+  blocks.splice(at + 1, 0, block);
+  return "inserted";
+}
+
+export function noticeSentence(block) {
+  return vocab.noticeSentences[block.state] || vocab.noticeSentences.withheld || "";
+}
+
 export function toolTitle(block) {
   const tool = String(block.tool || "tool");
   const spaced = tool.replace(/_/g, " ");
@@ -171,6 +188,12 @@ export function renderEntry(block, md = null) {
     }
     case "audio":
       return `<div class="block block-audio" data-block-id="${id}"><span class="tag">Audio transcript</span> ${esc(block.text)}</div>`;
+    case "compaction":
+      if (block.tool === "content_filter") {
+        const state = esc(toolState(block.state));
+        return `<div class="block block-notice" data-block-id="${id}" data-state="${state}" role="note"><span class="tag">${state}</span> ${esc(noticeSentence(block))}</div>`;
+      }
+    // falls through: a compaction item of the API's reads as a tool block
     default: {
       const state = esc(toolState(block.state));
       const code = block.text ? `<pre><code>${esc(block.text)}</code></pre>` : "";

@@ -14,6 +14,7 @@ export const vocab = {
   toolNames: {},
   errorLabels: {},
   reasonSentences: {},
+  noticeSentences: {},
 };
 
 export function configure(data) {
@@ -28,6 +29,7 @@ export function configure(data) {
   vocab.toolNames = data.tool_names;
   vocab.errorLabels = data.error_labels;
   vocab.reasonSentences = data.reason_sentences;
+  vocab.noticeSentences = data.notice_sentences || {};
 }
 
 export function loadFromPage(doc) {
