@@ -340,5 +340,39 @@ class Transcript:
         shown = view.block(item_block) if view.has(item_block) else {}
         for field in ("arguments", "input", "output", "code"):
             if isinstance(item.get(field), str):
-                value = shown.get("text" if field == "code" else field)
+                if field == "code":  # a code interpreter's code is its block's text, kept apart from the block
+                    value: Any = view.text(item_block) if view.has(item_block) else ""
+                else:
+                    value = shown.get(field)
                 item[field] = value if isinstance(value, str) else ""
+        self._redact_tool_fields(item, shown)
+
+    @staticmethod
+    def _redact_tool_fields(item: dict[str, Any], shown: dict[str, Any]) -> None:
+        """The other fields a tool block shows (streaming/projection.tool_fields), as shown: a
+        query, commands, a patch's operation, outputs, a result, an error (not an image's data)."""
+        for field in ("queries", "outputs", "result", "error", "output"):
+            value = item.get(field)
+            if value in (None, "", [], {}) or (field == "output" and isinstance(value, str)):
+                continue  # a string output was handled with the arguments
+            if field == "result" and item.get("type") == "image_generation_call":
+                continue
+            kept = shown.get(field)
+            item[field] = kept if kept is not None else type(value)()
+        action = item.get("action")
+        if isinstance(action, dict):
+            action = item["action"] = dict(action)
+            if action.get("query"):
+                action["query"] = shown.get("query") or ""
+            if action.get("queries"):  # not shown on their own: kept as far as the same words were
+                seen = {shown.get("query"), *(shown.get("queries") or [])}
+                action["queries"] = [q for q in action["queries"] if isinstance(q, str) and q in seen]
+            if action.get("commands"):
+                action["commands"] = list(shown.get("commands") or [])
+            if isinstance(action.get("command"), list) and action["command"]:
+                joined = " ".join(map(str, action["command"]))
+                action["command"] = action["command"] if shown.get("commands") == [joined] else []
+        operation = item.get("operation")
+        if isinstance(operation, dict):
+            kept_op = shown.get("operation") if isinstance(shown.get("operation"), dict) else {}
+            item["operation"] = {**operation, "path": kept_op.get("path") or "", "diff": kept_op.get("diff") or ""}

@@ -66,6 +66,9 @@ def test_buffered_shows_no_tool_field_before_it_passed_and_all_of_it_after(captu
     after = {b["id"]: b for b in tool_blocks(transcript.view.to_dict())}
     for block_id, block in upstream.items():
         assert shown(after[block_id]) == shown(block), "everything that passed is shown"
+    upstream_items = [i for i in transcript.assembler.response()["output"] if i.get("type") != "message"]
+    snapshot_items = [i for i in transcript.snapshot()["output"] if i.get("type") != "message"]
+    assert snapshot_items == upstream_items, "the snapshot keeps every tool field that passed"
 
 
 @pytest.mark.skipif(not CAPTURES, reason="../shared/real-streams is absent on this machine")
