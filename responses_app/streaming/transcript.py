@@ -374,5 +374,6 @@ class Transcript:
                 action["command"] = action["command"] if shown.get("commands") == [joined] else []
         operation = item.get("operation")
         if isinstance(operation, dict):
-            kept_op = shown.get("operation") if isinstance(shown.get("operation"), dict) else {}
+            shown_op = shown.get("operation")
+            kept_op: dict[str, Any] = shown_op if isinstance(shown_op, dict) else {}
             item["operation"] = {**operation, "path": kept_op.get("path") or "", "diff": kept_op.get("diff") or ""}
