@@ -260,8 +260,9 @@ class Checkpoint(models.Model):
     `base_revision` NULL); each later one holds only `ops`, the view ops (adjacent appends merged)
     that take the previous checkpoint's revision, `base_revision`, to this one. The view at any
     checkpoint is its latest base with the ops after it applied (selectors.view_latest). The
-    Response `snapshot` is kept with the terminal checkpoint only: nothing reads it before the
-    end, and recovery rebuilds from the event log. Rows of the old format (a full view and
+    Response `snapshot` is kept once per response, with the first checkpoint after it ended (or
+    the request's terminal one): nothing reads it before the end, and recovery rebuilds from the
+    event log. Rows of the old format (a full view and
     snapshot in every row) are bases."""
 
     request = models.ForeignKey(ResponseRequest, on_delete=models.CASCADE, related_name="checkpoints")

@@ -44,8 +44,8 @@ def _view_from(rows: list[tuple[int, int | None, Any, Any]]) -> dict[str, Any] |
     not continue the one before (never written so) ends it: the view is the last consistent one."""
     view: dict[str, Any] | None = None
     for revision, base_revision, whole, ops in rows:
-        if base_revision is None and whole is not None:
-            view = whole
+        if base_revision is None and whole is not None:  # copied as deep as ops write
+            view = dict(whole, meta=dict(whole.get("meta") or {}), blocks=[dict(b) for b in whole.get("blocks") or ()])
         elif view is not None and base_revision == view["revision"] and ops is not None:
             for op in ops:
                 apply_op(view, op)

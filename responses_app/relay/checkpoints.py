@@ -6,7 +6,8 @@ view (a base); every later one holds only the view ops since the previous one, c
 appends to a block merged: about the text added, plus a few dozen bytes), so the checkpoints of an
 answer take about its text once, not once per checkpoint (models.Checkpoint). Every
 `CHAIN_MAX`-th is a base again, so materialising a view reads a bounded number of rows. The
-Response snapshot goes with the terminal checkpoint only. The writer commits each request's
+Response snapshot is stored once per response, with the first checkpoint after it ended (or
+the request's terminal one). The writer commits each request's
 states in order (merging those of one round, writer.merge_states) and every event batch.
 
 Captured right after a flush, every committed revision is a patch boundary: a viewer starting
@@ -48,6 +49,7 @@ class Checkpointer:
         self._captured_revision = -1
         self._since = Coalescer(max_pending_ops=sys.maxsize)  # the view's ops since the last capture
         self._chain = 0  # ops rows since the last base
+        self._snapshot_of: object = None  # the response (its assembler) whose snapshot was stored
         self._last_write: asyncio.Future[None] | None = None
         self._unwritten = 0  # bytes of raw events handed to the writer and not yet committed
         self.writes = 0  # rows handed to the writer (the benchmark reads it)
@@ -74,7 +76,9 @@ class Checkpointer:
             since = self._since.flush()
             state = {"revision": view.revision, "sequence_number": transcript.last_sequence_number,
                      "reason": reason, "base_revision": None, "view": None, "ops": None, "snapshot": None}
-            if reason == "terminal":
+            # Once per response: at the first checkpoint after it ended, or at the request's end.
+            if (reason == "terminal" or transcript.terminal) and self._snapshot_of is not transcript.assembler:
+                self._snapshot_of = transcript.assembler
                 state["snapshot"] = RawJSON(orjson.dumps(transcript.snapshot()))  # first: it joins each text once
             if (since is not None and since["base"] == self._captured_revision and since["revision"] == view.revision
                     and self._chain < CHAIN_MAX):

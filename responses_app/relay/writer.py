@@ -173,8 +173,8 @@ def merge_states(older: dict[str, Any] | None, newer: dict[str, Any]) -> dict[st
     if ops_old is not None:
         joined = bytes(ops_old)[:-1] + (b"," if len(ops_old) > 2 and len(ops_new) > 2 else b"") + bytes(ops_new)[1:]
         return {**newer, "base_revision": older["base_revision"], "ops": RawJSON(joined)}
-    view = orjson.loads(older["view"])
-    for op in orjson.loads(ops_new):
+    view = orjson.loads(bytes(older["view"]))  # orjson takes exact bytes only
+    for op in orjson.loads(bytes(ops_new)):
         apply_op(view, op)
     view["revision"] = newer["revision"]
     return {**newer, "base_revision": None, "ops": None, "view": RawJSON(orjson.dumps(view))}
