@@ -74,6 +74,9 @@ class Checkpointer:
         state: dict[str, Any] | None = None
         if view.revision != self._captured_revision:
             since = self._since.flush()
+            # What to_dict() did for every checkpoint before, once per checkpoint still: the deltas'
+            # str objects (about 55 bytes each) joined, or the runner would hold them all.
+            transcript.compact()
             state = {"revision": view.revision, "sequence_number": transcript.last_sequence_number,
                      "reason": reason, "base_revision": None, "view": None, "ops": None, "snapshot": None}
             # Once per response: at the first checkpoint after it ended, or at the request's end.

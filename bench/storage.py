@@ -1,0 +1,320 @@
+"""The storage benchmark: what an answer costs in the database, and what a stream costs in memory.
+
+    python -m bench storage            # ~4 minutes; prints the tables, writes bench/results/storage.md
+    python -m bench storage --quick    # a smoke run (500 deltas, 10 streams); results file not written
+
+One run, side by side:
+
+* **checkpoints** of a 2,000-delta answer (sim-long) at 30 and at 200 deltas/s, each streamed by a
+  StreamRunner in a Django process of its own against the standalone simulator and a temporary
+  database: the bytes of every checkpoint row as stored now (a base view, then ops; the Response
+  once) beside what the format before stored for the same rows (the whole view and the Response
+  in every row: each row's view is materialised from this run's rows; its Response is the final
+  one with the text cut to that revision's, which is what the old snapshot held), over the
+  answer's final text in bytes;
+* **the raw event log** of the same answers: the compressed batches as stored beside their
+  uncompressed SSE text (what the format before stored), over the final text;
+* **memory per in-flight stream**: N runners at once in one process, each held just before the
+  end of a 3,000-delta answer (the simulator stalls it), RSS growth / N and, in a second process,
+  the Python heap (tracemalloc) growth / N with its largest holders, against 2 x text + 64 KiB.
+
+Bytes are the logical JSON and zstd bytes the relay hands to the database (PostgreSQL may TOAST-
+compress a large row further; the old format's rows were compressible, ours mostly are not).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import platform
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.relay import PY, ROOT, Procs, _django, _make_requests, database, reachable, rss_bytes, start_simulator
+
+RESULTS = Path(__file__).resolve().parent / "results" / "storage.md"
+KIB = 1024
+
+
+# --- role: one answer, then what it stored ---------------------------------------------------------
+
+
+async def _answer(cfg: dict[str, Any]) -> dict[str, Any]:
+    import orjson
+    from asgiref.sync import sync_to_async
+
+    from responses_app import selectors, storage
+    from responses_app.models import Checkpoint, EventRecord, ResponseRequest
+    from responses_app.relay.hub import get_hub
+    from responses_app.relay.runner import StreamRunner
+
+    metadata = {"sim.tokens": str(cfg["tokens"]), "sim.tokens_per_s": str(cfg["tokens_per_s"])}
+    [request_id] = await sync_to_async(_make_requests)(1, metadata, False)
+    hub = get_hub()
+    runner = StreamRunner(request_id, hub)
+    started = time.monotonic()
+    hub.spawn(request_id, lambda: runner)
+    await asyncio.wait_for(runner.finished.wait(), timeout=cfg["tokens"] / cfg["tokens_per_s"] * 3 + 60)
+    elapsed = time.monotonic() - started
+
+    def measure() -> dict[str, Any]:
+        request = ResponseRequest.objects.get(pk=request_id)
+        text = request.final_text.encode()
+        rows = list(Checkpoint.objects.filter(request_id=request_id).order_by("revision"))
+        final_snapshot = next(r.snapshot for r in reversed(rows) if r.snapshot is not None)
+        snapshot_bytes = len(orjson.dumps(final_snapshot))
+        now = before = 0
+        bases = 0
+        chain: list[tuple[int, int | None, Any, Any]] = []
+        for row in rows:
+            now += sum(len(orjson.dumps(v)) for v in (row.view, row.ops, row.snapshot) if v is not None)
+            bases += row.is_base
+            chain.append((row.revision, row.base_revision, row.view, row.ops))
+            view = selectors._view_from(chain)
+            assert view is not None and view["revision"] == row.revision, "a stored revision did not materialise"
+            shown = sum(len(b.get("text", "").encode()) for b in view["blocks"] if b.get("kind") == "text")
+            before += len(orjson.dumps(view)) + snapshot_bytes - len(text) + shown
+        assert selectors.view_latest(request=request) == runner.view.to_dict()
+        records = list(EventRecord.objects.filter(request_id=request_id).values_list("data", "compressed"))
+        log_now = sum(len(c) if c is not None else len(d.encode()) for d, c in records)
+        log_before = sum(len(storage.log_bytes(d, c)) for d, c in records)
+        assert selectors.event_log_text(request_id=request_id).encode() == b"".join(
+            storage.log_bytes(d, c) for d, c in records)
+        t0 = time.perf_counter()
+        raw = [storage.log_bytes(d, c) for d, c in records]
+        decompress_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for data in raw:
+            storage.log_compress(data)
+        compress_s = time.perf_counter() - t0
+        return {"status": request.status, "text_bytes": len(text), "checkpoints": len(rows), "bases": bases,
+                "reasons": [r.reason for r in rows], "checkpoint_bytes": now, "checkpoint_bytes_before": before,
+                "batches": len(records), "events": request.events, "log_bytes": log_now,
+                "log_bytes_before": log_before, "compress_us_per_kb": compress_s / (log_before / KIB) * 1e6,
+                "decompress_us_per_kb": decompress_s / (log_before / KIB) * 1e6}
+
+    return {"tokens": cfg["tokens"], "tokens_per_s": cfg["tokens_per_s"], "seconds": elapsed,
+            **await sync_to_async(measure)()}
+
+
+# --- role: many runners in flight --------------------------------------------------------------------
+
+
+async def _memory(cfg: dict[str, Any]) -> dict[str, Any]:
+    import tracemalloc
+
+    from asgiref.sync import sync_to_async
+
+    from responses_app.relay.hub import get_hub
+    from responses_app.relay.runner import StreamRunner
+
+    hub = get_hub()
+    tokens, n, pace = cfg["tokens"], cfg["streams"], cfg["tokens_per_s"]
+    # created, in_progress, item.added, part.added, then one delta per token: held before the last
+    # few deltas, so each runner stays in flight with almost all of its text.
+    stall_at = 4 + tokens - 5
+    metadata = {"sim.tokens": str(tokens), "sim.tokens_per_s": str(pace), "sim.stall_at": str(stall_at),
+                "sim.stall_ms": "120000"}
+
+    async def batch(count: int) -> list[StreamRunner]:
+        ids = await sync_to_async(_make_requests)(count, metadata, False)
+        runners = [StreamRunner(rid, hub) for rid in ids]
+        for rid, runner in zip(ids, runners, strict=True):
+            hub.spawn(rid, lambda r=runner: r)
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.25)
+            if all((r.transcript.last_sequence_number or 0) >= stall_at - 1 for r in runners):
+                break
+        else:
+            raise RuntimeError("runners did not reach the stall")
+        # trailing flush timers and the quiet stream's checkpoint commit
+        while any(len(r.delivery.log) or r.delivery.checkpoints.unwritten for r in runners):
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1.0)
+        return runners
+
+    async def stop(runners: list[StreamRunner]) -> None:
+        for r in runners:
+            r.cancel()
+        await asyncio.gather(*(r.finished.wait() for r in runners))
+
+    tracing = cfg["tracemalloc"]
+    await stop(await batch(2))  # warm-up: import and cache everything a runner touches
+    gc.collect()
+    if tracing:
+        tracemalloc.start()
+    gc.collect()
+    base_traced = tracemalloc.get_traced_memory()[0] if tracing else 0
+    base_rss = rss_bytes()
+    runners = await batch(n)
+    gc.collect()
+    traced = (tracemalloc.get_traced_memory()[0] - base_traced) if tracing else 0
+    rss = rss_bytes() - base_rss
+    text_bytes = sum(len(r.final_text().encode()) for r in runners) / n
+    top: list[tuple[str, int]] = []
+    if tracing:
+        snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+        for stat in snapshot.statistics("lineno")[:10]:
+            frame = stat.traceback[0]
+            where = str(frame.filename).replace(str(ROOT) + "/", "").split("site-packages/")[-1]
+            top.append((f"{where}:{frame.lineno}", stat.size // n))
+        tracemalloc.stop()
+    await stop(runners)
+    return {"streams": n, "tokens": tokens, "tokens_per_s": pace, "tracemalloc": tracing,
+            "per_stream": (traced if tracing else rss) / n, "text_bytes": text_bytes, "top": top}
+
+
+def role_main(role: str, cfg: dict[str, Any]) -> None:
+    _django(cfg)
+    result = asyncio.run(_answer(cfg) if role == "answer" else _memory(cfg))
+    print(json.dumps(result))
+
+
+def run_role(role: str, cfg: dict[str, Any], env: dict[str, str], procs: Procs, timeout: float) -> dict[str, Any]:
+    import subprocess
+
+    proc = procs.start([PY, "-m", "bench.storage", "--role", role, "--config", json.dumps(cfg)], env,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"{role} did not finish in {timeout:.0f}s") from None
+    finally:
+        procs.stop(proc)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{role} failed ({proc.returncode}):\n{err[-3000:]}")
+    return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+# --- orchestration and report ----------------------------------------------------------------------
+
+
+def run(quick: bool, use_postgres: bool) -> dict[str, Any]:
+    import subprocess
+
+    tokens = 500 if quick else 2000
+    streams, mem_tokens = (10, 1000) if quick else (50, 3000)
+    procs = Procs()
+    results: dict[str, Any] = {"answers": [], "memory": []}
+    base_env = {k: v for k, v in os.environ.items()
+                if k not in ("REDIS_URL", "DATABASE_URL", "DJANGO_SETTINGS_MODULE", "OPENAI_API_KEY",
+                             "OPENAI_BASE_URL", "DEBUG")}
+    with database(use_postgres) as (db_url, db_desc):
+        results["database"] = db_desc
+        try:
+            _sim, sim_url = start_simulator(procs, dict(base_env, PYTHONUNBUFFERED="1"))
+            env = dict(base_env, DJANGO_ENV="development", DEBUG="false", DATABASE_URL=db_url, LOG_LEVEL="WARNING",
+                       DJANGO_SETTINGS_MODULE="project.settings", SIMULATOR_BASE_URL=sim_url, OPENAI_BASE_URL="",
+                       OPENAI_API_KEY="", RELAY_MAX_CONCURRENT_PER_USER="1000000",
+                       RELAY_SUBMIT_RATE="1000000/s", RELAY_MAX_SOCKETS_PER_USER="1000000")
+            subprocess.run([PY, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env, check=True,
+                           capture_output=True)
+            paces = (30, 200)
+            answers: list[dict[str, Any]] = [{} for _ in paces]
+
+            def one(k: int, pace: int) -> None:
+                cfg = {"simulator": sim_url, "tokens": tokens, "tokens_per_s": pace}
+                try:
+                    answers[k] = run_role("answer", cfg, env, procs, timeout=tokens / pace * 3 + 120)
+                except Exception as exc:  # reported, not fatal
+                    answers[k] = {"error": str(exc), **cfg}
+
+            threads = [threading.Thread(target=one, args=(k, p)) for k, p in enumerate(paces)]
+            for t in threads:
+                t.start()
+            for t in threads:  # the answers first: the memory probes load the machine
+                t.join()
+            results["answers"] = answers
+            for a in answers:
+                if "error" not in a:
+                    print(f"{a['tokens']} deltas at {a['tokens_per_s']}/s: checkpoints "
+                          f"{a['checkpoint_bytes'] / a['text_bytes']:.2f}x text (before "
+                          f"{a['checkpoint_bytes_before'] / a['text_bytes']:.1f}x), event log "
+                          f"{a['log_bytes'] / a['text_bytes']:.2f}x "
+                          f"(before {a['log_bytes_before'] / a['text_bytes']:.1f}x)",
+                          flush=True)
+                else:
+                    print(a, flush=True)
+            for tracing in (False, True):
+                cfg = {"simulator": sim_url, "streams": streams, "tokens": mem_tokens, "tokens_per_s": 100,
+                       "tracemalloc": tracing}
+                r = run_role("memory", cfg, env, procs, timeout=400)
+                results["memory"].append(r)
+                print(f"memory {streams} x {mem_tokens} deltas ({'tracemalloc' if tracing else 'RSS'}): "
+                      f"{r['per_stream'] / KIB:,.0f} KiB/stream, text {r['text_bytes'] / KIB:,.1f} KiB", flush=True)
+        finally:
+            procs.stop_all()
+    return results
+
+
+def render(res: dict[str, Any], command: str) -> str:
+    lines = ["# Storage and memory per answer", "",
+             f"`{command}` on {platform.machine()} ({os.cpu_count()} cores, shared), Python "
+             f"{platform.python_version()}, {res['database']}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
+             "", "Bytes handed to the database over the answer's final text (UTF-8 bytes); *before* is what the "
+             "format before this change stored for the same rows (computed from this run's rows: every row the "
+             "whole view and the Response).", "",
+             "| answer | text | checkpoints (rows, bases) | checkpoints now | before | ratio | event log now | before "
+             "| ratio | zstd compress · decompress |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for a in res["answers"]:
+        if "error" in a:
+            lines.append(f"| {a['tokens']} deltas at {a['tokens_per_s']}/s | failed: {a['error'][:80]} |||||||||")
+            continue
+        t = a["text_bytes"]
+        lines.append(
+            f"| {a['tokens']} deltas at {a['tokens_per_s']}/s | {t / KIB:.1f} KiB | {a['checkpoints']}, {a['bases']} | "
+            f"**{a['checkpoint_bytes'] / t:.2f}x** | {a['checkpoint_bytes_before'] / t:.1f}x | "
+            f"{a['checkpoint_bytes_before'] / a['checkpoint_bytes']:.0f}x smaller | **{a['log_bytes'] / t:.2f}x** | "
+            f"{a['log_bytes_before'] / t:.1f}x | {a['log_bytes_before'] / a['log_bytes']:.0f}x smaller | "
+            f"{a['compress_us_per_kb']:.1f} · {a['decompress_us_per_kb']:.1f} us/KB |")
+    lines += ["", "Targets: checkpoints <= 3x the text, event log <= 8x.", ""]
+    mem = {bool(m["tracemalloc"]): m for m in res["memory"]}
+    if mem:
+        m = mem.get(False) or next(iter(mem.values()))
+        text = m["text_bytes"]
+        target = 2 * text + 64 * KIB
+        lines += ["## Memory per in-flight stream", "",
+                  f"{m['streams']} runners at once in one process, each held before the last deltas of a "
+                  f"{m['tokens']}-delta answer ({text / KIB:.1f} KiB of text); growth / N. Target 2 x text + 64 KiB "
+                  f"= {target / KIB:.0f} KiB.", "", "| measure | per stream | of target |", "|---|---|---|"]
+        for tracing, label in ((False, "RSS"), (True, "Python heap (tracemalloc, another process)")):
+            if tracing in mem:
+                lines.append(f"| {label} | {mem[tracing]['per_stream'] / KIB:.0f} KiB | "
+                             f"{mem[tracing]['per_stream'] / target:.0%} |")
+        if True in mem:
+            lines += ["", "Largest heap holders per stream (tracemalloc, by line):", ""]
+            lines += [f"- `{where}`: {size / KIB:.1f} KiB" for where, size in mem[True]["top"]]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench storage")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--sqlite", action="store_true", help="a temporary SQLite file instead of PostgreSQL")
+    parser.add_argument("--role", help=argparse.SUPPRESS)
+    parser.add_argument("--config", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.role:
+        role_main(args.role, json.loads(args.config))
+        return 0
+    use_postgres = not args.sqlite and reachable(5432)
+    res = run(args.quick, use_postgres)
+    command = "python -m bench storage" + (" --quick" if args.quick else "") + (" --sqlite" if args.sqlite else "")
+    report = render(res, command)
+    print(report)
+    if not args.quick:
+        RESULTS.parent.mkdir(exist_ok=True)
+        RESULTS.write_text(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
