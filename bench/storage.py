@@ -196,7 +196,13 @@ def run_role(role: str, cfg: dict[str, Any], env: dict[str, str], procs: Procs, 
 # --- orchestration and report ----------------------------------------------------------------------
 
 
-def run(quick: bool, use_postgres: bool) -> dict[str, Any]:
+# glibc: one malloc arena per thread that allocates (the database threads too), and an mmap threshold
+# that grows with every large buffer freed (asyncio reads up to 256 KiB per recv), so freed memory stays
+# in the process. Fixed, the same runners show how much of the RSS beyond the heap is the allocator's.
+MALLOC_FIXED = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
+
+
+def run(quick: bool, use_postgres: bool, only: str = "") -> dict[str, Any]:
     import subprocess
 
     tokens = 500 if quick else 2000
@@ -226,13 +232,13 @@ def run(quick: bool, use_postgres: bool) -> dict[str, Any]:
                 except Exception as exc:  # reported, not fatal
                     answers[k] = {"error": str(exc), **cfg}
 
-            threads = [threading.Thread(target=one, args=(k, p)) for k, p in enumerate(paces)]
+            threads = [threading.Thread(target=one, args=(k, p)) for k, p in enumerate(paces) if only != "memory"]
             for t in threads:
                 t.start()
             for t in threads:  # the answers first: the memory probes load the machine
                 t.join()
-            results["answers"] = answers
-            for a in answers:
+            results["answers"] = answers if threads else []
+            for a in results["answers"]:
                 if "error" not in a:
                     print(f"{a['tokens']} deltas at {a['tokens_per_s']}/s: checkpoints "
                           f"{a['checkpoint_bytes'] / a['text_bytes']:.2f}x text (before "
@@ -242,12 +248,14 @@ def run(quick: bool, use_postgres: bool) -> dict[str, Any]:
                           flush=True)
                 else:
                     print(a, flush=True)
-            for tracing in (False, True):
+            for tracing, malloc in ((False, False), (False, True), (True, False)):
                 cfg = {"simulator": sim_url, "streams": streams, "tokens": mem_tokens, "tokens_per_s": 100,
                        "tracemalloc": tracing}
-                r = run_role("memory", cfg, env, procs, timeout=400)
+                r = run_role("memory", cfg, dict(env, **MALLOC_FIXED) if malloc else env, procs, timeout=400)
+                r["malloc_fixed"] = malloc
                 results["memory"].append(r)
-                print(f"memory {streams} x {mem_tokens} deltas ({'tracemalloc' if tracing else 'RSS'}): "
+                print(f"memory {streams} x {mem_tokens} deltas ({'tracemalloc' if tracing else 'RSS'}"
+                      f"{', malloc fixed' if malloc else ''}): "
                       f"{r['per_stream'] / KIB:,.0f} KiB/stream, text {r['text_bytes'] / KIB:,.1f} KiB", flush=True)
         finally:
             procs.stop_all()
@@ -276,22 +284,24 @@ def render(res: dict[str, Any], command: str) -> str:
             f"{a['log_bytes_before'] / t:.1f}x | {a['log_bytes_before'] / a['log_bytes']:.0f}x smaller | "
             f"{a['compress_us_per_kb']:.1f} · {a['decompress_us_per_kb']:.1f} us/KB |")
     lines += ["", "Targets: checkpoints <= 3x the text, event log <= 8x.", ""]
-    mem = {bool(m["tracemalloc"]): m for m in res["memory"]}
+    mem = {(bool(m["tracemalloc"]), bool(m.get("malloc_fixed"))): m for m in res["memory"]}
     if mem:
-        m = mem.get(False) or next(iter(mem.values()))
+        m = mem.get((False, False)) or next(iter(mem.values()))
         text = m["text_bytes"]
         target = 2 * text + 64 * KIB
         lines += ["## Memory per in-flight stream", "",
                   f"{m['streams']} runners at once in one process, each held before the last deltas of a "
                   f"{m['tokens']}-delta answer ({text / KIB:.1f} KiB of text); growth / N. Target 2 x text + 64 KiB "
                   f"= {target / KIB:.0f} KiB.", "", "| measure | per stream | of target |", "|---|---|---|"]
-        for tracing, label in ((False, "RSS"), (True, "Python heap (tracemalloc, another process)")):
-            if tracing in mem:
-                lines.append(f"| {label} | {mem[tracing]['per_stream'] / KIB:.0f} KiB | "
-                             f"{mem[tracing]['per_stream'] / target:.0%} |")
-        if True in mem:
+        fixed = " ".join(f"{k}={v}" for k, v in MALLOC_FIXED.items())
+        for key, label in (((False, False), "RSS"), ((False, True), f"RSS with `{fixed}`"),
+                           ((True, False), "Python heap (tracemalloc, another process)")):
+            if key in mem:
+                lines.append(f"| {label} | {mem[key]['per_stream'] / KIB:.0f} KiB | "
+                             f"{mem[key]['per_stream'] / target:.0%} |")
+        if (True, False) in mem:
             lines += ["", "Largest heap holders per stream (tracemalloc, by line):", ""]
-            lines += [f"- `{where}`: {size / KIB:.1f} KiB" for where, size in mem[True]["top"]]
+            lines += [f"- `{where}`: {size / KIB:.1f} KiB" for where, size in mem[(True, False)]["top"]]
     return "\n".join(lines) + "\n"
 
 
@@ -299,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench storage")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--sqlite", action="store_true", help="a temporary SQLite file instead of PostgreSQL")
+    parser.add_argument("--only", choices=["memory"], default="", help="only the memory probes")
     parser.add_argument("--role", help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -306,11 +317,11 @@ def main(argv: list[str] | None = None) -> int:
         role_main(args.role, json.loads(args.config))
         return 0
     use_postgres = not args.sqlite and reachable(5432)
-    res = run(args.quick, use_postgres)
+    res = run(args.quick, use_postgres, args.only)
     command = "python -m bench storage" + (" --quick" if args.quick else "") + (" --sqlite" if args.sqlite else "")
     report = render(res, command)
     print(report)
-    if not args.quick:
+    if not args.quick and not args.only:
         RESULTS.parent.mkdir(exist_ok=True)
         RESULTS.write_text(report)
     return 0
