@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import F, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
 
 from . import storage
@@ -34,10 +34,6 @@ def request_get_for_user(
     return request if can_view(user, request) else None
 
 
-def checkpoint_latest(*, request_id: uuid.UUID) -> Checkpoint | None:
-    return Checkpoint.objects.filter(request_id=request_id).order_by("-revision").first()
-
-
 def _view_from(rows: list[tuple[int, int | None, Any, Any]]) -> dict[str, Any] | None:
     """The view at the last of a request's checkpoint rows (revision, base revision, view, ops),
     in revision order from a base: the base's view with each row's ops applied. A row that does
@@ -56,12 +52,17 @@ def _view_from(rows: list[tuple[int, int | None, Any, Any]]) -> dict[str, Any] |
 
 
 def _checkpoint_rows_from_base(request_ids: list[Any]) -> dict[Any, list[tuple[int, int | None, Any, Any]]]:
-    """Each request's checkpoint rows from its latest base on, in revision order (one query)."""
-    base = Checkpoint.objects.filter(request_id=OuterRef("request_id"), base_revision__isnull=True,
-                                     view__isnull=False).order_by("-revision").values("revision")[:1]
-    rows = (Checkpoint.objects.filter(request_id__in=request_ids).annotate(base=Subquery(base))
-            .filter(revision__gte=F("base")).order_by("request_id", "revision")
-            .values_list("request_id", "revision", "base_revision", "view", "ops"))
+    """Each request's checkpoint rows from its latest base on, in revision order (two queries:
+    the bases' revisions, then each request's range of its index `checkpoint_latest`)."""
+    bases = dict(Checkpoint.objects.filter(request_id__in=request_ids, base_revision__isnull=True, view__isnull=False)
+                 .values("request_id").annotate(base=Max("revision")).values_list("request_id", "base"))
+    if not bases:
+        return {}
+    ranges = Q()
+    for request_id, base in bases.items():
+        ranges |= Q(request_id=request_id, revision__gte=base)
+    rows = Checkpoint.objects.filter(ranges).order_by("request_id", "revision").values_list(
+        "request_id", "revision", "base_revision", "view", "ops")
     chains: dict[Any, list[tuple[int, int | None, Any, Any]]] = {}
     for request_id, *row in rows:
         chains.setdefault(request_id, []).append(tuple(row))  # type: ignore[arg-type]
@@ -81,8 +82,10 @@ def views_latest(*, request_ids: list[Any]) -> dict[Any, dict[str, Any]]:
 def view_latest(*, request: ResponseRequest) -> dict[str, Any]:
     """The latest committed view, or an empty one that carries the request's status."""
     view = views_latest(request_ids=[request.pk]).get(request.pk)
-    if view is not None:
-        return view
+    return view if view is not None else _empty_view(request)
+
+
+def _empty_view(request: ResponseRequest) -> dict[str, Any]:
     return dict(EMPTY_VIEW, meta={"response_id": request.response_id or None, "status": None})
 
 
@@ -179,7 +182,7 @@ def conversation_turns(*, conversation: Conversation) -> list[tuple[ResponseRequ
     """Every request of a conversation with its latest committed view (two queries)."""
     requests = list(conversation.requests.order_by("created"))
     views = views_latest(request_ids=[r.pk for r in requests])
-    return [(r, views.get(r.pk) or view_latest(request=r)) for r in requests]
+    return [(r, views.get(r.pk) or _empty_view(r)) for r in requests]
 
 
 def mcp_approvals(*, request_id: uuid.UUID) -> dict[str, bool]:
