@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import json
 import os
@@ -106,6 +107,43 @@ async def _answer(cfg: dict[str, Any]) -> dict[str, Any]:
 # --- role: many runners in flight --------------------------------------------------------------------
 
 
+def _allocators() -> dict[str, int]:
+    """Bytes held by glibc malloc (in use, and free but kept) and by pymalloc's arenas (in use)."""
+    import ctypes
+    import re
+    import tempfile
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+            "keepcost")]
+
+    out: dict[str, int] = {}
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallinfo2.restype = MallInfo2
+        info = libc.mallinfo2()
+        out.update(malloc_in_use=info.uordblks + info.hblkhd, malloc_free_kept=info.fordblks)
+    except (OSError, AttributeError):  # not glibc
+        pass
+    with tempfile.TemporaryFile(mode="w+") as tmp:
+        saved = os.dup(2)
+        os.dup2(tmp.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        tmp.seek(0)
+        stats = tmp.read()
+    arenas = re.search(r"\d+ arenas \* \d+ bytes/arena\s*=\s*([\d,]+)", stats)
+    used = re.search(r"# bytes in allocated blocks\s*=\s*([\d,]+)", stats)
+    if arenas and used:
+        out.update(pymalloc_arenas=int(arenas.group(1).replace(",", "")),
+                   pymalloc_used=int(used.group(1).replace(",", "")))
+    return out
+
+
 async def _memory(cfg: dict[str, Any]) -> dict[str, Any]:
     import tracemalloc
 
@@ -152,11 +190,19 @@ async def _memory(cfg: dict[str, Any]) -> dict[str, Any]:
         tracemalloc.start()
     gc.collect()
     base_traced = tracemalloc.get_traced_memory()[0] if tracing else 0
-    base_rss = rss_bytes()
+    base_rss, base_alloc = rss_bytes(), _allocators()
     runners = await batch(n)
     gc.collect()
     traced = (tracemalloc.get_traced_memory()[0] - base_traced) if tracing else 0
     rss = rss_bytes() - base_rss
+    allocators = {k: (v - base_alloc.get(k, 0)) / n for k, v in _allocators().items()}
+    trimmed = None
+    if not tracing:  # what glibc keeps free and could give back
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+            trimmed = (rss_bytes() - base_rss) / n
     text_bytes = sum(len(r.final_text().encode()) for r in runners) / n
     top: list[tuple[str, int]] = []
     if tracing:
@@ -168,7 +214,8 @@ async def _memory(cfg: dict[str, Any]) -> dict[str, Any]:
         tracemalloc.stop()
     await stop(runners)
     return {"streams": n, "tokens": tokens, "tokens_per_s": pace, "tracemalloc": tracing,
-            "per_stream": (traced if tracing else rss) / n, "text_bytes": text_bytes, "top": top}
+            "per_stream": (traced if tracing else rss) / n, "text_bytes": text_bytes, "top": top,
+            "allocators": allocators, "trimmed": trimmed}
 
 
 def role_main(role: str, cfg: dict[str, Any]) -> None:
@@ -256,7 +303,8 @@ def run(quick: bool, use_postgres: bool, only: str = "") -> dict[str, Any]:
                 results["memory"].append(r)
                 print(f"memory {streams} x {mem_tokens} deltas ({'tracemalloc' if tracing else 'RSS'}"
                       f"{', malloc fixed' if malloc else ''}): "
-                      f"{r['per_stream'] / KIB:,.0f} KiB/stream, text {r['text_bytes'] / KIB:,.1f} KiB", flush=True)
+                      f"{r['per_stream'] / KIB:,.0f} KiB/stream, text {r['text_bytes'] / KIB:,.1f} KiB; per stream "
+                      + ", ".join(f"{k} {v / KIB:,.0f} KiB" for k, v in r["allocators"].items()), flush=True)
         finally:
             procs.stop_all()
     return results
@@ -299,6 +347,16 @@ def render(res: dict[str, Any], command: str) -> str:
             if key in mem:
                 lines.append(f"| {label} | {mem[key]['per_stream'] / KIB:.0f} KiB | "
                              f"{mem[key]['per_stream'] / target:.0%} |")
+        if m.get("trimmed") is not None:
+            trimmed = m["trimmed"]
+            lines.append(f"| RSS right after `malloc_trim(0)` | {trimmed / KIB:.0f} KiB | {trimmed / target:.0%} |")
+        alloc = m.get("allocators") or {}
+        if alloc:
+            lines += ["", "Where the RSS is, per stream (the RSS run, before the trim): pymalloc's arenas "
+                      f"{alloc.get('pymalloc_arenas', 0) / KIB:.0f} KiB, of which blocks in use "
+                      f"{alloc.get('pymalloc_used', 0) / KIB:.0f} KiB (the rest: arenas kept by a few live "
+                      f"objects); glibc malloc in use {alloc.get('malloc_in_use', 0) / KIB:.0f} KiB (objects over 512 "
+                      f"bytes, C libraries), free but kept {alloc.get('malloc_free_kept', 0) / KIB:.0f} KiB."]
         if (True, False) in mem:
             lines += ["", "Largest heap holders per stream (tracemalloc, by line):", ""]
             lines += [f"- `{where}`: {size / KIB:.1f} KiB" for where, size in mem[(True, False)]["top"]]
