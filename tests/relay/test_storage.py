@@ -12,7 +12,8 @@ from typing import Any
 import orjson
 import pytest
 from asgiref.sync import sync_to_async
-from hypothesis import given
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from responses_app import selectors, services, storage
@@ -236,3 +237,16 @@ def test_event_batches_round_trip_byte_exact_through_compression(batches: list[b
         assert storage.log_text("", frame).encode("utf-8", "surrogateescape") == data
     text = 'data: {"delta":"é\\u0000"}\n\n'
     assert storage.log_text(text, None) == text and storage.log_bytes(text, None) == text.encode()
+
+
+@pytest.mark.django_db
+@hypothesis_settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.binary(max_size=400), min_size=1, max_size=5))
+def test_the_stored_log_reads_back_byte_exact_whatever_the_bytes(owner: Any, batches: list[bytes]) -> None:
+    request, _ = services.request_create(owner=owner, input="Hi", model="sim-text", client_request_id=str(uuid.uuid4()))
+    services.checkpoints_commit_many(items=[(request.pk, None, [
+        {"segment_index": 0, "first_sequence": i, "last_sequence": i, "count": 1, "data": data}
+        for i, data in enumerate(batches)])])
+    assert b"".join(data for _round, data in selectors.event_log_by_round(request_id=request.pk)) == b"".join(batches)
+    text = selectors.event_log_text(request_id=request.pk)
+    assert text.encode("utf-8", "surrogateescape") == b"".join(batches)
