@@ -1,6 +1,6 @@
 """The storage benchmark: what an answer costs in the database, and what a stream costs in memory.
 
-    python -m bench storage            # ~4 minutes; prints the tables, writes bench/results/storage.md
+    python -m bench storage            # ~6 minutes; prints the tables, writes bench/results/storage.md
     python -m bench storage --quick    # a smoke run (500 deltas, 10 streams); results file not written
 
 One run, side by side:
@@ -16,7 +16,9 @@ One run, side by side:
   uncompressed SSE text (what the format before stored), over the final text;
 * **memory per in-flight stream**: N runners at once in one process, each held just before the
   end of a 3,000-delta answer (the simulator stalls it), RSS growth / N and, in a second process,
-  the Python heap (tracemalloc) growth / N with its largest holders, against 2 x text + 64 KiB.
+  the Python heap (tracemalloc) growth / N with its largest holders, against 2 x text + 64 KiB;
+  where the RSS is (glibc's `mallinfo2`, pymalloc's statistics), the RSS right after
+  `malloc_trim(0)`, and the RSS of the same runners with glibc's malloc tuned (MALLOC_FIXED).
 
 Bytes are the logical JSON and zstd bytes the relay hands to the database (PostgreSQL may TOAST-
 compress a large row further; the old format's rows were compressible, ours mostly are not).
