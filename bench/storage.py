@@ -221,6 +221,10 @@ async def _memory(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def role_main(role: str, cfg: dict[str, Any]) -> None:
+    if os.environ.get("BENCH_RECV_MAX"):  # an experiment: asyncio's bytes per recv (256 KiB by default)
+        from asyncio import selector_events
+
+        selector_events._SelectorSocketTransport.max_size = int(os.environ["BENCH_RECV_MAX"])
     _django(cfg)
     result = asyncio.run(_answer(cfg) if role == "answer" else _memory(cfg))
     print(json.dumps(result))

@@ -42,7 +42,7 @@ def _view_from(rows: list[tuple[int, int | None, Any, Any]]) -> dict[str, Any] |
     for revision, base_revision, whole, ops in rows:
         if base_revision is None and whole is not None:  # copied as deep as ops write
             view = dict(whole, meta=dict(whole.get("meta") or {}), blocks=[dict(b) for b in whole.get("blocks") or ()])
-        elif view is not None and base_revision == view["revision"] and ops is not None:
+        elif view is not None and base_revision == view.get("revision") and ops is not None:
             for op in ops:
                 apply_op(view, op)
             view["revision"] = revision

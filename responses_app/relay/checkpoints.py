@@ -7,8 +7,8 @@ appends to a block merged: about the text added, plus a few dozen bytes), so the
 answer take about its text once, not once per checkpoint (models.Checkpoint). Every
 `CHAIN_MAX`-th is a base again, so materialising a view reads a bounded number of rows. The
 Response snapshot is stored once per response, with the first checkpoint after it ended (or
-the request's terminal one). The writer commits each request's
-states in order (merging those of one round, writer.merge_states) and every event batch.
+the request's terminal one). The writer commits each request's states in order (merging those
+of one round, writer.merge_states) and every event batch.
 
 Captured right after a flush, every committed revision is a patch boundary: a viewer starting
 from a checkpoint can chain the patches that follow it.
@@ -126,4 +126,3 @@ class Checkpointer:
                 await asyncio.shield(self._last_write)
             except Exception:  # logged by the callback; the terminal write still goes ahead
                 pass
-
