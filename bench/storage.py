@@ -250,8 +250,8 @@ def run_role(role: str, cfg: dict[str, Any], env: dict[str, str], procs: Procs, 
 
 
 # glibc: one malloc arena per thread that allocates (the database threads too), and an mmap threshold
-# that grows with every large buffer freed (asyncio reads up to 256 KiB per recv), so freed memory stays
-# in the process. Fixed, the same runners show how much of the RSS beyond the heap is the allocator's.
+# that grows as large buffers are freed, so freed memory may stay in the process. With both fixed, the
+# same runners show whether that is where the RSS beyond the heap goes (measured: it is not).
 MALLOC_FIXED = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
 
 
