@@ -67,6 +67,7 @@ class Delivery:
         self.patches.policy.scale = self.hub.pacer.scale
         if change.ops:
             self.checkpoints.policy.push(now, changed=True)
+            self.checkpoints.changed(change)
         if self.patches.push(change, now, boundary=boundary):
             self._flush(now, "boundary" if boundary else None)
         else:
