@@ -1,6 +1,7 @@
 """`python -m bench [--quick]`: the streaming core benchmark (bench/core.py).
 `python -m bench relay [--quick]`: the relay benchmark (bench/relay.py).
 `python -m bench scaled [--streams 20,50]`: N streams x M viewers, one process and scaled out (bench/scaled.py).
+`python -m bench wire [--quick]`: websocket bytes per answer and latency, before and after (bench/wire.py).
 `python -m bench transport`: httpx's default transport vs httpx-aiohttp (bench/transport.py).
 `python -m bench all`: core, transport and relay."""
 
@@ -18,6 +19,10 @@ def run(argv: list[str]) -> int:
         from bench.scaled import main as scaled
 
         return scaled(argv[1:])
+    if argv[:1] == ["wire"]:
+        from bench.wire import main as wire
+
+        return wire(argv[1:])
     if argv[:1] == ["transport"]:
         from bench.transport import main as transport
 
