@@ -218,12 +218,9 @@ def run(baseline: str, tokens: int, use_postgres: bool, log_dir: Path) -> dict[s
                            OPENAI_BASE_URL="", OPENAI_API_KEY="", LOG_LEVEL="WARNING",
                            RELAY_MAX_CONCURRENT_PER_USER="1000", RELAY_SUBMIT_RATE="1000/s",
                            RELAY_MAX_SOCKETS_PER_USER="1000")
-                relays = {
-                    "before": start_relay(procs, old_tree, dict(env, DATABASE_URL=old_db,
-                                                                SIMULATOR_BASE_URL=sims["before"]), log_dir / "before.log"),
-                    "after": start_relay(procs, ROOT, dict(env, DATABASE_URL=new_db, SIMULATOR_BASE_URL=sims["after"]),
-                                         log_dir / "after.log"),
-                }
+                trees = {"before": (old_tree, old_db), "after": (ROOT, new_db)}
+                relays = {name: start_relay(procs, tree, dict(env, DATABASE_URL=db, SIMULATOR_BASE_URL=sims[name]),
+                                            log_dir / f"{name}.log") for name, (tree, db) in trees.items()}
                 cpu0 = {tree: cpu_seconds(proc.pid) for tree, (proc, _, _) in relays.items()}
                 answers = [Answer(tree, pace, stamped) for pace in PACES for tree in relays
                            for stamped in (False, True)]
@@ -289,7 +286,8 @@ def render(res: dict[str, Any], tokens: int) -> str:
         patches = a.kinds.get("patch", 0)
         out.append(f"| {a.pace} deltas/s | {a.tree} | {len(lat):,} | {patches:,} | {len(lat) / max(patches, 1):.1f} "
                    f"| {fmt_ms(pct(lat, 50))} | {fmt_ms(pct(lat, 90))} "
-                   f"| {fmt_ms(p99)}{'' if p99 <= LATENCY_LIMIT_MS else ' ✗'} | {fmt_ms(max(lat, default=float('nan')))} "
+                   f"| {fmt_ms(p99)}{'' if p99 <= LATENCY_LIMIT_MS else ' ✗'} "
+                   f"| {fmt_ms(max(lat, default=float('nan')))} "
                    f"| {a.resyncs} |")
     cpu = res["cpu"]
     out.append(f"\nms, receipt - emit, over every delta (not only each patch's newest). Relay CPU over the whole run "

@@ -16,10 +16,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-import orjson
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 
+from ..streaming.wire import decode
 from ..upstream import Upstream, base_url
 from .dbthreads import db, db_writer
 from .fanout import Fanout
@@ -130,8 +130,8 @@ class Hub:
         """Messages from a runner in another process, to this process's viewers, in order."""
         viewers = tuple(self.viewers.get(request_id, ()))
         for text in texts:
-            message = orjson.loads(text)
-            if message.get("type") == "patch":
+            message = decode(text)  # a patch arrives in the wire's form
+            if message["type"] == "patch":
                 self.remember(request_id, message)
             for viewer in viewers:
                 viewer.offer(message, text)
