@@ -51,7 +51,7 @@ from bench.relay import (
     start_simulator,
 )
 from responses_app.streaming.view import apply_patch
-from responses_app.streaming.wire import PROTOCOL, decode
+from responses_app.streaming.wire import PROTOCOL, appended, decode
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "wire.md"
@@ -146,8 +146,7 @@ async def follow(port: int, session: str, answer: Answer, tokens: int, seed: int
                             await ws.send('{"type":"snapshot"}')
                             continue
                         if answer.stamped:
-                            for op in message["ops"]:
-                                text = op if isinstance(op, str) else op[2] if op[0] == "append" else ""
+                            for text in appended(message["ops"]):
                                 answer.latencies.extend((now - float(s)) * 1000 for s in STAMP.findall(text))
                     elif kind == "terminal":
                         break

@@ -82,3 +82,8 @@ def decode(frame: str | bytes) -> dict[str, Any]:
                 raise WireError(f"not an op: {op!r}"[:200])
         return {"type": "patch", "base": revision - count, "revision": revision, "ops": ops}
     raise WireError(f"not a message of protocol {PROTOCOL}: {str(message)[:80]!r}")
+
+
+def appended(ops: list[Any]) -> list[str]:
+    """The texts a decoded patch's ops append, shorthand or named (for readers that time text)."""
+    return [op if isinstance(op, str) else op[2] for op in ops if isinstance(op, str) or op[0] == "append"]
