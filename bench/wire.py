@@ -1,6 +1,6 @@
 """Websocket bytes per answer, and the latency they cost: the wire format before and after, side by side.
 
-    python -m bench wire                  # ~2.5 minutes; writes bench/results/wire.md
+    python -m bench wire                  # ~3 minutes; writes bench/results/wire.md
     python -m bench wire --quick          # 400-delta answers; results file not written
     python -m bench wire --baseline REF   # the "before" tree: any commit (default: BASELINE)
 
@@ -8,7 +8,8 @@ Two relays run at once, each ONE Daphne process (development settings, DEBUG off
 in-process runner) on its own temporary PostgreSQL database (SQLite when PostgreSQL is not
 reachable): the *before* tree, exported from git (`git archive REF`, run only, never modified) and
 this tree. A standalone simulator feeds each. For each pace (30 and 200 deltas/s) each relay
-gets two 2,000-delta `sim-long` answers with one real websocket viewer each, all at the same time:
+gets a 2,000-delta `sim-long` answer with one real websocket viewer, all four at once; then the
+same again with stamped deltas, for the latency:
 
 * *bytes*: the same seed on both relays, so the same text; every frame the viewer receives from
   connect to `terminal` is counted (payload, and payload + the frame's header as a server sends
@@ -16,8 +17,11 @@ gets two 2,000-delta `sim-long` answers with one real websocket viewer each, all
   with `view.apply_patch` (`wire.decode` reads both formats) and must reach the text the API
   returns. *deflate*: the same frames through one zlib stream per socket with a sync flush per
   message, as permessage-deflate with context takeover would send them, and its CPU per frame.
-* *latency*: `sim.stamp` puts each delta's emit wall-clock time into its text (so this answer's
-  bytes are not counted); for every delta, receipt - emit.
+* *latency*: `sim.stamp` puts each delta's emit wall-clock time into its text (so these answers'
+  bytes are not counted); for every delta, receipt - emit. A stamp makes each delta about 4.6
+  times longer, and the after tree batches a slow flow by characters, so its stamped answers go
+  through a second Daphne of the same tree whose RELAY_FLUSH_MIN_CHARS is scaled by as much: its
+  patches then carry as many deltas as the plain answer's (the table shows both).
 """
 
 from __future__ import annotations
@@ -59,6 +63,8 @@ BASELINE = "814e58e"  # the last commit with protocol 1 (JSON object patches, 50
 PACES = (30, 200)
 TARGETS = {30: 2.0, 200: 1.5}  # bytes / text, the issue's bound per pace
 LATENCY_LIMIT_MS = 250.0
+STAMP_CHARS = len(f"⟨{time.time():.6f}⟩")  # what `sim.stamp` adds to each delta
+DEFAULT_MIN_CHARS = 32  # RELAY_FLUSH_MIN_CHARS's default
 
 
 def frame_header(length: int) -> int:
@@ -173,18 +179,23 @@ def export_tree(ref: str, into: Path) -> str:
                           capture_output=True, text=True, check=True).stdout.strip()
 
 
-def start_relay(procs: Procs, tree: Path, env: dict[str, str], log: Path) -> tuple[subprocess.Popen[Any], int, str]:
-    """Migrate, make a session and serve a tree with Daphne; (process, port, session key)."""
+def start_relay(procs: Procs, tree: Path, env: dict[str, str], log: Path,
+                session: str | None = None) -> tuple[subprocess.Popen[Any], int, str]:
+    """Serve a tree with Daphne (first migrating its database and making a session, unless given
+    one); (process, port, session key)."""
     env = dict(env, PYTHONPATH=str(tree))
-    subprocess.run([PY, "manage.py", "migrate", "--noinput"], cwd=tree, env=env, check=True, capture_output=True)
-    script = (
-        "from django.contrib.auth import get_user_model; from django.contrib.sessions.backends.db import SessionStore;"
-        "u = get_user_model().objects.create_user('bench', password='pw');"
-        "s = SessionStore(); s['_auth_user_id'] = str(u.pk);"
-        "s['_auth_user_backend'] = 'django.contrib.auth.backends.ModelBackend';"
-        "s['_auth_user_hash'] = u.get_session_auth_hash(); s.create(); print(s.session_key)")
-    session = subprocess.run([PY, "manage.py", "shell", "-c", script], cwd=tree, env=env, check=True,
-                             capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    if session is None:
+        subprocess.run([PY, "manage.py", "migrate", "--noinput"], cwd=tree, env=env, check=True,
+                       capture_output=True)
+        script = (
+            "from django.contrib.auth import get_user_model;"
+            "from django.contrib.sessions.backends.db import SessionStore;"
+            "u = get_user_model().objects.create_user('bench', password='pw');"
+            "s = SessionStore(); s['_auth_user_id'] = str(u.pk);"
+            "s['_auth_user_backend'] = 'django.contrib.auth.backends.ModelBackend';"
+            "s['_auth_user_hash'] = u.get_session_auth_hash(); s.create(); print(s.session_key)")
+        session = subprocess.run([PY, "manage.py", "shell", "-c", script], cwd=tree, env=env, check=True,
+                                 capture_output=True, text=True).stdout.strip().splitlines()[-1]
     port = free_port()
     out = open(log, "ab")  # noqa: SIM115 - closed with the process
     proc = subprocess.Popen([PY, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "project.asgi:application"],
@@ -196,6 +207,22 @@ def start_relay(procs: Procs, tree: Path, env: dict[str, str], log: Path) -> tup
             raise RuntimeError(f"daphne in {tree} did not start; see {log}")
         time.sleep(0.05)
     return proc, port, session
+
+
+def answer_all(relays: dict[str, tuple[subprocess.Popen[Any], int, str]], answers: list[Answer], tokens: int,
+               seeds: dict[int, int]) -> None:
+    """Every answer at once, each followed by one viewer; failures are kept in `Answer.error`."""
+    async def one(a: Answer) -> None:
+        _, port, session = relays[a.tree]
+        try:
+            await follow(port, session, a, tokens, seeds[a.pace] + a.stamped)
+        except Exception as exc:
+            a.error = f"{type(exc).__name__}: {exc}"[:300]
+
+    async def every() -> None:
+        await asyncio.gather(*(one(a) for a in answers))
+
+    asyncio.run(every())
 
 
 def run(baseline: str, tokens: int, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
@@ -217,27 +244,30 @@ def run(baseline: str, tokens: int, use_postgres: bool, log_dir: Path) -> dict[s
                            OPENAI_BASE_URL="", OPENAI_API_KEY="", LOG_LEVEL="WARNING",
                            RELAY_MAX_CONCURRENT_PER_USER="1000", RELAY_SUBMIT_RATE="1000/s",
                            RELAY_MAX_SOCKETS_PER_USER="1000")
-                trees = {"before": (old_tree, old_db), "after": (ROOT, new_db)}
-                relays = {name: start_relay(procs, tree, dict(env, DATABASE_URL=db, SIMULATOR_BASE_URL=sims[name]),
-                                            log_dir / f"{name}.log") for name, (tree, db) in trees.items()}
-                cpu0 = {tree: cpu_seconds(proc.pid) for tree, (proc, _, _) in relays.items()}
-                answers = [Answer(tree, pace, stamped) for pace in PACES for tree in relays
-                           for stamped in (False, True)]
+                envs = {"before": dict(env, DATABASE_URL=old_db, SIMULATOR_BASE_URL=sims["before"]),
+                        "after": dict(env, DATABASE_URL=new_db, SIMULATOR_BASE_URL=sims["after"])}
+                relays = {"before": start_relay(procs, old_tree, envs["before"], log_dir / "before.log"),
+                          "after": start_relay(procs, ROOT, envs["after"], log_dir / "after.log")}
                 seeds = {pace: uuid.uuid4().int >> 80 for pace in PACES}  # the same text on both relays
 
-                async def all_answers() -> None:
-                    async def one(a: Answer) -> None:
-                        _, port, session = relays[a.tree]
-                        try:
-                            await follow(port, session, a, tokens, seeds[a.pace] + a.stamped)
-                        except Exception as exc:
-                            a.error = f"{type(exc).__name__}: {exc}"[:300]
-
-                    await asyncio.gather(*(one(a) for a in answers))
-
-                asyncio.run(all_answers())
+                # 1. Bytes: plain answers, both trees at once.
+                cpu0 = {tree: cpu_seconds(proc.pid) for tree, (proc, _, _) in relays.items()}
+                plain = [Answer(tree, pace, False) for pace in PACES for tree in relays]
+                answer_all(relays, plain, tokens, seeds)
                 result["cpu"] = {tree: cpu_seconds(proc.pid) - cpu0[tree] for tree, (proc, _, _) in relays.items()}
-                result["answers"] = answers
+
+                # 2. Latency: stamped answers. A stamp adds STAMP_CHARS to every delta, and the after
+                # tree batches a slow flow by characters: its latency relay waits for as many more
+                # characters, so that its patches carry as many deltas as the plain answer's did.
+                chars = [len(a.text) / tokens for a in plain if a.tree == "after" and a.text]
+                scale = (sum(chars) / len(chars) + STAMP_CHARS) / (sum(chars) / len(chars)) if chars else 1.0
+                min_chars = round(DEFAULT_MIN_CHARS * scale)
+                result["latency_min_chars"] = min_chars
+                relays["after"] = start_relay(procs, ROOT, dict(envs["after"], RELAY_FLUSH_MIN_CHARS=str(min_chars)),
+                                              log_dir / "after-latency.log", session=relays["after"][2])
+                stamped = [Answer(tree, pace, True) for pace in PACES for tree in relays]
+                answer_all(relays, stamped, tokens, seeds)
+                result["answers"] = plain + stamped
             finally:
                 procs.stop_all()
     finally:
@@ -272,39 +302,46 @@ def render(res: dict[str, Any], tokens: int) -> str:
                    f"| {'yes' if a.viewer_text == a.text and a.text else 'NO'} |")
     out.append("")
     out.append("### Added latency (the same answers, stamped: `sim.stamp`)\n")
-    out.append("| pace | tree | deltas | patches | deltas / patch | p50 | p90 | p99 | max | resyncs |")
-    out.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    out.append("| pace | tree | deltas | patches | deltas / patch | plain answer's deltas / patch | p50 | p90 | p99 "
+               "| max | resyncs |")
+    out.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    plain = {(a.tree, a.pace): a for a in answers if not a.stamped}
     for a in answers:
         if not a.stamped:
             continue
         if a.error:
-            out.append(f"| {a.pace}/s | {a.tree} | failed: {a.error[:120]} |" + " |" * 7)
+            out.append(f"| {a.pace}/s | {a.tree} | failed: {a.error[:120]} |" + " |" * 8)
             continue
         lat = a.latencies
+        twin = plain.get((a.tree, a.pace))
+        twin_ratio = tokens / max(twin.kinds.get("patch", 0), 1) if twin and not twin.error else float("nan")
         p99 = pct(lat, 99)
         patches = a.kinds.get("patch", 0)
         out.append(f"| {a.pace} deltas/s | {a.tree} | {len(lat):,} | {patches:,} | {len(lat) / max(patches, 1):.1f} "
-                   f"| {fmt_ms(pct(lat, 50))} | {fmt_ms(pct(lat, 90))} "
+                   f"| {twin_ratio:.1f} | {fmt_ms(pct(lat, 50))} | {fmt_ms(pct(lat, 90))} "
                    f"| {fmt_ms(p99)}{'' if p99 <= LATENCY_LIMIT_MS else ' ✗'} "
                    f"| {fmt_ms(max(lat, default=float('nan')))} "
                    f"| {a.resyncs} |")
     cpu = res["cpu"]
-    out.append(f"\nms, receipt - emit, over every delta (not only each patch's newest). Relay CPU over the whole run "
-               f"(8 answers at once, 4 per relay): before {cpu['before']:.1f} s, after {cpu['after']:.1f} s "
-               f"({cpu['after'] / cpu['before']:.2f}x).\n")
+    out.append(f"\nms, receipt - emit, over every delta (not only each patch's newest); the after tree's stamped "
+               f"answers with RELAY_FLUSH_MIN_CHARS={res['latency_min_chars']} (32 scaled by the stamps). Relay CPU "
+               f"over the plain answers (4 at once, 2 per relay): before {cpu['before']:.1f} s, after "
+               f"{cpu['after']:.1f} s ({cpu['after'] / cpu['before']:.2f}x).\n")
     return "\n".join(out)
 
 
 HEADER = """# Websocket bytes per answer
 
-Generated by `python -m bench wire` (bench/wire.py) from the repository root; PostgreSQL on
-127.0.0.1:5432 (user postgres, trust auth) for the temporary databases. This run took {seconds:.0f} s.
+Generated by `python -m bench wire` (bench/wire.py) from the repository root (temporary databases on
+PostgreSQL at 127.0.0.1:5432, user postgres, or SQLite files with `--sqlite`: this run used
+{db}). This run took {seconds:.0f} s.
 
 Machine: {env}.
 
 *before*: `{baseline}` (exported with `git archive`, run as it is). *after*: this tree. Both
-relays ran at the same time on {db}, each fed by a standalone simulator, one websocket viewer per
-answer (websockets, asyncio, in the benchmark's own process), every answer at once.
+relays ran at the same time, each fed by a standalone simulator, one websocket viewer per answer
+(websockets, asyncio, in the benchmark's own process): the plain answers at once, then the stamped
+ones at once.
 *payload*: the frames' text; *with frame headers*: what the server writes for them (2 bytes per
 frame under 126 bytes, 4 under 64 KiB), TCP/IP not counted. *deflate (estimate)*: the same frames
 compressed as permessage-deflate with context takeover would (zlib, one stream per socket, a sync

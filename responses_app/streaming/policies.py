@@ -7,10 +7,12 @@ event queue passes `now`; nothing here reads a clock, sleeps or sets a timer. Th
 FlushPolicy (patches to viewers): leading edge, then throttled, in patches worth their envelope.
 Text after a quiet spell (none for `wait`) goes out at once, so does a boundary (a part, item or
 response ended); a steady flow goes out at most once per interval, and only once `min_chars` of
-text are pending, or at the latest `wait` after the oldest pending change. Measured for the wire
-issue (`python -m bench wire`): flushed every 50 ms, a 30 deltas/s answer went out as 1.5 deltas
-(about 8 characters) per patch, so each patch's envelope outweighed its text; with 32 characters
-or 100 ms, a patch carries 3 to 5 deltas there and at 200 deltas/s nothing changes. The interval
+text are pending or the oldest pending change has waited about `wait` (a chunk arriving within
+half an interval of it carries the patch; without one, a timer half an interval after it).
+Measured for the wire issue (`python -m bench wire`): flushed every 50 ms, a 30 deltas/s answer
+went out as 1.5 deltas (about 8 characters) per patch, so each patch's envelope outweighed its
+text; with 32 characters or 100 ms, a patch carries 4 to 5 deltas there, its newest text leaves
+as it arrives, and at 200 deltas/s nothing changes. The interval
 is the setting times `scale`, which the relay's pacer raises while the process is short of CPU;
 `wait` is never shorter than the interval.
 
@@ -58,6 +60,8 @@ class FlushPolicy:
         """Record a chunk's effect (`chars`: the text characters it appended); True when the caller
         should flush now."""
         quiet = chars > 0 and (self._last_text is None or now - self._last_text >= self.wait)
+        # Chunks an interval apart each pass the throttle, however late the last flush's timer fired.
+        spaced = self._last_change is None or now - self._last_change >= self.interval
         if changed:
             self._last_change = now
             if not self._pending:
@@ -66,8 +70,15 @@ class FlushPolicy:
         if chars > 0:
             self._last_text = now
             self._chars += chars
-        full = self._chars >= self.min_chars and (self._last_flush is None or now - self._last_flush >= self.interval)
-        return boundary or quiet or full
+        if boundary or quiet:
+            return True
+        if self._last_flush is not None and now - self._last_flush < self.interval and not spaced:
+            return False
+        # A chunk carries the pending patch out once it holds enough text, or once its oldest
+        # change has waited within half an interval of `wait` (the next chunk would come too late):
+        # so its newest text leaves the moment it arrives.
+        return self._chars >= self.min_chars or (
+            self._first_pending is not None and now - self._first_pending >= self.wait - self.interval / 2)
 
     def due(self, now: float) -> bool:
         deadline = self.next_deadline()
@@ -81,7 +92,7 @@ class FlushPolicy:
         if self._chars >= self.min_chars:
             return after
         assert self._first_pending is not None
-        return max(after, self._first_pending + self.wait)
+        return max(after, self._first_pending + self.wait + self.interval / 2)  # no chunk came: the flow paused
 
     def flushed(self, now: float, *, sent: bool) -> None:
         """The caller flushed (`sent`: a patch went out, which starts the next interval)."""

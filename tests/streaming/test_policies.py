@@ -40,20 +40,37 @@ def test_text_after_a_quiet_spell_goes_out_at_once() -> None:
 SLOW = {"max_wait": 0.1, "min_chars": 32}
 
 
-def test_a_slow_flow_waits_for_enough_text_or_for_the_longest_wait() -> None:
+def test_a_slow_flow_is_carried_out_by_the_chunk_nearest_the_longest_wait() -> None:
     policy = FlushPolicy(0.05, **SLOW)  # type: ignore[arg-type]
-    policy.flushed(10.0, sent=True)
     policy.push(9.99, changed=True, chars=5)
     policy.flushed(10.0, sent=True)
-    for t in (10.05, 10.10, 10.14):  # a chunk of one or two deltas every 50 ms, as at 30 deltas/s
-        assert not policy.push(t, changed=True, chars=7)
-    assert policy.next_deadline() == pytest.approx(10.15), "100 ms after the oldest pending change"
-    assert not policy.due(10.149) and policy.due(10.15)
+    # A chunk of one or two deltas every 50 ms, as at 30 deltas/s.
+    assert not policy.push(10.05, changed=True, chars=7), "the oldest pending change"
+    assert not policy.push(10.10, changed=True, chars=7), "waited 50 ms: another chunk comes within the wait"
+    assert policy.push(10.15, changed=True, chars=7), "waited 100 ms: this chunk carries it, its own text at once"
     policy.flushed(10.15, sent=True)
-    for t in (10.20, 10.25, 10.30, 10.35):
-        if policy.push(t, changed=True, chars=9):
+    for t in (10.20, 10.25, 10.30):
+        if policy.push(t, changed=True, chars=16):
             break
-    assert t == pytest.approx(10.35), "36 characters pending: worth a patch, the interval has passed"
+    assert t == pytest.approx(10.25), "32 characters pending: worth a patch, the interval has passed"
+
+
+def test_chunks_an_interval_apart_are_not_held_by_a_late_timer() -> None:
+    policy = FlushPolicy(0.05, **SLOW)  # type: ignore[arg-type]
+    policy.push(10.0, changed=True, chars=40)
+    policy.flushed(10.004, sent=True)  # by a timer that fired 4 ms late
+    assert policy.push(10.05, changed=True, chars=40), "46 ms after that flush, but 50 ms after the last chunk"
+    policy.flushed(10.05, sent=True)
+    assert not policy.push(10.07, changed=True, chars=40), "a chunk 20 ms after the last waits for the interval"
+
+
+def test_when_no_chunk_comes_the_timer_sends_what_waits() -> None:
+    policy = FlushPolicy(0.05, **SLOW)  # type: ignore[arg-type]
+    policy.push(9.99, changed=True, chars=5)
+    policy.flushed(10.0, sent=True)
+    policy.push(10.05, changed=True, chars=7)
+    assert policy.next_deadline() == pytest.approx(10.175), "the wait and half an interval"
+    assert not policy.due(10.174) and policy.due(10.175)
 
 
 def test_a_fast_flow_still_goes_out_once_per_interval() -> None:
@@ -81,7 +98,7 @@ def test_the_wait_is_never_shorter_than_the_paced_interval() -> None:
     policy.flushed(10.0, sent=True)
     policy.scale = 4.0  # the pacer: a 200 ms interval
     policy.push(10.01, changed=True, chars=3)
-    assert policy.wait == pytest.approx(0.2) and policy.next_deadline() == pytest.approx(10.21)
+    assert policy.wait == pytest.approx(0.2) and policy.next_deadline() == pytest.approx(10.31)
 
 
 def test_a_boundary_goes_out_at_once_whatever_the_timing() -> None:
