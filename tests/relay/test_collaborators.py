@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from typing import Any
 
 import orjson
+import pytest
 
 from responses_app.relay import eventlog
 from responses_app.relay.eventlog import EventLog
@@ -123,6 +126,20 @@ def test_a_slow_flow_is_published_in_patches_worth_their_envelope() -> None:
     sizes = [len(decode(f)["ops"][0]) for f in batched]
     assert sizes[0] == 5, "the first text at once"
     assert all(20 <= size <= 45 for size in sizes[1:-1]), sizes
+
+
+@pytest.mark.parametrize(("name", "value", "message"), [
+    ("RELAY_FLUSH_MIN_CHARS", "-1", "must be zero or more"), ("RELAY_FLUSH_MIN_CHARS", "many", "must be an integer"),
+    ("RELAY_FLUSH_MAX_WAIT_MS", "0", "must be positive"), ("RELAY_FLUSH_MIN_CHARS", "0", None),
+])
+def test_the_batching_settings_are_checked_at_start_up(name: str, value: str, message: str | None) -> None:
+    done = subprocess.run([sys.executable, "-c", "import django, os; os.environ['DJANGO_SETTINGS_MODULE']="
+                           "'project.settings'; django.setup()"], capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", name: value, "DJANGO_ENV": "development"}, check=False)
+    if message is None:
+        assert done.returncode == 0, done.stderr  # 0: every interval, as before protocol 2
+    else:
+        assert done.returncode != 0 and "ImproperlyConfigured" in done.stderr and message in done.stderr
 
 
 async def test_with_nothing_pending_a_snapshot_is_immediate() -> None:
