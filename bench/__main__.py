@@ -3,8 +3,10 @@
     python -m bench [--quick]          the streaming core (bench/core.py)
     python -m bench relay [--quick]    the relay: latency, capacity, CPU beside a naive relay (bench/relay.py)
     python -m bench scaled             N streams x M viewers, one process and scaled out (bench/scaled.py)
+    python -m bench wire [--quick]     websocket bytes per answer and latency, before and after (bench/wire.py)
     python -m bench transport          httpx's default transport vs httpx-aiohttp (bench/transport.py)
     python -m bench metrics            what the live metrics cost the hot path, before and after (bench/metrics.py)
+    python -m bench storage [--quick]  checkpoint and event-log bytes per answer, memory per stream (bench/storage.py)
     python -m bench safety [--quick]   the latency buffered mode adds, the CPU each safety mode costs (bench/safety.py)
     python -m bench render [--quick]   the chat page's render cost per frame in Chromium (bench/render.py)
     python -m bench all                core, transport and relay
@@ -15,7 +17,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ("core", "relay", "scaled", "transport", "metrics", "safety", "render")
+BENCHMARKS = ("core", "relay", "scaled", "transport", "metrics", "safety", "render", "storage", "wire")
 
 
 def _run(name: str, argv: list[str]) -> int:

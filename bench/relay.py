@@ -254,8 +254,9 @@ async def _received(ws: Any, win: Window) -> AsyncIterator[tuple[float, str | by
 
 async def _viewer_ours(cfg: dict[str, Any], i: int, win: Window, http: Any, gate: asyncio.Semaphore,
                        ready: list[int], errors: list[str]) -> None:
-    import orjson
     from websockets.asyncio.client import connect
+
+    from responses_app.streaming.wire import PROTOCOL, appended, decode
 
     port, session = cfg["port"], cfg["session"]
     metadata = {"sim.tokens_per_s": str(cfg["tokens_per_s"]), "sim.tokens": str(cfg["tokens"]),
@@ -267,15 +268,15 @@ async def _viewer_ours(cfg: dict[str, Any], i: int, win: Window, http: Any, gate
                 "background": cfg["background"], "metadata": metadata})
             created.raise_for_status()
             request_id = created.json()["id"]
-            ws = await connect(f"ws://127.0.0.1:{port}/ws/requests/{request_id}/", origin=f"http://127.0.0.1:{port}",
-                               additional_headers={"Cookie": f"sessionid={session}"}, compression=None, proxy=None,
-                               open_timeout=30)
+            ws = await connect(f"ws://127.0.0.1:{port}/ws/requests/{request_id}/?v={PROTOCOL}",
+                               origin=f"http://127.0.0.1:{port}", additional_headers={"Cookie": f"sessionid={session}"},
+                               compression=None, proxy=None, open_timeout=30)
         except Exception as exc:
             errors.append(f"setup: {type(exc).__name__}: {exc}"[:200])
             return
     flowing = False
     revision: int | None = None
-    loads = orjson.loads
+    loads = decode  # patches arrive in the wire's form (streaming/wire.py)
     findall = STAMP.findall
     try:
         async for now, raw in _received(ws, win):
@@ -295,7 +296,7 @@ async def _viewer_ours(cfg: dict[str, Any], i: int, win: Window, http: Any, gate
                     win.resyncs += 1
                 await ws.send('{"type":"snapshot"}')  # what chat.js does on a gap
             revision = message["revision"]
-            stamps = [float(s) for op in message["ops"] if op[0] == "append" for s in findall(op[2])]
+            stamps = [float(s) for text in appended(message["ops"]) for s in findall(text)]
             if stamps and not flowing:
                 flowing = True
                 ready.append(i)  # deltas are flowing on this stream

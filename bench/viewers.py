@@ -23,9 +23,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from responses_app.streaming.view import apply_patch
+from responses_app.streaming.wire import PROTOCOL, appended, decode
 
 STAMP = re.compile(r"⟨(\d+\.\d+)⟩")
 STAMPED = re.compile(r"⟨\d+\.\d+⟩")
@@ -135,10 +134,10 @@ class Load:
     async def watch(self, viewer: Viewer) -> None:
         from websockets.asyncio.client import connect
 
-        url = f"ws://127.0.0.1:{viewer.port}/ws/requests/{viewer.request_id}/"
+        url = f"ws://127.0.0.1:{viewer.port}/ws/requests/{viewer.request_id}/?v={PROTOCOL}"
         headers = {"Cookie": f"sessionid={self.session}"}
         while time.time() < self.deadline:
-            query = "?reconnect=1" if viewer.reconnects or viewer.view is not None else ""
+            query = "&reconnect=1" if viewer.reconnects or viewer.view is not None else ""
             try:
                 async with connect(url + query, origin=f"http://127.0.0.1:{viewer.port}", additional_headers=headers,
                                    compression=None, proxy=None, open_timeout=20, ping_interval=None) as ws:
@@ -161,8 +160,8 @@ class Load:
             except TimeoutError:
                 continue
             now = time.time()
-            message = orjson.loads(raw)
-            kind = message.get("type")
+            message = decode(raw)
+            kind = message["type"]
             if kind == "snapshot":
                 viewer.view, viewer.revision = message["view"], message["revision"]
                 viewer.snapshots += 1
@@ -180,10 +179,11 @@ class Load:
                     await ws.send('{"type":"snapshot"}')
                     continue
                 viewer.revision = message["revision"]
-                stamps = [float(s) for op in message["ops"] if op[0] == "append" for s in STAMP.findall(op[2])]
+                texts = appended(message["ops"])
+                stamps = [float(s) for text in texts for s in STAMP.findall(text)]
                 if stamps:
                     viewer.lags.append((now - max(stamps)) * 1000)
-                if any(op[0] == "append" for op in message["ops"]):
+                if texts:
                     if viewer.last_text_at:
                         viewer.max_text_gap_s = max(viewer.max_text_gap_s, now - viewer.last_text_at)
                     viewer.last_text_at = now

@@ -18,13 +18,13 @@ env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
 
-def _positive_int(name: str, default: int) -> int:
+def _positive_int(name: str, default: int, *, zero: bool = False) -> int:
     try:
         value = env.int(name, default=default)
     except (ValueError, TypeError) as exc:
         raise ImproperlyConfigured(f"{name} must be an integer, got {env.str(name)!r}") from exc
-    if value <= 0:
-        raise ImproperlyConfigured(f"{name} must be positive, got {value}")
+    if value < 0 or (value == 0 and not zero):
+        raise ImproperlyConfigured(f"{name} must be {'zero or more' if zero else 'positive'}, got {value}")
     return value
 
 
@@ -328,6 +328,10 @@ if PRODUCTION and not UPSTREAM_IS_SIMULATOR and not RELAY_ALLOWED_MODELS:
 
 # --- Relay ----------------------------------------------------------------------------------
 RELAY_FLUSH_INTERVAL_MS = _positive_int("RELAY_FLUSH_INTERVAL_MS", 50)
+# A slow flow's patches wait for this much text (the envelope costs about a dozen bytes), at the
+# latest this long after their oldest change (never less than the interval); see bench/results/wire.md.
+RELAY_FLUSH_MIN_CHARS = _positive_int("RELAY_FLUSH_MIN_CHARS", 32, zero=True)
+RELAY_FLUSH_MAX_WAIT_MS = _positive_int("RELAY_FLUSH_MAX_WAIT_MS", 100)
 # Checkpoints while text flows: no sooner than the interval after the last one, then once
 # MIN_EVENTS events have come, the stream goes quiet, or MAX_INTERVAL has passed.
 RELAY_CHECKPOINT_INTERVAL_MS = _positive_int("RELAY_CHECKPOINT_INTERVAL_MS", 500)

@@ -69,9 +69,17 @@ class McpApprovalInline(ReadOnlyInline):
 
 class CheckpointInline(ReadOnlyInline):
     model = Checkpoint
-    fields = ("revision", "sequence_number", "reason", "created")
+    fields = ("revision", "sequence_number", "reason", "stored", "created")
     readonly_fields = fields
     ordering = ("revision",)
+
+    @admin.display(description="stored")
+    def stored(self, obj: Checkpoint) -> str:
+        if obj.is_base:
+            return "the whole view" + (" and the Response" if obj.snapshot is not None else "")
+        ops = obj.ops or []
+        return (f"{len(ops)} op{'s' if len(ops) != 1 else ''} since revision {obj.base_revision}"
+                + (" and the Response" if obj.snapshot is not None else ""))
 
 
 def can_read_safety_text(request: HttpRequest) -> bool:

@@ -1,10 +1,14 @@
 """`RequestConsumer` at /ws/requests/<uuid>/: one browser tab watching one logical request.
 
 On connect: authenticate (owner or staff, else close 4403), send the latest view as a `snapshot`,
-then live `patch` messages, then `terminal`. Messages are JSON objects with `type` and `revision`;
-patches carry `base` too, so a client that sees `base` != its revision asks for a `snapshot`
-instead of showing a hole. Disconnecting never cancels (Stop is an explicit `cancel` message), and
-a reconnect never starts an upstream call nor counts the request again.
+then live patches, then `terminal`. Messages are JSON objects with `type` and `revision`, except
+patches: arrays in the wire format of streaming/wire.py, which carry their base too, so a client
+that sees a base other than its revision asks for a `snapshot` instead of showing a hole. The
+client names the protocol it reads (`?v=2`); a socket that names none or another one (a tab
+loaded before this protocol, or after the next) gets snapshots only, at most one a second, each
+saying which protocol this server speaks, so no tab misreads a patch. Disconnecting never cancels
+(Stop is an explicit `cancel` message), and a reconnect never starts an upstream call nor counts
+the request again.
 
 Hardening (the origin check is in routing.py): at most RELAY_MAX_SOCKETS_PER_USER sockets per
 user across processes (limits.SocketSlots; more are closed 4429); frames past the per-socket
@@ -23,6 +27,7 @@ import logging
 import time
 from importlib import import_module
 from typing import Any
+from urllib.parse import parse_qs
 
 import orjson
 from asgiref.sync import async_to_sync
@@ -42,6 +47,7 @@ from .models import ResponseRequest
 from .relay.hub import get_hub
 from .relay.worker import cancel_request, start_request
 from .streaming.view import apply_patch
+from .streaming.wire import PROTOCOL
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +85,7 @@ class RequestConsumer(AsyncWebsocketConsumer):
     # Delivery state (see `offer`), per socket.
     sent_revision = -1  # the revision the client holds
     overflows = resyncs = 0
+    snapshots_only = False  # the client reads another protocol than PROTOCOL
     _resync_pending = _resync_queued = False
     _last_snapshot = 0.0
     _lag_text: str | None = None  # the latest stamped patch queued, and its upstream arrival (metrics)
@@ -119,7 +126,9 @@ class RequestConsumer(AsyncWebsocketConsumer):
         self.watchdog = asyncio.get_running_loop().create_task(self._watch_session())
         hub = get_hub()
         await hub.attach(self.request_id, self)  # before reading anything: nothing published from now on is missed
-        reconnect = "reconnect=1" in self.scope.get("query_string", b"").decode()
+        query = parse_qs(self.scope.get("query_string", b"").decode())
+        reconnect = query.get("reconnect") == ["1"]
+        self.snapshots_only = query.get("v") != [str(PROTOCOL)]
         await self._count(reconnect)
         await self._send_snapshot()  # before the writer starts, so it is the first message
         self.writer = asyncio.get_running_loop().create_task(self._write())
@@ -228,11 +237,14 @@ class RequestConsumer(AsyncWebsocketConsumer):
         if kind == "patch":
             if revision <= self.sent_revision:
                 return  # stale: the client has it
-            if message["base"] != self.sent_revision or self._resync_pending:
+            if message["base"] != self.sent_revision or self._resync_pending or self.snapshots_only:
                 self._resync_soon()
                 return
         elif kind == "ping" and revision > self.sent_revision >= 0:
             self._resync_soon()
+            return
+        elif kind == "terminal" and self.snapshots_only and revision > self.sent_revision >= 0:
+            self._enqueue_resync()  # the final view now; the snapshot of an ended request brings its terminal
             return
         try:
             self.outbox.put_nowait(text)
@@ -326,7 +338,7 @@ class RequestConsumer(AsyncWebsocketConsumer):
         self.resyncs += 1
         self.sent_revision = view["revision"]
         text = orjson.dumps({"type": "snapshot", "revision": view["revision"], "status": status,
-                             "view": view}).decode()
+                             "protocol": PROTOCOL, "view": view}).decode()
         await self.send(text_data=text)
         if status in ResponseRequest.ENDED:
             await self.send(text_data=orjson.dumps({"type": "terminal", "status": status,

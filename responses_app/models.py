@@ -254,38 +254,64 @@ class Segment(models.Model):
 
 
 class Checkpoint(models.Model):
-    """The committed view and snapshot. The newest by revision is what a (re)connecting tab sees."""
+    """A committed revision of the view. The newest by revision is what a (re)connecting tab sees.
+
+    Stored linear in the answer: a runner's first checkpoint holds the whole `view` (a *base*,
+    `base_revision` NULL); each later one holds only `ops`, the view ops (adjacent appends merged)
+    that take the previous checkpoint's revision, `base_revision`, to this one. The view at any
+    checkpoint is its latest base with the ops after it applied (selectors.view_latest). The
+    Response `snapshot` is kept once per response, with the first checkpoint after it ended (or
+    the request's terminal one): nothing reads it before the end, and recovery rebuilds from the
+    event log. Rows of the old format (a full view and
+    snapshot in every row) are bases."""
 
     request = models.ForeignKey(ResponseRequest, on_delete=models.CASCADE, related_name="checkpoints")
     revision = models.PositiveIntegerField()
     sequence_number = models.IntegerField(null=True, blank=True)
     reason = models.CharField(max_length=16)  # boundary, interval, terminal
-    view = FastJSONField()
-    snapshot = FastJSONField()
+    base_revision = models.PositiveIntegerField(null=True, blank=True)  # NULL: `view` is whole
+    view = FastJSONField(null=True, blank=True)
+    ops = FastJSONField(null=True, blank=True)
+    snapshot = FastJSONField(null=True, blank=True)
     created = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["request", "-revision"]
         indexes = [
-            # the latest checkpoint of a request in one query (ORDER BY revision DESC LIMIT 1)
+            # the latest checkpoint of a request in one query (ORDER BY revision DESC LIMIT 1), and
+            # the rows from its latest base on (revision >= base's) to materialise its view
             models.Index(fields=["request", "-revision"], name="checkpoint_latest"),
         ]
+
+    @property
+    def is_base(self) -> bool:
+        return self.base_revision is None
 
 
 class EventRecord(models.Model):
     """The raw event log, apart from the view model: one row per batch of consecutive events,
-    stored as SSE text (`data: {json}` blocks) with sensitive tool fields redacted."""
+    as SSE text (`data: {json}` blocks) with sensitive tool fields redacted.
+
+    Written compressed: `compressed` holds a zstd frame of the batch's exact bytes and `data`
+    stays empty (storage.log_compress; about 4x the answer's text instead of 50x). Rows of the
+    old format hold the text in `data`. Read through `text` either way."""
 
     request = models.ForeignKey(ResponseRequest, on_delete=models.CASCADE, related_name="event_batches")
     segment_index = models.PositiveIntegerField(default=0)
     first_sequence = models.IntegerField(null=True, blank=True)
     last_sequence = models.IntegerField(null=True, blank=True)
     count = models.PositiveIntegerField()
-    data = Utf8TextField()
+    data = Utf8TextField(blank=True)
+    compressed = models.BinaryField(null=True, blank=True)
     created = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["request", "id"]
+
+    @property
+    def text(self) -> str:
+        """The batch as SSE text, byte-exact (bytes that are not UTF-8 as surrogate escapes)."""
+        return storage.log_text(self.data, self.compressed)
 
 
 class ToolCall(models.Model):

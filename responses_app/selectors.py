@@ -8,9 +8,10 @@ from typing import Any
 
 import orjson
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
 
+from . import storage
 from .models import (
     Checkpoint,
     Conversation,
@@ -21,6 +22,7 @@ from .models import (
     Segment,
     ToolCall,
 )
+from .streaming.view import apply_op
 
 EMPTY_VIEW: dict[str, Any] = {"revision": 0, "meta": {"response_id": None, "status": None}, "blocks": []}
 
@@ -41,17 +43,59 @@ def request_get_for_user(
     return request if can_view(user, request) else None
 
 
-def checkpoint_latest(*, request_id: uuid.UUID) -> Checkpoint | None:
-    return Checkpoint.objects.filter(request_id=request_id).order_by("-revision").first()
+def _view_from(rows: list[tuple[int, int | None, Any, Any]]) -> dict[str, Any] | None:
+    """The view at the last of a request's checkpoint rows (revision, base revision, view, ops),
+    in revision order from a base: the base's view with each row's ops applied. A row that does
+    not continue the one before (never written so) ends it: the view is the last consistent one."""
+    view: dict[str, Any] | None = None
+    for revision, base_revision, whole, ops in rows:
+        if base_revision is None and whole is not None:  # copied as deep as ops write
+            view = dict(whole, meta=dict(whole.get("meta") or {}), blocks=[dict(b) for b in whole.get("blocks") or ()])
+        elif view is not None and base_revision == view.get("revision") and ops is not None:
+            for op in ops:
+                apply_op(view, op)
+            view["revision"] = revision
+        else:
+            break
+    return view
+
+
+def _checkpoint_rows_from_base(request_ids: list[Any]) -> dict[Any, list[tuple[int, int | None, Any, Any]]]:
+    """Each request's checkpoint rows from its latest base on, in revision order (two queries:
+    the bases' revisions, then each request's range of its index `checkpoint_latest`)."""
+    bases = dict(Checkpoint.objects.filter(request_id__in=request_ids, base_revision__isnull=True, view__isnull=False)
+                 .values("request_id").annotate(base=Max("revision")).values_list("request_id", "base"))
+    if not bases:
+        return {}
+    ranges = Q()
+    for request_id, base in bases.items():
+        ranges |= Q(request_id=request_id, revision__gte=base)
+    rows = Checkpoint.objects.filter(ranges).order_by("request_id", "revision").values_list(
+        "request_id", "revision", "base_revision", "view", "ops")
+    chains: dict[Any, list[tuple[int, int | None, Any, Any]]] = {}
+    for request_id, *row in rows:
+        chains.setdefault(request_id, []).append(tuple(row))  # type: ignore[arg-type]
+    return chains
+
+
+def views_latest(*, request_ids: list[Any]) -> dict[Any, dict[str, Any]]:
+    """The latest committed view of each request that has a checkpoint, materialised."""
+    views = {}
+    for request_id, rows in _checkpoint_rows_from_base(request_ids).items():
+        view = _view_from(rows)
+        if view is not None:
+            views[request_id] = view
+    return views
 
 
 def view_latest(*, request: ResponseRequest) -> dict[str, Any]:
     """The latest committed view, or an empty one that carries the request's status."""
-    checkpoint = checkpoint_latest(request_id=request.pk)
-    if checkpoint is not None:
-        return checkpoint.view  # type: ignore[no-any-return]
-    view = dict(EMPTY_VIEW, meta={"response_id": request.response_id or None, "status": None})
-    return view
+    view = views_latest(request_ids=[request.pk]).get(request.pk)
+    return view if view is not None else _empty_view(request)
+
+
+def _empty_view(request: ResponseRequest) -> dict[str, Any]:
+    return dict(EMPTY_VIEW, meta={"response_id": request.response_id or None, "status": None})
 
 
 def request_by_client_id(*, owner: User, client_request_id: str) -> ResponseRequest | None:
@@ -110,9 +154,9 @@ def event_log_by_round(*, request_id: uuid.UUID) -> list[tuple[int, bytes]]:
     """The raw event log in order, each batch with its response round: every continuation after
     tool results is a new upstream response, counted by the continuation segments before it."""
     kinds = list(Segment.objects.filter(request_id=request_id).order_by("index").values_list("kind", flat=True))
-    batches = event_batches(request_id=request_id).values_list("segment_index", "data")
-    return [(kinds[: segment_index + 1].count(Segment.Kind.CONTINUATION), data.encode())
-            for segment_index, data in batches]
+    batches = event_batches(request_id=request_id).values_list("segment_index", "data", "compressed")
+    return [(kinds[: segment_index + 1].count(Segment.Kind.CONTINUATION), storage.log_bytes(data, compressed))
+            for segment_index, data, compressed in batches]
 
 
 def event_batches(*, request_id: uuid.UUID) -> QuerySet[EventRecord]:
@@ -121,7 +165,8 @@ def event_batches(*, request_id: uuid.UUID) -> QuerySet[EventRecord]:
 
 def event_log_text(*, request_id: uuid.UUID) -> str:
     """The whole raw event log as SSE text, as `manage.py replay` reads it."""
-    return "".join(event_batches(request_id=request_id).values_list("data", flat=True))
+    return "".join(storage.log_text(data, compressed)
+                   for data, compressed in event_batches(request_id=request_id).values_list("data", "compressed"))
 
 
 def conversations_for_user(*, user: User) -> QuerySet[Conversation]:
@@ -163,11 +208,9 @@ def conversation_context(*, request: ResponseRequest) -> list[dict[str, Any]]:
 
 def conversation_turns(*, conversation: Conversation) -> list[tuple[ResponseRequest, dict[str, Any]]]:
     """Every request of a conversation with its latest committed view (two queries)."""
-    latest = Checkpoint.objects.filter(request=OuterRef("pk")).order_by("-revision").values("pk")[:1]
-    requests = list(conversation.requests.order_by("created").annotate(latest_checkpoint=Subquery(latest)))
-    ids = [r.latest_checkpoint for r in requests if r.latest_checkpoint]  # type: ignore[attr-defined]
-    views = dict(Checkpoint.objects.filter(pk__in=ids).values_list("request_id", "view"))
-    return [(r, views.get(r.pk) or view_latest(request=r)) for r in requests]
+    requests = list(conversation.requests.order_by("created"))
+    views = views_latest(request_ids=[r.pk for r in requests])
+    return [(r, views.get(r.pk) or _empty_view(r)) for r in requests]
 
 
 def mcp_approvals(*, request_id: uuid.UUID) -> dict[str, bool]:

@@ -1,8 +1,15 @@
 """One runner's checkpoints: when to take them (the core's CheckpointPolicy), what they hold,
 and handing them to the process's writer with the raw events gathered since the last one.
 
-A checkpoint is the view and the Response snapshot at a revision, serialised once when it is
-captured; the writer commits the newest state per request and every event batch, in order.
+A checkpoint is serialised once when it is captured. Its first one in this runner holds the whole
+view (a base); every later one holds only the view ops since the previous one, coalesced (adjacent
+appends to a block merged: about the text added, plus a few dozen bytes), so the checkpoints of an
+answer take about its text once, not once per checkpoint (models.Checkpoint). Every
+`CHAIN_MAX`-th is a base again, so materialising a view reads a bounded number of rows. The
+Response snapshot is stored once per response, with the first checkpoint after it ended (or
+the request's terminal one). The writer commits each request's states in order (merging those
+of one round, writer.merge_states) and every event batch.
+
 Captured right after a flush, every committed revision is a patch boundary: a viewer starting
 from a checkpoint can chain the patches that follow it.
 """
@@ -11,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -18,11 +26,17 @@ from typing import Any
 import orjson
 
 from ..models import RawJSON
+from ..streaming.coalescer import Coalescer
 from ..streaming.policies import CheckpointPolicy
-from ..streaming.transcript import Transcript
+from ..streaming.transcript import Ops, Transcript
 from .writer import CheckpointNotWritten, CheckpointWriter
 
 logger = logging.getLogger(__name__)
+
+# Ops rows after a base before the next base: 128 checkpoints are over a minute of streaming
+# (they come at most every 500 ms), so a 2,000-delta answer has one base; a reader applies at
+# most this many rows' ops.
+CHAIN_MAX = 128
 
 
 class Checkpointer:
@@ -33,6 +47,9 @@ class Checkpointer:
         self.policy = policy
         self._writer = writer
         self._captured_revision = -1
+        self._since = Coalescer(max_pending_ops=sys.maxsize)  # the view's ops since the last capture
+        self._chain = 0  # ops rows since the last base
+        self._snapshot_of: object = None  # the response (its assembler) whose snapshot was stored
         self._last_write: asyncio.Future[None] | None = None
         self._unwritten = 0  # bytes of raw events handed to the writer and not yet committed
         self.writes = 0  # rows handed to the writer (the benchmark reads it)
@@ -41,17 +58,40 @@ class Checkpointer:
     def unwritten(self) -> int:
         return self._unwritten
 
+    def changed(self, change: Ops) -> None:
+        """Every change of the view, as the core returned it."""
+        if not change.ops:
+            return
+        try:
+            self._since.push(change.base, change.ops, change.revision)
+        except ValueError:  # ops that do not continue the ones held: the next capture is a base
+            self._since.flush()
+            self._captured_revision = -1
+
     def capture(self, transcript: Transcript, batch: dict[str, Any] | None, reason: str, now: float) -> None:
         """Commit the state now with `batch` (unless nothing changed since the last one)."""
         view = transcript.view
-        state = None
+        state: dict[str, Any] | None = None
         if view.revision != self._captured_revision:
+            since = self._since.flush()
+            # What to_dict() did for every checkpoint before, once per checkpoint still: the deltas'
+            # str objects (about 55 bytes each) joined, or the runner would hold them all.
+            transcript.compact()
+            state = {"revision": view.revision, "sequence_number": transcript.last_sequence_number,
+                     "reason": reason, "base_revision": None, "view": None, "ops": None, "snapshot": None}
+            # Once per response: at the first checkpoint after it ended, or at the request's end.
+            if (reason == "terminal" or transcript.terminal) and self._snapshot_of is not transcript.assembler:
+                self._snapshot_of = transcript.assembler
+                state["snapshot"] = RawJSON(orjson.dumps(transcript.snapshot()))  # first: it joins each text once
+            if (since is not None and since["base"] == self._captured_revision and since["revision"] == view.revision
+                    and self._chain < CHAIN_MAX):
+                state["base_revision"] = since["base"]
+                state["ops"] = RawJSON(orjson.dumps(since["ops"]))
+                self._chain += 1
+            else:
+                state["view"] = RawJSON(orjson.dumps(view.to_dict()))
+                self._chain = 0
             self._captured_revision = view.revision
-            snapshot = transcript.snapshot()  # first: it joins each text once for both
-            state = {
-                "revision": view.revision, "sequence_number": transcript.last_sequence_number, "reason": reason,
-                "view": RawJSON(orjson.dumps(view.to_dict())), "snapshot": RawJSON(orjson.dumps(snapshot)),
-            }
         elif batch is None:
             return
         self.policy.committed(now, interval=reason == "interval")

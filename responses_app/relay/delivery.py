@@ -36,7 +36,9 @@ class Delivery:
         self.hub = hub
         self.transcript = transcript
         self._loop = asyncio.get_running_loop()
-        self.patches = PatchStream(transcript.view, self.publish, settings.RELAY_FLUSH_INTERVAL_MS / 1000)
+        self.patches = PatchStream(transcript.view, self.publish, settings.RELAY_FLUSH_INTERVAL_MS / 1000,
+                                   max_wait=settings.RELAY_FLUSH_MAX_WAIT_MS / 1000,
+                                   min_chars=settings.RELAY_FLUSH_MIN_CHARS)
         self.checkpoints = Checkpointer(uuid.UUID(request_id), hub.writer, CheckpointPolicy(
             interval=settings.RELAY_CHECKPOINT_INTERVAL_MS / 1000,
             min_events=settings.RELAY_CHECKPOINT_MIN_EVENTS,
@@ -67,6 +69,7 @@ class Delivery:
         self.patches.policy.scale = self.hub.pacer.scale
         if change.ops:
             self.checkpoints.policy.push(now, changed=True)
+            self.checkpoints.changed(change)
         if self.patches.push(change, now, boundary=boundary):
             self._flush(now, "boundary" if boundary else None)
         else:

@@ -16,11 +16,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-import orjson
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 
 from .. import metrics
+from ..streaming.wire import decode
 from ..upstream import Upstream, base_url
 from .dbthreads import db, db_writer
 from .fanout import Fanout
@@ -136,10 +136,10 @@ class Hub:
         `arrived`: one patch's index in `texts` and its upstream arrival (for the patch lag)."""
         viewers = tuple(self.viewers.get(request_id, ()))
         for index, text in enumerate(texts):
-            message = orjson.loads(text)
+            message = decode(text)  # a patch arrives in the wire's form
             if arrived is not None and index == arrived[0]:
                 message[metrics.ARRIVED] = arrived[1]
-            if message.get("type") == "patch":
+            if message["type"] == "patch":
                 self.remember(request_id, message)
             for viewer in viewers:
                 viewer.offer(message, text)

@@ -1,5 +1,6 @@
 """One request's patch stream: view ops coalesced (the core's Coalescer), timed by the core's
-FlushPolicy, and published to every viewer through the hub.
+FlushPolicy, encoded once in the wire format (the core's wire.py), and published to every viewer
+through the hub.
 
 A viewer's first snapshot is taken at a patch boundary, never by flushing on its behalf: with
 nothing pending it is the view as it stands; otherwise it is answered right after the next flush,
@@ -13,21 +14,21 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import orjson
-
 from ..metrics import ARRIVED, PATCH_LAG_SAMPLE_S
 from ..streaming.coalescer import Coalescer
 from ..streaming.policies import FlushPolicy
 from ..streaming.transcript import Ops
 from ..streaming.view import ViewModel
+from ..streaming.wire import encode_patch
 
 Publish = Callable[[dict[str, Any], str], None]
 
 
 class PatchStream:
-    def __init__(self, view: ViewModel, publish: Publish, interval: float) -> None:
+    def __init__(self, view: ViewModel, publish: Publish, interval: float, *, max_wait: float | None = None,
+                 min_chars: int = 0) -> None:
         self.view = view
-        self.policy = FlushPolicy(interval)
+        self.policy = FlushPolicy(interval, max_wait=max_wait, min_chars=min_chars)
         self._coalescer = Coalescer()
         self._publish = publish
         self._waiters: list[asyncio.Future[dict[str, Any]]] = []
@@ -40,17 +41,22 @@ class PatchStream:
     def push(self, change: Ops, now: float, *, boundary: bool = False) -> bool:
         """Take a change; True when it should go out now."""
         urgent = False
+        chars = 0
         if change.ops:
             if now >= self._sample_at and self._arrived is None and not self._coalescer.pending:
                 self._arrived = time.time()  # the first change of the patch to come: its oldest
+            before = self._coalescer.pending_chars
             urgent = self._coalescer.push(change.base, change.ops, change.revision)
-        return self.policy.push(now, changed=bool(change.ops), boundary=boundary) or urgent
+            chars = self._coalescer.pending_chars - before
+        return self.policy.push(now, changed=bool(change.ops), boundary=boundary, chars=chars) or urgent
 
     def flush(self, now: float) -> None:
         patch = self._coalescer.flush()
         if patch is not None:
             message = {"type": "patch", **patch}
-            text = orjson.dumps(message).decode()
+            # The view's order is the order at the patch only when nothing newer has happened to it.
+            order = self.view.order() if self.view.revision == patch["revision"] else None
+            text = encode_patch(patch, order).decode()
             if self._arrived is not None:
                 message[ARRIVED], self._arrived = self._arrived, None  # not in the text: for the viewers' metric
                 self._sample_at = now + PATCH_LAG_SAMPLE_S

@@ -21,7 +21,7 @@ from .view import Op
 
 
 class Coalescer:
-    __slots__ = ("max_pending_ops", "_base", "_revision", "_ops", "_tail_block", "_tail_text", "_pushed")
+    __slots__ = ("max_pending_ops", "_base", "_revision", "_ops", "_tail_block", "_tail_text", "_pushed", "_chars")
 
     def __init__(self, max_pending_ops: int = 2000) -> None:
         if max_pending_ops < 1:
@@ -33,6 +33,7 @@ class Coalescer:
         self._tail_block: str | None = None  # the trailing append still being merged ...
         self._tail_text: list[str] = []  # ... and its text pieces
         self._pushed = 0  # ops pushed since the last flush, before merging
+        self._chars = 0  # characters appended since the last flush
 
     # --- input ------------------------------------------------------------------------------
 
@@ -55,8 +56,10 @@ class Coalescer:
         boundary = False
         tail_block = self._tail_block
         tail_text = self._tail_text
+        chars = 0
         for op in ops:
             if op[0] == "append":
+                chars += len(op[2])
                 if op[1] == tail_block:
                     tail_text.append(op[2])
                     continue
@@ -73,11 +76,17 @@ class Coalescer:
                 boundary = True
         self._tail_block = tail_block
         self._tail_text = tail_text
+        self._chars += chars
         return boundary or self._pushed > self.max_pending_ops
 
     @property
     def pending(self) -> bool:
         return self._base is not None
+
+    @property
+    def pending_chars(self) -> int:
+        """Characters of text appended since the last flush (what a FlushPolicy weighs)."""
+        return self._chars
 
     # --- output -----------------------------------------------------------------------------
 
@@ -92,5 +101,5 @@ class Coalescer:
         self._base = self._revision = self._tail_block = None
         self._ops = []
         self._tail_text = []
-        self._pushed = 0
+        self._pushed = self._chars = 0
         return patch

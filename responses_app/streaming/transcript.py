@@ -317,6 +317,11 @@ class Transcript:
         view = self.view
         return "\n\n".join(view.text(b["id"]) for b in view.to_dict()["blocks"] if b["kind"] == "text")
 
+    def compact(self) -> None:
+        """Join the current response's text pieces into one compact piece, shared by its parts
+        and their view blocks (a few bytes per character instead of a str object per delta)."""
+        self.assembler.share_text()
+
     def snapshot(self) -> dict[str, Any]:
         """The current response's Response snapshot (for checkpoints): it joins each text once,
         for the snapshot and the view alike, so take it before the view. Behind a safety gate,

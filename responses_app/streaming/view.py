@@ -12,9 +12,10 @@ citations, refusal, reasoning, one block per tool call with its honest state). E
     ["meta", fields]               fields of meta replaced
 
 `apply_op` is the reducer: applying a view's ops, in order, to an empty view yields the same view
-(tests hold the assembler to this, and `chat.js` implements the same four cases). A batch of ops
-travels as a patch `{"base": r0, "revision": r1, "ops": [...]}`; a client holding revision r0
-applies it, anything else is a duplicate (r1 <= held) or a gap (ask for a snapshot).
+(tests hold the assembler to this, and the browser's wire.js implements the same cases). A batch
+of ops is a patch `{"base": r0, "revision": r1, "ops": [...]}`; a client holding revision r0
+applies it, anything else is a duplicate (r1 <= held) or a gap (ask for a snapshot). On the
+websocket a patch travels in wire.py's terser form, which `wire.decode` turns back into this one.
 
 Pure: no Django, no I/O.
 """
@@ -122,6 +123,10 @@ class ViewModel:
     def block(self, block_id: str) -> Block:
         return self._blocks[block_id]
 
+    def order(self) -> list[str]:
+        """The block ids in order (the list itself: read, never change it)."""
+        return self._order
+
     def text(self, block_id: str) -> str:
         return join(self._chunks[block_id])  # later reads start from the one piece it leaves
 
@@ -157,10 +162,14 @@ class ViewModel:
 _MISSING = object()
 
 
-def apply_op(view: dict[str, Any], op: Op) -> None:
+def apply_op(view: dict[str, Any], op: Op | str) -> None:
     """The reducer on the plain-dict form of a view (`ViewModel.to_dict()`).
 
-    It does not touch the revision."""
+    It does not touch the revision. A bare string is the wire's shorthand (wire.py) for text
+    appended to the last block."""
+    if isinstance(op, str):
+        view["blocks"][-1]["text"] += op
+        return
     kind = op[0]
     if kind == "append":
         _find(view, op[1])["text"] += op[2]

@@ -319,3 +319,30 @@ def test_an_approval_answered_from_a_second_tab_after_a_reload(sessions: Any, re
                             [ask, approval_id])
     assert second == 409, "a second answer is refused"
     assert relay_server.request_row(ask)["status"] == "completed"
+
+
+def test_the_page_reads_protocol_2_patches_and_assembles_the_answer_from_them(sessions: Any) -> None:
+    """The tab names protocol 2 on its socket, so the server sends it patch arrays (a tab naming
+    none would follow by snapshots only); wire.js assembles exactly the server's rendering."""
+    page = sized(sessions("alice"), 1280)
+    sockets: list[dict[str, Any]] = []
+
+    def opened(ws: Any) -> None:
+        if "/ws/requests/" in ws.url:
+            frames: list[str] = []
+            ws.on("framereceived", lambda payload: frames.append(payload))
+            sockets.append({"url": ws.url, "frames": frames})
+
+    page.on("websocket", opened)
+    request_id = submit_first_prompt(page, "Tell me about rivers",
+                                     metadata={"sim.tokens_per_s": "150", "sim.tokens": "300", "sim.seed": "3"},
+                                     model="sim-long")
+    wait_completed(page, request_id)
+    [socket] = [s for s in sockets if request_id in s["url"]]
+    assert "v=2" in socket["url"]
+    frames = [json.loads(f) for f in socket["frames"]]
+    assert frames[0]["type"] == "snapshot" and frames[0]["protocol"] == 2
+    arrays = [f for f in frames if isinstance(f, list)]
+    assert len(arrays) >= 5, "the answer came as patches, not snapshots"
+    assert live_text(page, request_id) == answer_text(page, request_id) != ""
+    no_console_errors(page)

@@ -9,7 +9,8 @@ import { readFileSync } from "node:fs";
 
 const base = new URL("../../responses_app/static/responses_app/chat/", import.meta.url);
 const { configure } = await import(new URL("vocab.js", base));
-const { addBlock, badgeKey, groupBlocks, noticeHtml, renderEntry } = await import(new URL("render.js", base));
+const { badgeKey, groupBlocks, noticeHtml, renderEntry } = await import(new URL("render.js", base));
+const { addBlock } = await import(new URL("wire.js", base));
 const { MarkdownStream, renderMarkdown } = await import(new URL("markdown.js", base));
 
 const corpus = JSON.parse(readFileSync(process.argv[2], "utf8"));

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from typing import Any
 
@@ -15,6 +14,7 @@ from responses_app import services
 from responses_app.models import ResponseRequest
 from responses_app.routing import websocket_urlpatterns
 from responses_app.streaming.view import apply_patch
+from responses_app.streaming.wire import PROTOCOL, decode
 
 FAST = {"sim.tokens_per_s": "0", "sim.seed": "7"}
 
@@ -40,8 +40,12 @@ def reload(request: ResponseRequest) -> ResponseRequest:
     return ResponseRequest.objects.get(pk=request.pk)
 
 
-async def connect(user: Any, request_id: Any, query: str = "") -> WebsocketCommunicator:
-    path = f"/ws/requests/{request_id}/" + (f"?{query}" if query else "")
+async def connect(user: Any, request_id: Any, query: str = "",
+                  protocol: int | None = PROTOCOL) -> WebsocketCommunicator:
+    """A socket to the request, naming the wire protocol it reads as chat.js does (None: none)."""
+    params = [f"v={protocol}"] if protocol is not None else []
+    params += [query] if query else []
+    path = f"/ws/requests/{request_id}/" + (f"?{'&'.join(params)}" if params else "")
     communicator = WebsocketCommunicator(ws_app(), path)
     communicator.scope["user"] = user
     return communicator
@@ -58,7 +62,7 @@ class Watcher:
         self.gaps = 0
 
     async def receive(self, timeout: float = 20) -> dict[str, Any]:
-        message = json.loads(await self.communicator.receive_from(timeout=timeout))
+        message = decode(await self.communicator.receive_from(timeout=timeout))
         self.messages.append(message)
         kind = message["type"]
         if kind == "snapshot":

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
+from responses_app import selectors
 from responses_app.models import Checkpoint, EventRecord
 from responses_app.relay import eventlog
 from responses_app.relay.hub import get_hub
@@ -73,8 +74,7 @@ async def test_a_fast_stream_hands_its_log_over_in_bounded_batches(owner: Any, s
     assert sum(count for count, _first, _last in batches) == saved.events
     for (_c, _f, last), (_c2, first, _l) in zip(batches, batches[1:], strict=False):
         assert first == last + 1
-    log = await sync_to_async(lambda: "".join(
-        EventRecord.objects.filter(request=saved).order_by("id").values_list("data", flat=True)))()
+    log = await sync_to_async(lambda: selectors.event_log_text(request_id=saved.pk))()
     result = replay_bytes(log.encode())
     assert result.status == "completed"
     assert runner.final_text() == saved.final_text

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from typing import Any
 
 import orjson
+import pytest
 
 from responses_app.metrics import ARRIVED
 from responses_app.relay import eventlog
@@ -15,6 +18,7 @@ from responses_app.relay.patches import PatchStream
 from responses_app.streaming.replay import replay_bytes
 from responses_app.streaming.transcript import Ops
 from responses_app.streaming.view import ViewModel
+from responses_app.streaming.wire import decode
 from responses_app.upstream import UpstreamHTTPError
 
 # --- event log ------------------------------------------------------------------------------------
@@ -59,7 +63,9 @@ def test_a_logged_batch_replays() -> None:
 
 class Sent(list[dict[str, Any]]):
     def __call__(self, message: dict[str, Any], text: str) -> None:
-        assert orjson.loads(text) == {k: v for k, v in message.items() if k != ARRIVED}  # the stamp stays here
+        frame = decode(text)  # the wire's form of the same patch
+        assert (frame["type"], frame["base"], frame["revision"]) == ("patch", message["base"], message["revision"])
+        assert ARRIVED not in text  # the patch-lag stamp rides in the message, never on the wire
         self.append(message)
 
 
@@ -72,11 +78,12 @@ async def test_a_snapshot_waits_for_the_next_flush_instead_of_publishing() -> No
     view = ViewModel()
     sent = Sent()
     patches = PatchStream(view, sent, interval=0.05)
-    view.add({"id": "b", "kind": "text", "text": "a"})
+    view.add({"id": "b", "kind": "text"})
+    view.append("b", "a")
     patches.push(change(view), now=1.0)
     patches.flush(1.0)
     view.append("b", "b")
-    assert not patches.push(change(view), now=1.01), "within the interval: pending"
+    assert not patches.push(change(view), now=1.01), "text flowing, within the interval: pending"
     reader = asyncio.ensure_future(patches.snapshot())
     await asyncio.sleep(0)
     assert not reader.done() and len(sent) == 1, "reading published nothing"
@@ -84,6 +91,57 @@ async def test_a_snapshot_waits_for_the_next_flush_instead_of_publishing() -> No
     snapshot = await reader
     assert snapshot["revision"] == sent[-1]["revision"] == view.revision, "taken at the patch boundary"
     assert snapshot["blocks"][0]["text"] == "ab"
+
+
+def test_a_slow_flow_is_published_in_patches_worth_their_envelope() -> None:
+    """30 deltas/s of five characters, as the simulator's paced streams send them (one or two
+    deltas every 50 ms): with RELAY_FLUSH_MIN_CHARS/MAX_WAIT's defaults a patch carries several
+    deltas, and its frames stay within twice the text; flushed every 50 ms they would not."""
+    block = "msg_0123456789abcdef0123456789abcdef-c0"
+
+    def frames(**policy: Any) -> list[str]:
+        view = ViewModel()
+        sent: list[str] = []
+        patches = PatchStream(view, lambda message, text: sent.append(text), 0.05, **policy)
+        view.add({"id": block, "kind": "text"})
+        patches.push(change(view), 0.0, boundary=True)
+        patches.flush(0.0)
+        now, appended = 0.0, 0
+        while appended < 200:
+            now += 0.05
+            deadline = patches.next_deadline()
+            if deadline is not None and deadline <= now:
+                patches.flush(deadline)  # the relay's timer
+            for _ in range(1 + appended % 2):
+                view.append(block, "word ")
+                appended += 1
+            if patches.push(change(view), now):
+                patches.flush(now)
+        patches.flush(now)
+        assert "".join(decode(t)["ops"][0] for t in sent[1:]) == "word " * appended
+        return sent[1:]
+
+    text = 200 * len("word ")
+    batched, every_interval = frames(max_wait=0.1, min_chars=32), frames()
+    wire = [sum(len(f) + 2 for f in sent) for sent in (batched, every_interval)]  # + a frame header each
+    assert wire[0] <= 2 * text < wire[1]
+    sizes = [len(decode(f)["ops"][0]) for f in batched]
+    assert sizes[0] == 5, "the first text at once"
+    assert all(20 <= size <= 45 for size in sizes[1:-1]), sizes
+
+
+@pytest.mark.parametrize(("name", "value", "message"), [
+    ("RELAY_FLUSH_MIN_CHARS", "-1", "must be zero or more"), ("RELAY_FLUSH_MIN_CHARS", "many", "must be an integer"),
+    ("RELAY_FLUSH_MAX_WAIT_MS", "0", "must be positive"), ("RELAY_FLUSH_MIN_CHARS", "0", None),
+])
+def test_the_batching_settings_are_checked_at_start_up(name: str, value: str, message: str | None) -> None:
+    done = subprocess.run([sys.executable, "-c", "import django, os; os.environ['DJANGO_SETTINGS_MODULE']="
+                           "'project.settings'; django.setup()"], capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", name: value, "DJANGO_ENV": "development"}, check=False)
+    if message is None:
+        assert done.returncode == 0, done.stderr  # 0: every interval, as before protocol 2
+    else:
+        assert done.returncode != 0 and "ImproperlyConfigured" in done.stderr and message in done.stderr
 
 
 async def test_with_nothing_pending_a_snapshot_is_immediate() -> None:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import time
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
 
 from responses_app.models import Checkpoint, ResponseRequest, Segment
+from responses_app.streaming.view import apply_patch
+from responses_app.streaming.wire import PROTOCOL, decode
 from tests.relay.helpers import Watcher, connect, make_request, reload
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("relay_settings")]
@@ -32,6 +36,51 @@ async def test_snapshot_then_patches_then_terminal(owner: Any) -> None:
     assert saved.response_id.startswith("resp_")
     assert watcher.text() == saved.final_text and saved.final_text
     assert watcher.view["revision"] == terminal["revision"]
+    await communicator.disconnect()
+
+
+async def test_patches_travel_as_wire_arrays_and_every_snapshot_names_the_protocol(owner: Any) -> None:
+    request = await make_request(owner, "sim-long", {"sim.tokens_per_s": "300", "sim.tokens": "120"})
+    communicator = await connect(owner, request.pk)
+    await communicator.connect()
+    frames: list[str] = []
+    while not frames or '"type":"terminal"' not in frames[-1]:
+        frames.append(await communicator.receive_from(timeout=20))
+    raw = [json.loads(f) for f in frames]
+    assert raw[0]["type"] == "snapshot" and raw[0]["protocol"] == PROTOCOL
+    patches = [r for r in raw if isinstance(r, list)]
+    assert len(patches) >= 3 and all(isinstance(r[0], int) and r[1] > 0 for r in patches)
+    assert sum(isinstance(op, str) for r in patches for op in r[2:]) >= 3, "text to the last block: the text alone"
+    view = raw[0]["view"]
+    for frame in frames[1:]:
+        message = decode(frame)
+        if message["type"] == "patch":
+            assert apply_patch(view, message), "every patch continues the one before"
+    saved = await reload(request)
+    assert "".join(b["text"] for b in view["blocks"] if b["kind"] == "text") == saved.final_text != ""
+    await communicator.disconnect()
+
+
+async def test_a_tab_that_names_no_protocol_gets_snapshots_it_can_read_instead_of_patches(owner: Any) -> None:
+    """A tab loaded before protocol 2 reads JSON objects only: it follows by snapshots, at most one
+    a second, and still ends with the whole answer."""
+    request = await make_request(owner, "sim-long", {"sim.tokens_per_s": "100", "sim.tokens": "250"})
+    communicator = await connect(owner, request.pk, protocol=None)
+    await communicator.connect()
+    started = time.monotonic()
+    messages: list[Any] = []
+    while not messages or messages[-1].get("type") != "terminal":
+        messages.append(json.loads(await communicator.receive_from(timeout=20)))
+    elapsed = time.monotonic() - started
+    assert all(isinstance(m, dict) for m in messages), "no patch arrays for a tab that cannot read them"
+    snapshots = [m for m in messages if m["type"] == "snapshot"]
+    assert {m["type"] for m in messages} <= {"snapshot", "terminal", "ping"}
+    assert 2 <= len(snapshots) <= elapsed + 2, "followed by snapshots, at most one a second"
+    assert all(m["protocol"] == PROTOCOL for m in snapshots)
+    saved = await reload(request)
+    last = snapshots[-1]["view"]
+    assert last["revision"] == messages[-1]["revision"]
+    assert "".join(b["text"] for b in last["blocks"] if b["kind"] == "text") == saved.final_text != ""
     await communicator.disconnect()
 
 

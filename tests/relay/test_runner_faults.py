@@ -10,7 +10,7 @@ import httpx
 import pytest
 from asgiref.sync import sync_to_async
 
-from responses_app import services
+from responses_app import selectors, services
 from responses_app.models import EventRecord, ResponseRequest, Segment
 from responses_app.relay.hub import get_hub
 from responses_app.relay.runner import StreamRunner
@@ -164,8 +164,7 @@ async def test_usage_comes_from_the_terminal_response(owner: Any) -> None:
 
 async def test_event_log_replays_to_the_same_outcome(owner: Any) -> None:
     saved, _ = await run_to_end(owner, "sim-citations", {})
-    data = await sync_to_async(lambda: "".join(
-        EventRecord.objects.filter(request=saved).order_by("id").values_list("data", flat=True)))()
+    data = await sync_to_async(lambda: selectors.event_log_text(request_id=saved.pk))()
     result = replay_bytes(data.encode())
     assert result.terminal and result.status == saved.status
     assert result.events == saved.events

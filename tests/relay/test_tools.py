@@ -12,8 +12,8 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from responses_app import services
-from responses_app.models import EventRecord, ResponseRequest, Segment, ToolCall
+from responses_app import selectors, services
+from responses_app.models import ResponseRequest, Segment, ToolCall
 from responses_app.relay.hub import get_hub
 from responses_app.relay.runner import StreamRunner
 from responses_app.tools import TOOLS, ToolError, parse_arguments, run_tool, tool_definitions
@@ -62,8 +62,7 @@ async def test_tool_runs_once_and_the_answer_uses_it(owner: Any, model: str, cou
     for call in calls:
         assert call.output in saved.final_text or call.call_id in saved.final_text
     assert saved.usage and saved.usage["total_tokens"] > 0
-    log = await sync_to_async(lambda: "".join(
-        EventRecord.objects.filter(request=request).order_by("id").values_list("data", flat=True)))()
+    log = await sync_to_async(lambda: selectors.event_log_text(request_id=request.pk))()
     events = [json.loads(line[len("data: "):]) for line in log.split("\n\n") if line.startswith("data: ")]
     argument_events = [e for e in events if e["type"].startswith("response.function_call_arguments.")]
     assert argument_events and all(e.get("delta", e.get("arguments")) == "[redacted]" for e in argument_events)

@@ -49,7 +49,7 @@ def state(revision: int, view: Any) -> dict[str, Any]:
 
 @sync_to_async
 def stored(request_id: uuid.UUID) -> tuple[list[str], list[Any]]:
-    data = list(EventRecord.objects.filter(request_id=request_id).order_by("id").values_list("data", flat=True))
+    data = [record.text for record in EventRecord.objects.filter(request_id=request_id).order_by("id")]
     views = list(Checkpoint.objects.filter(request_id=request_id).order_by("revision").values_list("view", flat=True))
     return data, views
 

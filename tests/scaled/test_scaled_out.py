@@ -5,7 +5,6 @@ the worker and watched live through the other web process's websocket."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import socket
 import subprocess
@@ -20,6 +19,7 @@ import httpx
 import pytest
 
 from responses_app.streaming.view import apply_patch
+from responses_app.streaming.wire import PROTOCOL, decode
 from tests.conftest import IN_CI
 from tests.metrics_helpers import parse, total, value
 
@@ -138,14 +138,14 @@ def test_submit_on_one_process_watch_on_another(cluster: dict[str, Any]) -> None
     request_id = created.json()["id"]
 
     async def watch() -> tuple[dict[str, Any], dict[str, Any], int]:
-        url = f"ws://127.0.0.1:{web2}/ws/requests/{request_id}/"
+        url = f"ws://127.0.0.1:{web2}/ws/requests/{request_id}/?v={PROTOCOL}"
         view: dict[str, Any] | None = None
         patches = 0
         async with websockets.connect(url, origin=f"http://127.0.0.1:{web2}",
                                       additional_headers={"Cookie": f"sessionid={cluster['session']}"}) as ws:
             async with asyncio.timeout(40):
                 while True:
-                    message = json.loads(await ws.recv())
+                    message = decode(await ws.recv())
                     if message["type"] == "snapshot":
                         view = message["view"]
                     elif message["type"] == "patch":

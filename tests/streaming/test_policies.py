@@ -26,14 +26,79 @@ def test_a_steady_flow_goes_out_at_most_once_per_interval() -> None:
     assert policy.next_deadline() is None, "nothing pending after a flush"
 
 
-def test_a_change_after_a_quiet_spell_goes_out_at_once() -> None:
+def test_text_after_a_quiet_spell_goes_out_at_once() -> None:
     policy = FlushPolicy(0.05)
-    policy.push(10.0, changed=True)
+    policy.push(10.0, changed=True, chars=5)
     policy.flushed(10.0, sent=True)
-    assert not policy.push(10.01, changed=True), "flowing: it waits for the interval"
+    assert not policy.push(10.01, changed=True, chars=5), "flowing: it waits for the interval"
     policy.flushed(10.05, sent=True)
-    # 20 ms after a flush, but no change for 60 ms: the leading edge again
-    assert policy.push(10.07, changed=True)
+    # 20 ms after a flush, but no text for 60 ms: the leading edge again
+    assert policy.push(10.07, changed=True, chars=5)
+
+
+# What a slow flow is batched by: 32 characters, or 100 ms after the oldest pending change.
+SLOW = {"max_wait": 0.1, "min_chars": 32}
+
+
+def test_a_slow_flow_is_carried_out_by_the_chunk_nearest_the_longest_wait() -> None:
+    policy = FlushPolicy(0.05, **SLOW)  # type: ignore[arg-type]
+    policy.push(9.99, changed=True, chars=5)
+    policy.flushed(10.0, sent=True)
+    # A chunk of one or two deltas every 50 ms, as at 30 deltas/s.
+    assert not policy.push(10.05, changed=True, chars=7), "the oldest pending change"
+    assert not policy.push(10.10, changed=True, chars=7), "waited 50 ms: another chunk comes within the wait"
+    assert policy.push(10.15, changed=True, chars=7), "waited 100 ms: this chunk carries it, its own text at once"
+    policy.flushed(10.15, sent=True)
+    for t in (10.20, 10.25, 10.30):
+        if policy.push(t, changed=True, chars=16):
+            break
+    assert t == pytest.approx(10.25), "32 characters pending: worth a patch, the interval has passed"
+
+
+def test_chunks_an_interval_apart_are_not_held_by_a_late_timer() -> None:
+    policy = FlushPolicy(0.05, **SLOW)  # type: ignore[arg-type]
+    policy.push(10.0, changed=True, chars=40)
+    policy.flushed(10.004, sent=True)  # by a timer that fired 4 ms late
+    assert policy.push(10.05, changed=True, chars=40), "46 ms after that flush, but 50 ms after the last chunk"
+    policy.flushed(10.05, sent=True)
+    assert not policy.push(10.07, changed=True, chars=40), "a chunk 20 ms after the last waits for the interval"
+
+
+def test_when_no_chunk_comes_the_timer_sends_what_waits() -> None:
+    policy = FlushPolicy(0.05, **SLOW)  # type: ignore[arg-type]
+    policy.push(9.99, changed=True, chars=5)
+    policy.flushed(10.0, sent=True)
+    policy.push(10.05, changed=True, chars=7)
+    assert policy.next_deadline() == pytest.approx(10.175), "the wait and half an interval"
+    assert not policy.due(10.174) and policy.due(10.175)
+
+
+def test_a_fast_flow_still_goes_out_once_per_interval() -> None:
+    policy = FlushPolicy(0.05, **SLOW)  # type: ignore[arg-type]
+    policy.push(10.0, changed=True, chars=40)
+    policy.flushed(10.0, sent=True)
+    assert not policy.push(10.01, changed=True, chars=50), "enough text, but within the interval"
+    assert policy.next_deadline() == pytest.approx(10.05)
+
+
+def test_the_first_text_after_a_boundary_is_not_held_when_no_text_flowed() -> None:
+    policy = FlushPolicy(0.05, **SLOW)  # type: ignore[arg-type]
+    assert policy.push(10.0, changed=True, boundary=True)  # a block added
+    policy.flushed(10.0, sent=True)
+    assert policy.push(10.002, changed=True, chars=3), "the answer's first text goes out at once"
+    policy.flushed(10.002, sent=True)
+    assert not policy.push(10.03, changed=True, chars=3), "then it flows, in batches"
+    policy.flushed(10.13, sent=True)
+    assert policy.push(10.4, changed=True, chars=3), "text after 370 ms of silence: at once"
+
+
+def test_the_wait_is_never_shorter_than_the_paced_interval() -> None:
+    policy = FlushPolicy(0.05, **SLOW)  # type: ignore[arg-type]
+    policy.push(10.0, changed=True, chars=3)
+    policy.flushed(10.0, sent=True)
+    policy.scale = 4.0  # the pacer: a 200 ms interval
+    policy.push(10.01, changed=True, chars=3)
+    assert policy.wait == pytest.approx(0.2) and policy.next_deadline() == pytest.approx(10.31)
 
 
 def test_a_boundary_goes_out_at_once_whatever_the_timing() -> None:
@@ -60,9 +125,11 @@ def test_nothing_pending_has_no_deadline() -> None:
     assert policy.next_deadline() is None
 
 
-def test_a_negative_interval_is_refused() -> None:
+@pytest.mark.parametrize("bad", [{"interval": -1}, {"interval": 0.05, "max_wait": -1},
+                                 {"interval": 0.05, "min_chars": -1}])
+def test_a_negative_setting_is_refused(bad: dict[str, float]) -> None:
     with pytest.raises(ValueError):
-        FlushPolicy(-1)
+        FlushPolicy(**bad)  # type: ignore[arg-type]
 
 
 # --- checkpoint policy --------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 - Transport noise never changes the result: arbitrary chunking, duplicated events and swaps
   within the hold window assemble to the same `response()` and `view.to_dict()`.
 - The view's ops are a faithful patch stream: applying every op `take_ops()` returned, with
-  `apply_patch`, to an empty view gives exactly `to_dict()`; so do the Coalescer's patches.
+  `apply_patch`, to an empty view gives exactly `to_dict()`; so do the Coalescer's patches, and
+  so do their websocket frames (wire.py), read back with `wire.decode`.
 
 Generated streams are valid Responses API event sequences: several output items (messages with
 output_text and refusal parts and annotations, reasoning with summary parts, function calls with
@@ -26,6 +27,7 @@ from responses_app.streaming.coalescer import Coalescer
 from responses_app.streaming.pipeline import StreamPipeline
 from responses_app.streaming.policies import FlushPolicy
 from responses_app.streaming.view import apply_patch
+from responses_app.streaming.wire import decode, encode_patch
 from tests.conftest import REAL_STREAMS, real_stream_files, require_real_streams
 
 HOLD_WINDOW = 8
@@ -153,6 +155,7 @@ class Run:
     patches: list[dict[str, Any]]  # one per take_ops() call, as the relay drains them
     coalesced: list[dict[str, Any]]  # what a Coalescer made of the same ops
     duplicates: int
+    frames: list[bytes]  # the coalesced patches as the websocket carries them
 
 
 def run(body: bytes, cuts: list[int] | None = None, *, max_pending_ops: int = 2000) -> Run:
@@ -162,7 +165,12 @@ def run(body: bytes, cuts: list[int] | None = None, *, max_pending_ops: int = 20
     policy = FlushPolicy(0.05)
     patches: list[dict[str, Any]] = []
     coalesced: list[dict[str, Any]] = []
+    frames: list[bytes] = []
     now = 0.0
+
+    def send(patch: dict[str, Any]) -> None:
+        coalesced.append(patch)
+        frames.append(encode_patch(patch, view.order()))
 
     def drain() -> None:
         nonlocal now
@@ -172,7 +180,7 @@ def run(body: bytes, cuts: list[int] | None = None, *, max_pending_ops: int = 20
         patches.append({"base": base, "revision": view.revision, "ops": ops})
         now += 0.01
         if coalescer.push(base, list(ops), view.revision) or policy.push(now, changed=True):
-            coalesced.append(coalescer.flush())  # type: ignore[arg-type]
+            send(coalescer.flush())  # type: ignore[arg-type]
             policy.flushed(now, sent=True)
 
     bounds = sorted({0, len(body), *(cuts or [])})
@@ -183,9 +191,9 @@ def run(body: bytes, cuts: list[int] | None = None, *, max_pending_ops: int = 20
     drain()
     last = coalescer.flush()
     if last is not None:
-        coalesced.append(last)
+        send(last)
     return Run(pipeline.assembler.response(), view.to_dict(), patches, coalesced,
-               pipeline.assembler.stats.duplicates)
+               pipeline.assembler.stats.duplicates, frames)
 
 
 def replay_patches(patches: list[dict[str, Any]]) -> dict[str, Any]:
@@ -247,6 +255,7 @@ def test_patches_rebuild_the_view(events: list[dict[str, Any]], data: st.DataObj
                  max_pending_ops=data.draw(st.integers(1, 50), label="max pending"))
     assert replay_patches(result.patches) == result.view
     assert replay_patches(result.coalesced) == result.view
+    assert replay_patches([decode(frame) for frame in result.frames]) == result.view
 
 
 @PROPERTY
@@ -296,5 +305,6 @@ def test_patches_rebuild_the_view_for_real_captures(capture: Path) -> None:
         result = run(body, cuts)
         assert replay_patches(result.patches) == result.view
         assert replay_patches(result.coalesced) == result.view
+        assert replay_patches([decode(frame) for frame in result.frames]) == result.view
     small = run(body, list(range(0, len(body), 4096)), max_pending_ops=3)
     assert replay_patches(small.coalesced) == small.view == result.view

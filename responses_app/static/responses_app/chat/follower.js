@@ -1,15 +1,18 @@
 // follower.js: follows one live turn over its websocket, /ws/requests/<id>/.
 //
-// The `snapshot` comes first, then `patch`es applied with the same reducer as
-// responses_app/streaming/view.py (add / append / set / meta). The revision rule: a patch applies
+// The `snapshot` comes first, then patches in the wire format of protocol 2 (wire.js, read with the
+// same reducer as responses_app/streaming/view.py). The socket's URL names the protocol this tab
+// reads; a snapshot from a server speaking a newer one reloads the page (at most once a minute) so
+// its patches are never misread. The revision rule: a patch applies
 // only when its `base` equals the held revision; an older one is a duplicate and dropped, a newer
 // base is a gap and we ask for a snapshot rather than show a hole. Messages are applied at most
 // once per animation frame, through a TurnView (only what changed is re-rendered). On `terminal`
 // the turn is swapped for its server rendering, so a finished answer is the same in every tab.
 
-import { addBlock, badgeIsFinal, badgeKey, noticeHtml } from "./render.js";
+import { badgeIsFinal, badgeKey, noticeHtml } from "./render.js";
 import { TurnView } from "./turnview.js";
 import { vocab } from "./vocab.js";
+import { PROTOCOL, applyOp, decode } from "./wire.js";
 
 export const followers = new Map();
 export const liveTexts = new Map(); // request id -> the text this tab assembled itself, before the swap
@@ -17,6 +20,7 @@ export const liveHtml = new Map(); // ... and its HTML
 export const hooks = { rendered: () => {}, replaced: () => {} };
 export const SILENCE_MS = 50000; // the server pings every 20 s when idle; this much silence is a dead socket
 const PROBE_MS = 4000;
+const RELOAD_AFTER_MS = 60000; // a server of a newer protocol reloads the tab at most this often
 
 export function csrfToken() {
   const input = document.querySelector("input[name=csrfmiddlewaretoken]");
@@ -79,7 +83,7 @@ class Follower {
   url() {
     const scheme = location.protocol === "https:" ? "wss:" : "ws:";
     const reconnect = this.opened || this.attempt || this.followedBefore;
-    return `${scheme}//${location.host}/ws/requests/${this.id}/${reconnect ? "?reconnect=1" : ""}`;
+    return `${scheme}//${location.host}/ws/requests/${this.id}/?v=${PROTOCOL}${reconnect ? "&reconnect=1" : ""}`;
   }
 
   connect() {
@@ -104,7 +108,7 @@ class Follower {
       if (ws !== this.ws) return;
       this.lastMessageAt = Date.now();
       let message;
-      try { message = JSON.parse(event.data); } catch { return; }
+      try { message = decode(event.data); } catch { return; }
       this.queue.push(message);
       if (!this.scheduled) {
         this.scheduled = true;
@@ -185,6 +189,7 @@ class Follower {
   handle(message) {
     switch (message.type) {
       case "snapshot":
+        if ((message.protocol || 1) > PROTOCOL && this.reloadForProtocol()) return;
         this.view = message.view;
         this.revision = message.revision;
         if (message.status) this.status = message.status;
@@ -213,32 +218,28 @@ class Follower {
     }
   }
 
-  find(id) {
-    const blocks = this.view.blocks;
-    for (let i = blocks.length - 1; i >= 0; i--) if (blocks[i].id === id) return blocks[i];
-    throw new Error(`no block ${id}`);
+  apply(op) {
+    const [id, replaced, inserted] = applyOp(this.view, op);
+    if (id === null) return;
+    this.dirty.add(id);
+    if (replaced) this.replaced.add(id);
+    if (inserted) this.full = true; // placed mid-answer (the safety notice): render anew
   }
 
-  apply(op) {
-    const kind = op[0];
-    if (kind === "append") {
-      const block = this.find(op[1]);
-      block.text = (block.text || "") + op[2];
-      this.dirty.add(op[1]);
-    } else if (kind === "set") {
-      Object.assign(this.find(op[1]), op[2]);
-      if ("text" in op[2]) this.replaced.add(op[1]);
-      this.dirty.add(op[1]);
-    } else if (kind === "add") {
-      const placed = addBlock(this.view.blocks, op[1]);
-      if (placed === "existing") this.replaced.add(op[1].id);
-      else if (placed === "inserted") this.full = true; // placed mid-answer (the safety notice): render anew
-      this.dirty.add(op[1].id);
-    } else if (kind === "meta") {
-      Object.assign(this.view.meta, op[1]);
-    } else {
-      throw new Error(`unknown op ${kind}`);
+  reloadForProtocol() {
+    // The server speaks a protocol this page's modules do not: load the page (and its modules)
+    // again rather than misread a patch. True when the reload is under way.
+    const key = "relay:protocol-reload";
+    try {
+      const last = Number(sessionStorage.getItem(key) || 0);
+      if (Date.now() - last < RELOAD_AFTER_MS) return false; // just reloaded: follow by snapshots
+      sessionStorage.setItem(key, String(Date.now()));
+    } catch {
+      return false; // no storage, no guard against a reload loop
     }
+    this.close();
+    location.reload();
+    return true;
   }
 
   render() {

@@ -103,16 +103,6 @@ export function citations(block) {
 // The "add" op's reducer (the same as apply_op in streaming/view.py): an existing block takes the
 // fields; a new one goes right after the block named by "after" (not kept), else at the end.
 // Returns "existing", "appended" or "inserted".
-export function addBlock(blocks, added) {
-  const { after, ...block } = added;
-  const existing = blocks.find((b) => b.id === block.id);
-  if (existing) { Object.assign(existing, block); return "existing"; }
-  const at = after == null ? -1 : blocks.findIndex((b) => b.id === after);
-  if (at < 0 || at === blocks.length - 1) { blocks.push(block); return "appended"; }
-  blocks.splice(at + 1, 0, block);
-  return "inserted";
-}
-
 export function noticeSentence(block) {
   return vocab.noticeSentences[block.state] || vocab.noticeSentences.withheld || "";
 }

@@ -1,0 +1,395 @@
+"""The storage benchmark: what an answer costs in the database, and what a stream costs in memory.
+
+    python -m bench storage            # ~6 minutes; prints the tables, writes bench/results/storage.md
+    python -m bench storage --quick    # a smoke run (500 deltas, 10 streams); results file not written
+
+One run, side by side:
+
+* **checkpoints** of a 2,000-delta answer (sim-long) at 30 and at 200 deltas/s, each streamed by a
+  StreamRunner in a Django process of its own against the standalone simulator and a temporary
+  database: the bytes of every checkpoint row as stored now (a base view, then ops; the Response
+  once) beside what the format before stored for the same rows (the whole view and the Response
+  in every row: each row's view is materialised from this run's rows; its Response is the final
+  one with the text cut to that revision's, which is what the old snapshot held), over the
+  answer's final text in bytes;
+* **the raw event log** of the same answers: the compressed batches as stored beside their
+  uncompressed SSE text (what the format before stored), over the final text;
+* **memory per in-flight stream**: N runners at once in one process, each held just before the
+  end of a 3,000-delta answer (the simulator stalls it), RSS growth / N and, in a second process,
+  the Python heap (tracemalloc) growth / N with its largest holders, against 2 x text + 64 KiB;
+  where the RSS is (glibc's `mallinfo2`, pymalloc's statistics), the RSS right after
+  `malloc_trim(0)`, and the RSS of the same runners with glibc's malloc tuned (MALLOC_FIXED).
+
+Bytes are the logical JSON and zstd bytes the relay hands to the database (PostgreSQL may TOAST-
+compress a large row further; the old format's rows were compressible, ours mostly are not).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gc
+import json
+import os
+import platform
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.relay import PY, ROOT, Procs, _django, _make_requests, database, reachable, rss_bytes, start_simulator
+
+RESULTS = Path(__file__).resolve().parent / "results" / "storage.md"
+KIB = 1024
+
+
+# --- role: one answer, then what it stored ---------------------------------------------------------
+
+
+async def _answer(cfg: dict[str, Any]) -> dict[str, Any]:
+    import orjson
+    from asgiref.sync import sync_to_async
+
+    from responses_app import selectors, storage
+    from responses_app.models import Checkpoint, EventRecord, ResponseRequest
+    from responses_app.relay.hub import get_hub
+    from responses_app.relay.runner import StreamRunner
+
+    metadata = {"sim.tokens": str(cfg["tokens"]), "sim.tokens_per_s": str(cfg["tokens_per_s"])}
+    [request_id] = await sync_to_async(_make_requests)(1, metadata, False)
+    hub = get_hub()
+    runner = StreamRunner(request_id, hub)
+    started = time.monotonic()
+    hub.spawn(request_id, lambda: runner)
+    await asyncio.wait_for(runner.finished.wait(), timeout=cfg["tokens"] / cfg["tokens_per_s"] * 3 + 60)
+    elapsed = time.monotonic() - started
+
+    def measure() -> dict[str, Any]:
+        request = ResponseRequest.objects.get(pk=request_id)
+        text = request.final_text.encode()
+        rows = list(Checkpoint.objects.filter(request_id=request_id).order_by("revision"))
+        final_snapshot = next(r.snapshot for r in reversed(rows) if r.snapshot is not None)
+        snapshot_bytes = len(orjson.dumps(final_snapshot))
+        now = before = 0
+        bases = 0
+        chain: list[tuple[int, int | None, Any, Any]] = []
+        for row in rows:
+            now += sum(len(orjson.dumps(v)) for v in (row.view, row.ops, row.snapshot) if v is not None)
+            bases += row.is_base
+            chain.append((row.revision, row.base_revision, row.view, row.ops))
+            view = selectors._view_from(chain)
+            assert view is not None and view["revision"] == row.revision, "a stored revision did not materialise"
+            shown = sum(len(b.get("text", "").encode()) for b in view["blocks"] if b.get("kind") == "text")
+            before += len(orjson.dumps(view)) + snapshot_bytes - len(text) + shown
+        assert selectors.view_latest(request=request) == runner.view.to_dict()
+        records = list(EventRecord.objects.filter(request_id=request_id).values_list("data", "compressed"))
+        log_now = sum(len(c) if c is not None else len(d.encode()) for d, c in records)
+        log_before = sum(len(storage.log_bytes(d, c)) for d, c in records)
+        assert selectors.event_log_text(request_id=request_id).encode() == b"".join(
+            storage.log_bytes(d, c) for d, c in records)
+        t0 = time.perf_counter()
+        raw = [storage.log_bytes(d, c) for d, c in records]
+        decompress_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for data in raw:
+            storage.log_compress(data)
+        compress_s = time.perf_counter() - t0
+        return {"status": request.status, "text_bytes": len(text), "checkpoints": len(rows), "bases": bases,
+                "reasons": [r.reason for r in rows], "checkpoint_bytes": now, "checkpoint_bytes_before": before,
+                "batches": len(records), "events": request.events, "log_bytes": log_now,
+                "log_bytes_before": log_before, "compress_us_per_kb": compress_s / (log_before / KIB) * 1e6,
+                "decompress_us_per_kb": decompress_s / (log_before / KIB) * 1e6}
+
+    return {"tokens": cfg["tokens"], "tokens_per_s": cfg["tokens_per_s"], "seconds": elapsed,
+            **await sync_to_async(measure)()}
+
+
+# --- role: many runners in flight --------------------------------------------------------------------
+
+
+def _allocators() -> dict[str, int]:
+    """Bytes held by glibc malloc (in use, and free but kept) and by pymalloc's arenas (in use)."""
+    import ctypes
+    import re
+    import tempfile
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+            "keepcost")]
+
+    out: dict[str, int] = {}
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallinfo2.restype = MallInfo2
+        info = libc.mallinfo2()
+        out.update(malloc_in_use=info.uordblks + info.hblkhd, malloc_free_kept=info.fordblks)
+    except (OSError, AttributeError):  # not glibc
+        pass
+    with tempfile.TemporaryFile(mode="w+") as tmp:
+        saved = os.dup(2)
+        os.dup2(tmp.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        tmp.seek(0)
+        stats = tmp.read()
+    arenas = re.search(r"\d+ arenas \* \d+ bytes/arena\s*=\s*([\d,]+)", stats)
+    used = re.search(r"# bytes in allocated blocks\s*=\s*([\d,]+)", stats)
+    if arenas and used:
+        out.update(pymalloc_arenas=int(arenas.group(1).replace(",", "")),
+                   pymalloc_used=int(used.group(1).replace(",", "")))
+    return out
+
+
+async def _memory(cfg: dict[str, Any]) -> dict[str, Any]:
+    import tracemalloc
+
+    from asgiref.sync import sync_to_async
+
+    from responses_app.relay.hub import get_hub
+    from responses_app.relay.runner import StreamRunner
+
+    hub = get_hub()
+    tokens, n, pace = cfg["tokens"], cfg["streams"], cfg["tokens_per_s"]
+    # created, in_progress, item.added, part.added, then one delta per token: held before the last
+    # few deltas, so each runner stays in flight with almost all of its text.
+    stall_at = 4 + tokens - 5
+    metadata = {"sim.tokens": str(tokens), "sim.tokens_per_s": str(pace), "sim.stall_at": str(stall_at),
+                "sim.stall_ms": "120000"}
+
+    async def batch(count: int) -> list[StreamRunner]:
+        ids = await sync_to_async(_make_requests)(count, metadata, False)
+        runners = [StreamRunner(rid, hub) for rid in ids]
+        for rid, runner in zip(ids, runners, strict=True):
+            hub.spawn(rid, lambda r=runner: r)
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.25)
+            if all((r.transcript.last_sequence_number or 0) >= stall_at - 1 for r in runners):
+                break
+        else:
+            raise RuntimeError("runners did not reach the stall")
+        # trailing flush timers and the quiet stream's checkpoint commit
+        while any(len(r.delivery.log) or r.delivery.checkpoints.unwritten for r in runners):
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1.0)
+        return runners
+
+    async def stop(runners: list[StreamRunner]) -> None:
+        for r in runners:
+            r.cancel()
+        await asyncio.gather(*(r.finished.wait() for r in runners))
+
+    tracing = cfg["tracemalloc"]
+    await stop(await batch(2))  # warm-up: import and cache everything a runner touches
+    gc.collect()
+    if tracing:
+        tracemalloc.start()
+    gc.collect()
+    base_traced = tracemalloc.get_traced_memory()[0] if tracing else 0
+    base_rss, base_alloc = rss_bytes(), _allocators()
+    runners = await batch(n)
+    gc.collect()
+    traced = (tracemalloc.get_traced_memory()[0] - base_traced) if tracing else 0
+    rss = rss_bytes() - base_rss
+    allocators = {k: (v - base_alloc.get(k, 0)) / n for k, v in _allocators().items()}
+    trimmed = None
+    if not tracing:  # what glibc keeps free and could give back
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+            trimmed = (rss_bytes() - base_rss) / n
+    text_bytes = sum(len(r.final_text().encode()) for r in runners) / n
+    top: list[tuple[str, int]] = []
+    if tracing:
+        snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+        for stat in snapshot.statistics("lineno")[:10]:
+            frame = stat.traceback[0]
+            where = str(frame.filename).replace(str(ROOT) + "/", "").split("site-packages/")[-1]
+            top.append((f"{where}:{frame.lineno}", stat.size // n))
+        tracemalloc.stop()
+    await stop(runners)
+    return {"streams": n, "tokens": tokens, "tokens_per_s": pace, "tracemalloc": tracing,
+            "per_stream": (traced if tracing else rss) / n, "text_bytes": text_bytes, "top": top,
+            "allocators": allocators, "trimmed": trimmed}
+
+
+def role_main(role: str, cfg: dict[str, Any]) -> None:
+    if os.environ.get("BENCH_RECV_MAX"):  # an experiment: asyncio's bytes per recv (256 KiB by default)
+        from asyncio import selector_events
+
+        selector_events._SelectorSocketTransport.max_size = int(os.environ["BENCH_RECV_MAX"])
+    _django(cfg)
+    result = asyncio.run(_answer(cfg) if role == "answer" else _memory(cfg))
+    print(json.dumps(result))
+
+
+def run_role(role: str, cfg: dict[str, Any], env: dict[str, str], procs: Procs, timeout: float) -> dict[str, Any]:
+    import subprocess
+
+    proc = procs.start([PY, "-m", "bench.storage", "--role", role, "--config", json.dumps(cfg)], env,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"{role} did not finish in {timeout:.0f}s") from None
+    finally:
+        procs.stop(proc)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{role} failed ({proc.returncode}):\n{err[-3000:]}")
+    return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+# --- orchestration and report ----------------------------------------------------------------------
+
+
+# glibc: one malloc arena per thread that allocates (the database threads too), and an mmap threshold
+# that grows as large buffers are freed, so freed memory may stay in the process. With both fixed, the
+# same runners show whether that is where the RSS beyond the heap goes (measured: it is not).
+MALLOC_FIXED = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
+
+
+def run(quick: bool, use_postgres: bool, only: str = "") -> dict[str, Any]:
+    import subprocess
+
+    tokens = 500 if quick else 2000
+    streams, mem_tokens = (10, 1000) if quick else (50, 3000)
+    procs = Procs()
+    results: dict[str, Any] = {"answers": [], "memory": []}
+    base_env = {k: v for k, v in os.environ.items()
+                if k not in ("REDIS_URL", "DATABASE_URL", "DJANGO_SETTINGS_MODULE", "OPENAI_API_KEY",
+                             "OPENAI_BASE_URL", "DEBUG")}
+    with database(use_postgres) as (db_url, db_desc):
+        results["database"] = db_desc
+        try:
+            _sim, sim_url = start_simulator(procs, dict(base_env, PYTHONUNBUFFERED="1"))
+            env = dict(base_env, DJANGO_ENV="development", DEBUG="false", DATABASE_URL=db_url, LOG_LEVEL="WARNING",
+                       DJANGO_SETTINGS_MODULE="project.settings", SIMULATOR_BASE_URL=sim_url, OPENAI_BASE_URL="",
+                       OPENAI_API_KEY="", RELAY_MAX_CONCURRENT_PER_USER="1000000",
+                       RELAY_SUBMIT_RATE="1000000/s", RELAY_MAX_SOCKETS_PER_USER="1000000")
+            subprocess.run([PY, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env, check=True,
+                           capture_output=True)
+            paces = (30, 200)
+            answers: list[dict[str, Any]] = [{} for _ in paces]
+
+            def one(k: int, pace: int) -> None:
+                cfg = {"simulator": sim_url, "tokens": tokens, "tokens_per_s": pace}
+                try:
+                    answers[k] = run_role("answer", cfg, env, procs, timeout=tokens / pace * 3 + 120)
+                except Exception as exc:  # reported, not fatal
+                    answers[k] = {"error": str(exc), **cfg}
+
+            threads = [threading.Thread(target=one, args=(k, p)) for k, p in enumerate(paces) if only != "memory"]
+            for t in threads:
+                t.start()
+            for t in threads:  # the answers first: the memory probes load the machine
+                t.join()
+            results["answers"] = answers if threads else []
+            for a in results["answers"]:
+                if "error" not in a:
+                    print(f"{a['tokens']} deltas at {a['tokens_per_s']}/s: checkpoints "
+                          f"{a['checkpoint_bytes'] / a['text_bytes']:.2f}x text (before "
+                          f"{a['checkpoint_bytes_before'] / a['text_bytes']:.1f}x), event log "
+                          f"{a['log_bytes'] / a['text_bytes']:.2f}x "
+                          f"(before {a['log_bytes_before'] / a['text_bytes']:.1f}x)",
+                          flush=True)
+                else:
+                    print(a, flush=True)
+            for tracing, malloc in ((False, False), (False, True), (True, False)):
+                cfg = {"simulator": sim_url, "streams": streams, "tokens": mem_tokens, "tokens_per_s": 100,
+                       "tracemalloc": tracing}
+                r = run_role("memory", cfg, dict(env, **MALLOC_FIXED) if malloc else env, procs, timeout=400)
+                r["malloc_fixed"] = malloc
+                results["memory"].append(r)
+                print(f"memory {streams} x {mem_tokens} deltas ({'tracemalloc' if tracing else 'RSS'}"
+                      f"{', malloc fixed' if malloc else ''}): "
+                      f"{r['per_stream'] / KIB:,.0f} KiB/stream, text {r['text_bytes'] / KIB:,.1f} KiB; per stream "
+                      + ", ".join(f"{k} {v / KIB:,.0f} KiB" for k, v in r["allocators"].items()), flush=True)
+        finally:
+            procs.stop_all()
+    return results
+
+
+def render(res: dict[str, Any], command: str) -> str:
+    lines = ["# Storage and memory per answer", "",
+             f"`{command}` on {platform.machine()} ({os.cpu_count()} cores, shared), Python "
+             f"{platform.python_version()}, {res['database']}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
+             "", "Bytes handed to the database over the answer's final text (UTF-8 bytes); *before* is what the "
+             "format before this change stored for the same rows (computed from this run's rows: every row the "
+             "whole view and the Response).", "",
+             "| answer | text | checkpoints (rows, bases) | checkpoints now | before | ratio | event log now | before "
+             "| ratio | zstd compress · decompress |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for a in res["answers"]:
+        if "error" in a:
+            lines.append(f"| {a['tokens']} deltas at {a['tokens_per_s']}/s | failed: {a['error'][:80]} |||||||||")
+            continue
+        t = a["text_bytes"]
+        lines.append(
+            f"| {a['tokens']} deltas at {a['tokens_per_s']}/s | {t / KIB:.1f} KiB | {a['checkpoints']}, {a['bases']} | "
+            f"**{a['checkpoint_bytes'] / t:.2f}x** | {a['checkpoint_bytes_before'] / t:.1f}x | "
+            f"{a['checkpoint_bytes_before'] / a['checkpoint_bytes']:.0f}x smaller | **{a['log_bytes'] / t:.2f}x** | "
+            f"{a['log_bytes_before'] / t:.1f}x | {a['log_bytes_before'] / a['log_bytes']:.0f}x smaller | "
+            f"{a['compress_us_per_kb']:.1f} · {a['decompress_us_per_kb']:.1f} us/KB |")
+    lines += ["", "Targets: checkpoints <= 3x the text, event log <= 8x.", ""]
+    mem = {(bool(m["tracemalloc"]), bool(m.get("malloc_fixed"))): m for m in res["memory"]}
+    if mem:
+        m = mem.get((False, False)) or next(iter(mem.values()))
+        text = m["text_bytes"]
+        target = 2 * text + 64 * KIB
+        lines += ["## Memory per in-flight stream", "",
+                  f"{m['streams']} runners at once in one process, each held before the last deltas of a "
+                  f"{m['tokens']}-delta answer ({text / KIB:.1f} KiB of text); growth / N. Target 2 x text + 64 KiB "
+                  f"= {target / KIB:.0f} KiB.", "", "| measure | per stream | of target |", "|---|---|---|"]
+        fixed = " ".join(f"{k}={v}" for k, v in MALLOC_FIXED.items())
+        for key, label in (((False, False), "RSS"), ((False, True), f"RSS with `{fixed}`"),
+                           ((True, False), "Python heap (tracemalloc, another process)")):
+            if key in mem:
+                lines.append(f"| {label} | {mem[key]['per_stream'] / KIB:.0f} KiB | "
+                             f"{mem[key]['per_stream'] / target:.0%} |")
+        if m.get("trimmed") is not None:
+            trimmed = m["trimmed"]
+            lines.append(f"| RSS right after `malloc_trim(0)` | {trimmed / KIB:.0f} KiB | {trimmed / target:.0%} |")
+        alloc = m.get("allocators") or {}
+        if alloc:
+            lines += ["", "Where the RSS is, per stream (the RSS run, before the trim): pymalloc's arenas "
+                      f"{alloc.get('pymalloc_arenas', 0) / KIB:.0f} KiB, of which blocks in use "
+                      f"{alloc.get('pymalloc_used', 0) / KIB:.0f} KiB (the rest: arenas kept by a few live "
+                      f"objects); glibc malloc in use {alloc.get('malloc_in_use', 0) / KIB:.0f} KiB (objects over 512 "
+                      f"bytes, C libraries), free but kept {alloc.get('malloc_free_kept', 0) / KIB:.0f} KiB."]
+        if (True, False) in mem:
+            lines += ["", "Largest heap holders per stream (tracemalloc, by line):", ""]
+            lines += [f"- `{where}`: {size / KIB:.1f} KiB" for where, size in mem[(True, False)]["top"]]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench storage")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--sqlite", action="store_true", help="a temporary SQLite file instead of PostgreSQL")
+    parser.add_argument("--only", choices=["memory"], default="", help="only the memory probes")
+    parser.add_argument("--role", help=argparse.SUPPRESS)
+    parser.add_argument("--config", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.role:
+        role_main(args.role, json.loads(args.config))
+        return 0
+    use_postgres = not args.sqlite and reachable(5432)
+    res = run(args.quick, use_postgres, args.only)
+    command = "python -m bench storage" + (" --quick" if args.quick else "") + (" --sqlite" if args.sqlite else "")
+    report = render(res, command)
+    print(report)
+    if not args.quick and not args.only:
+        RESULTS.parent.mkdir(exist_ok=True)
+        RESULTS.write_text(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
