@@ -161,6 +161,8 @@ def _uvicorn(ws: str, loop: str = "asyncio") -> Callable[[str, int], list[str]]:
 
 # ASGI servers the CPU section can serve the same Channels application with (`--asgi`).
 ASGI_SERVERS: dict[str, Callable[[str, int], list[str]]] = {
+    # what the project ships (project/serve.py: uvicorn, httptools, websockets-sansio, uvloop)
+    "project.serve": lambda app, port: ["-m", "project.serve", "--port", str(port), "--no-access-log"],
     "daphne": lambda app, port: ["-m", "daphne", "-b", "127.0.0.1", "-p", str(port), app],
     **{f"uvicorn+{ws}": _uvicorn(ws) for ws in ("websockets", "websockets-sansio", "wsproto")},
     **{f"uvicorn+{ws}+uvloop": _uvicorn(ws, "uvloop") for ws in ("websockets-sansio", "wsproto")},
@@ -170,7 +172,7 @@ ASGI_SERVERS: dict[str, Callable[[str, int], list[str]]] = {
 }
 
 
-def start_daphne(procs: Procs, app: str, env: dict[str, str], log: Path,
+def start_server(procs: Procs, app: str, env: dict[str, str], log: Path,
                  cwd: Path = ROOT, server: str = "daphne") -> tuple[subprocess.Popen[Any], int]:
     port = free_port()
     out = open(log, "ab")  # noqa: SIM115 - closed with the process
@@ -622,7 +624,12 @@ def role_main(role: str, cfg: dict[str, Any]) -> None:
     elif role == "floor":
         from bench.relay_cpu import floor
 
-        result = asyncio.run(floor(cfg))
+        if cfg.get("loop") == "uvloop":
+            import uvloop
+
+            result = uvloop.run(floor(cfg))
+        else:
+            result = asyncio.run(floor(cfg))
     else:
         _django(cfg)
         result = asyncio.run(_memory(cfg) if role == "memory" else _writes(cfg))
@@ -650,6 +657,9 @@ class Plan:
     cpu_streams: int = 100
     cpu_window: float = 10.0
     baseline: str = ""  # another checkout, whose server is measured beside ours in the CPU section
+    server: str = "project.serve"  # the ASGI server ours runs on (ASGI_SERVERS)
+    baseline_server: str = "daphne"  # and the baseline checkout's
+    cpu_rounds: int = 1
     asgi: tuple[str, ...] = ()  # more ASGI servers for our application, measured beside ours in the CPU section
     profile: bool = False  # py-spy flame graph + collapsed stacks of our server, 1 viewer, CPU section's load
 
@@ -677,17 +687,21 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
             subprocess.run([PY, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env, check=True,
                            capture_output=True)
             session = make_session(env)
-            ours, ours_port = start_daphne(procs, "project.asgi:application", env, log_dir / "ours.log")
+            ours, ours_port = start_server(procs, "project.asgi:application", env, log_dir / "ours.log",
+                                           server=plan.server)
             naive_env = dict(base_env, NAIVE_UPSTREAM=sim_url)
-            naive, naive_port = start_daphne(procs, "bench.naive_relay:application", naive_env,
+            naive, naive_port = start_server(procs, "bench.naive_relay:application", naive_env,
                                              log_dir / "naive.log")
             servers = {"ours": (ours, ours_port), "naive": (naive, naive_port)}
-            for kind in plan.asgi if "cpu" in plan.sections else ():
-                servers[kind] = start_daphne(procs, "project.asgi:application", env, log_dir / f"{kind}.log",
-                                             server=kind)
-            if plan.baseline and "cpu" in plan.sections:
-                servers["before"] = start_daphne(procs, "project.asgi:application", env, log_dir / "before.log",
-                                                 cwd=Path(plan.baseline))
+
+            def start_extra(target: str) -> None:
+                """A server the CPU section compares ours with, one at a time (each holds a database pool)."""
+                if target == "before":
+                    servers[target] = start_server(procs, "project.asgi:application", env, log_dir / "before.log",
+                                                   cwd=Path(plan.baseline), server=plan.baseline_server)
+                else:
+                    servers[target] = start_server(procs, "project.asgi:application", env,
+                                                   log_dir / f"{target}.log", server=target)
 
             def step(target: str, streams: int, window: float, warmup: float, viewers: int = 1,
                      profile: dict[str, str] | None = None) -> dict[str, Any]:
@@ -715,32 +729,37 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
                 n = plan.cpu_streams
 
                 def floor() -> None:
-                    wait_idle(sim.pid, limit=0.1)
-                    cfg = {"simulator": sim_url, "streams": n, "tokens_per_s": plan.tokens_per_s, "tokens": tokens,
-                           "seed": uuid.uuid4().int >> 80, "warmup": 3.0, "window": plan.cpu_window}
-                    f = run_role("floor", cfg, base_env, procs, timeout=plan.cpu_window + 160)
-                    results["cpu"]["floor"].append(f)
-                    print(f"floor {n} streams: {f['us_per_event']:.1f} µs/event", flush=True)
+                    loops = ["asyncio"] + (["uvloop"] if "uvloop" in plan.server else [])
+                    for loop in loops:
+                        wait_idle(sim.pid, limit=0.1)
+                        cfg = {"simulator": sim_url, "streams": n, "tokens_per_s": plan.tokens_per_s,
+                               "tokens": tokens, "seed": uuid.uuid4().int >> 80, "warmup": 3.0,
+                               "window": plan.cpu_window, "loop": loop}
+                        f = run_role("floor", cfg, base_env, procs, timeout=plan.cpu_window + 160)
+                        results["cpu"]["floor"].append(f)
+                        print(f"floor {n} streams ({loop}): {f['us_per_event']:.1f} µs/event", flush=True)
 
                 floor()
-                order = [(t, v) for v in VIEWERS for t in ("ours", "before", *plan.asgi) if t in servers] \
-                    + [("naive", 1)]
-                for target, viewers in order:
+                targets = ["ours", *(["before"] if plan.baseline else []), *plan.asgi]
+                # Rounds alternate the servers, so a busy spell on the shared machine hits them all alike.
+                order = [(t, v) for _ in range(plan.cpu_rounds) for t in targets for v in VIEWERS] + [("naive", 1)]
+                for k, (target, viewers) in enumerate(order):
+                    if target not in servers:
+                        start_extra(target)
                     r = step(target, n, plan.cpu_window, 3.0, viewers)
-                    r.update(label=target, viewers=viewers)
+                    r.update(label=plan.server if target == "ours" else target, viewers=viewers, ours=target == "ours")
                     results["cpu"]["rows"].append(r)
                     print(f"cpu {target} x{viewers}: {per_delta(r, viewers):.0f} µs/relayed delta, server "
                           f"{r['cpu']['server']:.0%}, rate {r['rate']:.0%}, lag p99 {fmt_ms(r['newest']['p99'])} ms",
                           flush=True)
+                    if target not in ("ours", "naive") and (k + 1 == len(order) or order[k + 1][0] != target):
+                        procs.stop(servers.pop(target)[0])
                 floor()
                 for fmt in (("flamegraph", "raw") if plan.profile else ()):
                     # Not one of the measured rows: py-spy's sampling costs the server a little.
                     out = RESULTS.parent / f"relay_profile.{'svg' if fmt == 'flamegraph' else 'txt'}"
                     step("ours", n, plan.cpu_window, 3.0, 1, profile={"format": fmt, "path": str(out)})
                     print(f"profile: {out.relative_to(ROOT)}", flush=True)
-                for extra in ("before", *plan.asgi):
-                    if extra in servers:
-                        procs.stop(servers.pop(extra)[0])
 
             # 2. Capacity, side by side: each step for ours, then for naive.
             failed = {"ours": 0, "naive": 0}
@@ -947,6 +966,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated sections: latency,cpu,capacity,memory,writes")
     parser.add_argument("--cpu-streams", type=int, default=0, help="streams in the CPU section (100)")
     parser.add_argument("--asgi", default="", help=f"ASGI servers to measure ours on too: {','.join(ASGI_SERVERS)}")
+    parser.add_argument("--cpu-rounds", type=int, default=1, help="rounds of the CPU section's servers, alternated")
+    parser.add_argument("--server", default="", help="the ASGI server ours runs on")
+    parser.add_argument("--baseline-server", default="", help="the ASGI server the baseline runs on")
     parser.add_argument("--profile", action="store_true", help="py-spy our server under the CPU section's load")
     parser.add_argument("--baseline", default="", help="another checkout whose server the CPU section measures too")
     parser.add_argument("--role", help=argparse.SUPPRESS)
@@ -971,6 +993,9 @@ def main(argv: list[str] | None = None) -> int:
     plan.baseline = args.baseline
     plan.profile = args.profile
     plan.asgi = tuple(a for a in args.asgi.split(",") if a)
+    plan.cpu_rounds = args.cpu_rounds
+    plan.server = args.server or plan.server
+    plan.baseline_server = args.baseline_server or plan.baseline_server
     use_postgres = not args.sqlite and reachable(5432)
     log_dir = Path(tempfile.mkdtemp(prefix="relay-bench-logs-"))
     print(environment(), flush=True)

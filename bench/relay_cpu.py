@@ -20,6 +20,7 @@ machine is shared, so only ratios within one run mean much.
 from __future__ import annotations
 
 import asyncio
+import statistics
 import time
 from typing import Any
 
@@ -61,16 +62,22 @@ async def floor(cfg: dict[str, Any]) -> dict[str, Any]:
         await asyncio.sleep(0.05)
     ramp = time.monotonic() - t0
     await asyncio.sleep(cfg["warmup"])
+    from bench.relay import cpu_seconds
+
+    others = cfg.get("pids", {})  # e.g. the simulator: its CPU over the same window
+    others0 = {name: cpu_seconds(pid) for name, pid in others.items()}
     events0, cpu0, t1 = sum(counts), time.process_time(), time.monotonic()
     await asyncio.sleep(cfg["window"])
     events, cpu, elapsed = sum(counts) - events0, time.process_time() - cpu0, time.monotonic() - t1
+    shares = {name: (cpu_seconds(pid) - others0[name]) / elapsed for name, pid in others.items()}
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     await client.aclose()
     return {"streams": n, "connected": len(flowing), "ramp_s": ramp, "events": events, "cpu_s": cpu,
             "window_s": elapsed, "us_per_event": cpu / events * 1e6 if events else float("nan"),
-            "rate": events / (n * cfg["tokens_per_s"] * elapsed)}
+            "rate": events / (n * cfg["tokens_per_s"] * elapsed), "loop": cfg.get("loop", "asyncio"),
+            "others": shares}
 
 
 # --- derived figures and the table -------------------------------------------------------------
@@ -83,7 +90,7 @@ def per_delta(r: dict[str, Any], viewers: int) -> float:
 
 
 def derive(res: dict[str, Any]) -> dict[str, Any]:
-    floors = [f["us_per_event"] for f in res["floor"]]
+    floors = [f["us_per_event"] for f in res["floor"] if f.get("loop", "asyncio") == "asyncio"]
     base = sum(floors) / len(floors)
     rows = []
     for r in res["rows"]:
@@ -96,7 +103,18 @@ def derive(res: dict[str, Any]) -> dict[str, Any]:
     for x in rows:
         x["naive_over"] = naive["us_per_delivered"] / x["us_per_delivered"] if naive and x["us_per_delivered"] \
             else float("nan")
-    return {"floor_us": base, "floors": floors, "rows": rows}
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for x in rows:
+        groups.setdefault((x["label"], x["viewers"]), []).append(x)
+    summary = [{"label": label, "viewers": v, "runs": len(xs), "ours": xs[0].get("ours", False),
+                "us_per_delta": statistics.median(x["us_per_delta"] for x in xs),
+                "vs_floor": statistics.median(x["vs_floor"] for x in xs),
+                "naive_over": statistics.median(x["naive_over"] for x in xs),
+                "streams_per_core": statistics.median(x["streams_per_core"] for x in xs)}
+               for (label, v), xs in groups.items()]
+    uvloop_floors = [f["us_per_event"] for f in res["floor"] if f.get("loop") == "uvloop"]
+    return {"floor_us": base, "floors": floors, "rows": rows, "summary": summary,
+            "uvloop_floor_us": sum(uvloop_floors) / len(uvloop_floors) if uvloop_floors else None}
 
 
 def render(res: dict[str, Any], streams: int, tokens_per_s: int, window: float) -> str:
@@ -113,6 +131,16 @@ def render(res: dict[str, Any], streams: int, tokens_per_s: int, window: float) 
                    f"| {x['cpu']['server']:.0%} ({x['cpu']['server_loop']:.0%}) | {x['us_per_delta']:.0f} "
                    f"| {x['vs_floor']:.2f}× | {x['us_per_delivered']:.0f} | {x['naive_over']:.1f}× "
                    f"| {x['streams_per_core']:.0f} |")
+    out.append("\nMedians per server and viewers per stream:\n")
+    out.append("| server | viewers/stream | runs | µs CPU per relayed delta | vs floor | naive / this, per delivered "
+               "| streams per core |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|")
+    for x in d["summary"]:
+        name = f"**{x['label']}** (ours)" if x["ours"] else x["label"]
+        out.append(f"| {name} | {x['viewers']} | {x['runs']} | {x['us_per_delta']:.0f} | {x['vs_floor']:.2f}× "
+                   f"| {x['naive_over']:.1f}× | {x['streams_per_core']:.0f} |")
+    if d["uvloop_floor_us"]:
+        out.append(f"\nThe floor reader on uvloop instead of asyncio's loop: {d['uvloop_floor_us']:.1f} µs per event.")
     floors = ", ".join(f"{f:.1f}" for f in d["floors"])
     out.append(f"\n*floor*: a plain httpx-aiohttp reader of {streams} of the same streams (with the core's "
                f"StreamPipeline), in its own process: **{d['floor_us']:.1f} µs per event** (first and last "
