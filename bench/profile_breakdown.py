@@ -30,7 +30,8 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
     ("upstream read (aiohttp, httpx)", ("aiohttp", "httpx", "httpx_aiohttp", "StreamRunner._read",
                                         "_SelectorSocketTransport._read_ready")),
     ("event loop (select, callbacks, reactor)", ("selectors.py", "base_events.py", "asyncio/events.py",
-                                                  "twisted", "uvicorn", "asyncioreactor")),
+                                                  "twisted", "uvicorn", "asyncioreactor", "uvloop",
+                                                  "asyncio/runners.py", "project/serve.py")),
 ]
 OTHER = "other"
 

@@ -39,7 +39,9 @@ async def floor(cfg: dict[str, Any]) -> dict[str, Any]:
     from responses_app.streaming.pipeline import StreamPipeline
 
     n = cfg["streams"]
-    client = httpx.AsyncClient(transport=AiohttpTransport(), timeout=None,
+    # as the relay's upstream.make_transport: the default pool (100) would queue streams past it
+    limits = httpx.Limits(max_connections=n + 10, max_keepalive_connections=min(n + 10, 100))
+    client = httpx.AsyncClient(transport=AiohttpTransport(limits=limits), timeout=None,
                                headers={"authorization": f"Bearer {DEV_API_KEY}"})
     counts = [0] * n
     flowing: set[int] = set()
