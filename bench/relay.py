@@ -7,7 +7,8 @@ Processes (all started here, each in its own process group, all killed in `final
 
 * the simulator (`python -m responses_app.simulator --port 0`), with `sim.stamp`: every text delta
   carries the wall-clock time it was queued for the wire, so a viewer computes receipt - emit;
-* our relay: ONE Daphne process (`daphne project.asgi:application`, development settings, DEBUG off, the in-memory
+* our relay: ONE server process (`python -m project.serve`: uvicorn, uvloop; `--server` picks another of
+  ASGI_SERVERS), development settings, DEBUG off, the in-memory
   channel layer, the in-process runner) on a temporary PostgreSQL database (created, migrated,
   dropped here; a temporary SQLite file when PostgreSQL is not reachable);
 * the naive relay (bench/naive_relay.py): ONE Daphne process;
@@ -1022,8 +1023,9 @@ too). Reproduce with exactly that command from the repository root, PostgreSQL o
 Machine: {env}.
 
 Setup, all on loopback, each in its own process: the simulator (`python -m responses_app.simulator`,
-`sim-long`, `sim.stamp` puts each delta's emit wall-clock time into its text); our relay as ONE Daphne
-process (`daphne project.asgi:application`, development settings, DEBUG off, in-memory channel layer, in-process runner,
+`sim-long`, `sim.stamp` puts each delta's emit wall-clock time into its text); our relay as ONE server
+process (`python -m project.serve`: uvicorn with httptools, websockets-sansio and uvloop), development
+settings, DEBUG off, in-memory channel layer, in-process runner,
 default RELAY_* settings: flush interval 50 ms, checkpoints every 500 ms to 2 s (64 events), aiohttp upstream transport)
 on {db}; the naive relay (bench/naive_relay.py: a Channels consumer per websocket, `httpx.AsyncClient()`
 with its default transport, stdlib `json` per SSE line, one in-memory `group_send` per delta) as ONE

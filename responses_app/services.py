@@ -315,7 +315,7 @@ def _insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
         from django.db.backends.utils import CursorWrapper
 
         connection.ensure_connection()
-        raw = ServerBindingCursor(connection.connection)
+        raw = ServerBindingCursor(connection.connection)  # type: ignore[call-arg]  # psycopg.Cursor(conn)
         with CursorWrapper(raw, connection) as cursor:
             cursor.execute(sql, params)
         return
