@@ -730,7 +730,9 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
                 n = plan.cpu_streams
 
                 def floor() -> None:
-                    loops = ["asyncio"] + (["uvloop"] if "uvloop" in plan.server else [])
+                    # the floor on the loop ours runs on too (project.serve runs uvloop)
+                    loops = ["asyncio"] + (["uvloop"] if plan.server == "project.serve" or "uvloop" in plan.server
+                                           else [])
                     for loop in loops:
                         wait_idle(sim.pid, limit=0.1)
                         cfg = {"simulator": sim_url, "streams": n, "tokens_per_s": plan.tokens_per_s,

@@ -123,12 +123,13 @@ def render(res: dict[str, Any], streams: int, tokens_per_s: int, window: float) 
     d = derive(res)
     out = [f"### CPU per relayed delta ({streams} streams x {tokens_per_s} deltas/s, {window:.0f} s window each, "
            "one after another in one run)\n",
-           "| server | viewers/stream | deltas received | rate | lag p50 · p99 ms | server CPU (loop) "
+           "| server | viewers/stream | deltas received | deltas/frame | rate | lag p50 · p99 ms | server CPU (loop) "
            "| µs CPU per relayed delta | vs floor | µs per delivered delta | naive / this, per delivered "
            "| streams per core |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for x in d["rows"]:
-        out.append(f"| {x['label']} | {x['viewers']} | {x['deltas']:,} | {x['rate']:.0%} "
+        out.append(f"| {x['label']} | {x['viewers']} | {x['deltas']:,} | {x['deltas'] / max(x['messages'], 1):.2f} "
+                   f"| {x['rate']:.0%} "
                    f"| {x['newest']['p50']:,.0f} · {x['newest']['p99']:,.0f} "
                    f"| {x['cpu']['server']:.0%} ({x['cpu']['server_loop']:.0%}) | {x['us_per_delta']:.0f} "
                    f"| {x['vs_floor']:.2f}× | {x['us_per_delivered']:.0f} | {x['naive_over']:.1f}× "
@@ -151,5 +152,7 @@ def render(res: dict[str, Any], streams: int, tokens_per_s: int, window: float) 
                "*streams per core*: streams / the server's share of a core, at this load (paced streams "
                "cost CPU per delta, so this is per 30-delta/s stream). *naive / this*: the naive relay's "
                "CPU per delivered delta over this row's; the naive relay cannot keep up at this load, "
-               "so its figure is per delta it managed to deliver.\n")
+               "so its figure is per delta it managed to deliver. *deltas/frame*: deltas per websocket "
+               "message; a server short of CPU sends fewer, larger patches (the pacer), which lowers its "
+               "cost per delta, so compare rows at similar lag.\n")
     return "\n".join(out)
