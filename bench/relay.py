@@ -661,6 +661,7 @@ class Plan:
     server: str = "project.serve"  # the ASGI server ours runs on (ASGI_SERVERS)
     baseline_server: str = "daphne"  # and the baseline checkout's
     cpu_rounds: int = 1
+    targets: tuple[str, ...] = ("ours", "naive")  # the capacity section's relays
     asgi: tuple[str, ...] = ()  # more ASGI servers for our application, measured beside ours in the CPU section
     profile: bool = False  # py-spy flame graph + collapsed stacks of our server, 1 viewer, CPU section's load
 
@@ -767,7 +768,7 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
             # 2. Capacity, side by side: each step for ours, then for naive.
             failed = {"ours": 0, "naive": 0}
             for streams in plan.steps if "capacity" in plan.sections else ():
-                for target in ("ours", "naive"):
+                for target in plan.targets:
                     if failed[target] >= 2:  # two steps in a row past the limit: higher ones only get worse
                         results["capacity"][target].append({"streams": streams, "skipped": True})
                         continue
@@ -973,6 +974,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated sections: latency,cpu,capacity,memory,writes")
     parser.add_argument("--cpu-streams", type=int, default=0, help="streams in the CPU section (100)")
     parser.add_argument("--asgi", default="", help=f"ASGI servers to measure ours on too: {','.join(ASGI_SERVERS)}")
+    parser.add_argument("--targets", default="ours,naive", help="the capacity section's relays")
     parser.add_argument("--cpu-rounds", type=int, default=1, help="rounds of the CPU section's servers, alternated")
     parser.add_argument("--server", default="", help="the ASGI server ours runs on")
     parser.add_argument("--baseline-server", default="", help="the ASGI server the baseline runs on")
@@ -1001,6 +1003,7 @@ def main(argv: list[str] | None = None) -> int:
     plan.profile = args.profile
     plan.asgi = tuple(a for a in args.asgi.split(",") if a)
     plan.cpu_rounds = args.cpu_rounds
+    plan.targets = tuple(args.targets.split(","))
     plan.server = args.server or plan.server
     plan.baseline_server = args.baseline_server or plan.baseline_server
     use_postgres = not args.sqlite and reachable(5432)

@@ -1,4 +1,4 @@
-"""The scaled-out configuration for real: PostgreSQL, Redis channel layer, two Daphne web
+"""The scaled-out configuration for real: PostgreSQL, Redis channel layer, two web (project.serve)
 processes and a `relayworker` process. A request submitted to one web process is run by
 the worker and watched live through the other web process's websocket."""
 
