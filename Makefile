@@ -18,7 +18,7 @@ install: $(VENV)/.installed
 run: install
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py bootstrap_demo --address http://$(HOST):$(PORT)/
-	$(PY) manage.py runserver $(HOST):$(PORT)
+	$(PY) -m project.serve --host $(HOST) --port $(PORT) --reload
 
 # The relay's tests run twice: on SQLite (the default) and on PostgreSQL, whose write path
 # differs (a thread pool per process, bytes sent as they are). CI must have PostgreSQL.

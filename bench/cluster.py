@@ -229,7 +229,7 @@ class Cluster:
 
     def start_web(self, name: str, port: int | None = None) -> Server:
         port = port or free_port()
-        proc = self.procs.start([PY, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "project.asgi:application"],
+        proc = self.procs.start([PY, "-m", "project.serve", "--port", str(port), "--no-access-log"],
                                 self._env_for(name), stdout=self._log(name), stderr=subprocess.STDOUT)
         server = self.servers[name] = Server(name, "web", proc, port)
         deadline = time.monotonic() + 60

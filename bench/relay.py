@@ -7,7 +7,8 @@ Processes (all started here, each in its own process group, all killed in `final
 
 * the simulator (`python -m responses_app.simulator --port 0`), with `sim.stamp`: every text delta
   carries the wall-clock time it was queued for the wire, so a viewer computes receipt - emit;
-* our relay: ONE Daphne process (`daphne project.asgi:application`, development settings, DEBUG off, the in-memory
+* our relay: ONE server process (`python -m project.serve`: uvicorn, uvloop; `--server` picks another of
+  ASGI_SERVERS), development settings, DEBUG off, the in-memory
   channel layer, the in-process runner) on a temporary PostgreSQL database (created, migrated,
   dropped here; a temporary SQLite file when PostgreSQL is not reachable);
 * the naive relay (bench/naive_relay.py): ONE Daphne process;
@@ -33,11 +34,13 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.relay_cpu import VIEWERS, per_delta
+from bench.relay_cpu import render as render_cpu
 from tests.servers import announced_address
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,13 +70,20 @@ def reachable(port: int) -> bool:
 
 
 def cpu_seconds(pid: int) -> float:
-    """utime + stime of a whole process (all its threads), from /proc/<pid>/stat."""
+    """utime + stime of a whole process (all its threads) and of its live child processes (the
+    workers of an ASGI server that forks them), from /proc/<pid>/stat."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+        own = (int(fields[11]) + int(fields[12])) / CLK_TCK
     except (OSError, IndexError, ValueError):
         return 0.0
+    children: set[int] = set()
+    with contextlib.suppress(OSError):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{tid}/children") as f:
+                children.update(int(c) for c in f.read().split())
+    return own + sum(cpu_seconds(c) for c in children)
 
 
 def main_thread_cpu(pid: int) -> float:
@@ -113,8 +123,8 @@ class Procs:
     def __init__(self) -> None:
         self.procs: list[subprocess.Popen[Any]] = []
 
-    def start(self, args: list[str], env: dict[str, str], **kw: Any) -> subprocess.Popen[Any]:
-        proc = subprocess.Popen(args, cwd=ROOT, env=env, start_new_session=True, **kw)
+    def start(self, args: list[str], env: dict[str, str], cwd: Path = ROOT, **kw: Any) -> subprocess.Popen[Any]:
+        proc = subprocess.Popen(args, cwd=cwd, env=env, start_new_session=True, **kw)
         self.procs.append(proc)
         return proc
 
@@ -144,11 +154,31 @@ def start_simulator(procs: Procs, env: dict[str, str]) -> tuple[subprocess.Popen
     return proc, announced_address(proc, 30)
 
 
-def start_daphne(procs: Procs, app: str, env: dict[str, str], log: Path) -> tuple[subprocess.Popen[Any], int]:
+def _uvicorn(ws: str, loop: str = "asyncio") -> Callable[[str, int], list[str]]:
+    return lambda app, port: ["-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port), "--http", "httptools",
+                              "--ws", ws, "--loop", loop, "--lifespan", "off", "--no-access-log",
+                              "--log-level", "warning"]
+
+
+# ASGI servers the CPU section can serve the same Channels application with (`--asgi`).
+ASGI_SERVERS: dict[str, Callable[[str, int], list[str]]] = {
+    # what the project ships (project/serve.py: uvicorn, httptools, websockets-sansio, uvloop)
+    "project.serve": lambda app, port: ["-m", "project.serve", "--port", str(port), "--no-access-log"],
+    "daphne": lambda app, port: ["-m", "daphne", "-b", "127.0.0.1", "-p", str(port), app],
+    **{f"uvicorn+{ws}": _uvicorn(ws) for ws in ("websockets", "websockets-sansio", "wsproto")},
+    **{f"uvicorn+{ws}+uvloop": _uvicorn(ws, "uvloop") for ws in ("websockets-sansio", "wsproto")},
+    "hypercorn": lambda app, port: ["-m", "hypercorn", "-b", f"127.0.0.1:{port}", "--log-level", "warning", app],
+    "granian": lambda app, port: ["-m", "granian", "--interface", "asgi", "--host", "127.0.0.1", "--port", str(port),
+                                  "--workers", "1", "--loop", "asyncio", "--log-level", "warning", app],
+}
+
+
+def start_server(procs: Procs, app: str, env: dict[str, str], log: Path,
+                 cwd: Path = ROOT, server: str = "daphne") -> tuple[subprocess.Popen[Any], int]:
     port = free_port()
     out = open(log, "ab")  # noqa: SIM115 - closed with the process
-    proc = procs.start([PY, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), app], env,
-                       stdout=out, stderr=subprocess.STDOUT)
+    proc = procs.start([PY, *ASGI_SERVERS[server](app, port)], env,
+                       stdout=out, stderr=subprocess.STDOUT, cwd=cwd)
     deadline = time.monotonic() + 30
     while not reachable(port):
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -256,7 +286,7 @@ async def _viewer_ours(cfg: dict[str, Any], i: int, win: Window, http: Any, gate
                        ready: list[int], errors: list[str]) -> None:
     from websockets.asyncio.client import connect
 
-    from responses_app.streaming.wire import PROTOCOL, appended, decode
+    from responses_app.streaming.wire import PROTOCOL
 
     port, session = cfg["port"], cfg["session"]
     metadata = {"sim.tokens_per_s": str(cfg["tokens_per_s"]), "sim.tokens": str(cfg["tokens"]),
@@ -268,13 +298,23 @@ async def _viewer_ours(cfg: dict[str, Any], i: int, win: Window, http: Any, gate
                 "background": cfg["background"], "metadata": metadata})
             created.raise_for_status()
             request_id = created.json()["id"]
-            ws = await connect(f"ws://127.0.0.1:{port}/ws/requests/{request_id}/?v={PROTOCOL}",
-                               origin=f"http://127.0.0.1:{port}", additional_headers={"Cookie": f"sessionid={session}"},
-                               compression=None, proxy=None, open_timeout=30)
+            sockets = [await connect(f"ws://127.0.0.1:{port}/ws/requests/{request_id}/?v={PROTOCOL}",
+                                     origin=f"http://127.0.0.1:{port}", additional_headers={
+                                         "Cookie": f"sessionid={session}"}, compression=None, proxy=None,
+                                     open_timeout=30, ping_interval=None)
+                       for _ in range(cfg.get("viewers", 1))]
         except Exception as exc:
             errors.append(f"setup: {type(exc).__name__}: {exc}"[:200])
             return
-    flowing = False
+    # Every viewer of the request counts; the first one's flow marks the stream as flowing.
+    await asyncio.gather(*(_watch_ours(ws, i if k == 0 else -1, win, ready, errors)
+                           for k, ws in enumerate(sockets)))
+
+
+async def _watch_ours(ws: Any, i: int, win: Window, ready: list[int], errors: list[str]) -> None:
+    from responses_app.streaming.wire import appended, decode
+
+    flowing = i < 0
     revision: int | None = None
     loads = decode  # patches arrive in the wire's form (streaming/wire.py)
     findall = STAMP.findall
@@ -328,7 +368,7 @@ async def _viewer_naive(cfg: dict[str, Any], i: int, win: Window, gate: asyncio.
     async with gate:
         try:
             ws = await connect(f"ws://127.0.0.1:{port}/ws/naive/?{query}", compression=None, proxy=None,
-                               open_timeout=30)
+                               open_timeout=30, ping_interval=None)
         except Exception as exc:
             errors.append(f"setup: {type(exc).__name__}: {exc}"[:200])
             return
@@ -387,6 +427,12 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
     loop0 = main_thread_cpu(pids["server"])
     win.start = time.time()
     win.end = win.start + cfg["window"]
+    spy = None
+    if cfg.get("profile"):  # py-spy on the server over the measured window (this process's CPU is not the server's)
+        spy = subprocess.Popen([str(Path(PY).parent / "py-spy"), "record", "--pid", str(pids["server"]),
+                                "--duration", str(int(cfg["window"])), "--rate", "200", "--nonblocking",
+                                "--format", cfg["profile"]["format"], "-o", cfg["profile"]["path"]],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     await asyncio.sleep(cfg["window"])
     elapsed = time.time() - win.start
     cpu = {name: (cpu_seconds(pid) - cpu0[name]) / elapsed for name, pid in pids.items()}
@@ -394,6 +440,8 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
     cpu["server_loop"] = (main_thread_cpu(pids["server"]) - loop0) / elapsed
     async with asyncio.timeout(40):
         await asyncio.gather(*tasks, return_exceptions=True)
+    if spy is not None:
+        spy.wait(30)
     await http.aclose()
     expected = len(ready) * cfg["tokens_per_s"] * cfg["window"]
     return {
@@ -468,8 +516,8 @@ async def _memory(cfg: dict[str, Any]) -> dict[str, Any]:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             await asyncio.sleep(0.25)
-            if all(r.assembler.last_sequence_number is not None and r.assembler.last_sequence_number >= stall_at - 1
-                   for r in runners):
+            if all(r.transcript.last_sequence_number is not None
+                   and r.transcript.last_sequence_number >= stall_at - 1 for r in runners):
                 break
         else:
             raise RuntimeError("runners did not reach the stall")
@@ -496,9 +544,9 @@ async def _memory(cfg: dict[str, Any]) -> dict[str, Any]:
     rss = rss_bytes() - base_rss
     text_bytes = sum(len(r.final_text().encode()) for r in runners) / n
     text_chars = sum(len(r.final_text()) for r in runners) / n
-    log_bytes = sum(len(r._log) for r in runners) / n
-    log_events = sum(r._log_count for r in runners) / n
-    pending_bytes = sum(r._unwritten for r in runners) / n  # handed to the writer, not yet committed
+    log_bytes = sum(len(r.delivery.log) for r in runners) / n
+    log_events = sum(r.delivery.log._count for r in runners) / n
+    pending_bytes = sum(r.delivery.checkpoints.unwritten for r in runners) / n  # handed to the writer, not committed
     top: list[tuple[str, int]] = []
     if tracing:
         snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
@@ -576,6 +624,15 @@ async def _writes(cfg: dict[str, Any]) -> dict[str, Any]:
 def role_main(role: str, cfg: dict[str, Any]) -> None:
     if role == "load":
         result = asyncio.run(load(cfg))
+    elif role == "floor":
+        from bench.relay_cpu import floor
+
+        if cfg.get("loop") == "uvloop":
+            import uvloop
+
+            result = uvloop.run(floor(cfg))
+        else:
+            result = asyncio.run(floor(cfg))
     else:
         _django(cfg)
         result = asyncio.run(_memory(cfg) if role == "memory" else _writes(cfg))
@@ -599,12 +656,22 @@ class Plan:
     writes_paces: tuple[int, ...] = (30, 100, 200)
     writes_tokens: int = 2000
     background: bool = False
-    sections: tuple[str, ...] = ("latency", "capacity", "memory", "writes")
+    sections: tuple[str, ...] = ("latency", "cpu", "capacity", "memory", "writes")
+    cpu_streams: int = 100
+    cpu_window: float = 10.0
+    baseline: str = ""  # another checkout, whose server is measured beside ours in the CPU section
+    server: str = "project.serve"  # the ASGI server ours runs on (ASGI_SERVERS)
+    baseline_server: str = "daphne"  # and the baseline checkout's
+    cpu_rounds: int = 1
+    targets: tuple[str, ...] = ("ours", "naive")  # the capacity section's relays
+    asgi: tuple[str, ...] = ()  # more ASGI servers for our application, measured beside ours in the CPU section
+    profile: bool = False  # py-spy flame graph + collapsed stacks of our server, 1 viewer, CPU section's load
 
 
 def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
     procs = Procs()
-    results: dict[str, Any] = {"latency": {}, "capacity": {"ours": [], "naive": []}, "memory": [], "writes": []}
+    results: dict[str, Any] = {"latency": {}, "capacity": {"ours": [], "naive": []}, "memory": [], "writes": [],
+                               "cpu": {"rows": [], "floor": []}}
     base_env = {k: v for k, v in os.environ.items()
                 if k not in ("REDIS_URL", "DATABASE_URL", "DJANGO_SETTINGS_MODULE", "OPENAI_API_KEY",
                              "OPENAI_BASE_URL", "DEBUG")}
@@ -624,19 +691,31 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
             subprocess.run([PY, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env, check=True,
                            capture_output=True)
             session = make_session(env)
-            ours, ours_port = start_daphne(procs, "project.asgi:application", env, log_dir / "ours.log")
+            ours, ours_port = start_server(procs, "project.asgi:application", env, log_dir / "ours.log",
+                                           server=plan.server)
             naive_env = dict(base_env, NAIVE_UPSTREAM=sim_url)
-            naive, naive_port = start_daphne(procs, "bench.naive_relay:application", naive_env,
+            naive, naive_port = start_server(procs, "bench.naive_relay:application", naive_env,
                                              log_dir / "naive.log")
             servers = {"ours": (ours, ours_port), "naive": (naive, naive_port)}
 
-            def step(target: str, streams: int, window: float, warmup: float) -> dict[str, Any]:
+            def start_extra(target: str) -> None:
+                """A server the CPU section compares ours with, one at a time (each holds a database pool)."""
+                if target == "before":
+                    servers[target] = start_server(procs, "project.asgi:application", env, log_dir / "before.log",
+                                                   cwd=Path(plan.baseline), server=plan.baseline_server)
+                else:
+                    servers[target] = start_server(procs, "project.asgi:application", env,
+                                                   log_dir / f"{target}.log", server=target)
+
+            def step(target: str, streams: int, window: float, warmup: float, viewers: int = 1,
+                     profile: dict[str, str] | None = None) -> dict[str, Any]:
                 proc, port = servers[target]
                 wait_idle(proc.pid)
-                cfg = {"target": target, "port": port, "session": session, "streams": streams,
+                cfg = {"target": "naive" if target == "naive" else "ours", "port": port, "session": session,
+                       "streams": streams, "viewers": viewers,
                        "tokens_per_s": plan.tokens_per_s, "tokens": tokens, "seed": uuid.uuid4().int >> 80,
                        "background": plan.background, "window": window, "warmup": warmup,
-                       "pids": {"server": proc.pid, "simulator": sim.pid}}
+                       "pids": {"server": proc.pid, "simulator": sim.pid}, "profile": profile}
                 result = run_role("load", cfg, base_env, procs, timeout=window + warmup + 160)
                 if proc.poll() is not None:
                     raise RuntimeError(f"the {target} server died; see {log_dir}")
@@ -649,10 +728,49 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
                 print(f"latency {target}: newest p50 {fmt_ms(r['newest']['p50'])} p99 {fmt_ms(r['newest']['p99'])} ms; "
                       f"oldest p50 {fmt_ms(r['oldest']['p50'])} p99 {fmt_ms(r['oldest']['p99'])} ms", flush=True)
 
+            # CPU per relayed delta: the floor, ours (1 and 3 viewers), the baseline, naive, the floor again.
+            if "cpu" in plan.sections:
+                n = plan.cpu_streams
+
+                def floor() -> None:
+                    # the floor on the loop ours runs on too (project.serve runs uvloop)
+                    loops = ["asyncio"] + (["uvloop"] if plan.server == "project.serve" or "uvloop" in plan.server
+                                           else [])
+                    for loop in loops:
+                        wait_idle(sim.pid, limit=0.1)
+                        cfg = {"simulator": sim_url, "streams": n, "tokens_per_s": plan.tokens_per_s,
+                               "tokens": tokens, "seed": uuid.uuid4().int >> 80, "warmup": 3.0,
+                               "window": plan.cpu_window, "loop": loop}
+                        f = run_role("floor", cfg, base_env, procs, timeout=plan.cpu_window + 160)
+                        results["cpu"]["floor"].append(f)
+                        print(f"floor {n} streams ({loop}): {f['us_per_event']:.1f} µs/event", flush=True)
+
+                floor()
+                targets = ["ours", *(["before"] if plan.baseline else []), *plan.asgi]
+                # Rounds alternate the servers, so a busy spell on the shared machine hits them all alike.
+                order = [(t, v) for _ in range(plan.cpu_rounds) for t in targets for v in VIEWERS] + [("naive", 1)]
+                for k, (target, viewers) in enumerate(order):
+                    if target not in servers:
+                        start_extra(target)
+                    r = step(target, n, plan.cpu_window, 3.0, viewers)
+                    r.update(label=plan.server if target == "ours" else target, viewers=viewers, ours=target == "ours")
+                    results["cpu"]["rows"].append(r)
+                    print(f"cpu {target} x{viewers}: {per_delta(r, viewers):.0f} µs/relayed delta, server "
+                          f"{r['cpu']['server']:.0%}, rate {r['rate']:.0%}, lag p99 {fmt_ms(r['newest']['p99'])} ms",
+                          flush=True)
+                    if target not in ("ours", "naive") and (k + 1 == len(order) or order[k + 1][0] != target):
+                        procs.stop(servers.pop(target)[0])
+                floor()
+                for fmt in (("flamegraph", "raw") if plan.profile else ()):
+                    # Not one of the measured rows: py-spy's sampling costs the server a little.
+                    out = RESULTS.parent / f"relay_profile.{'svg' if fmt == 'flamegraph' else 'txt'}"
+                    step("ours", n, plan.cpu_window, 3.0, 1, profile={"format": fmt, "path": str(out)})
+                    print(f"profile: {out.relative_to(ROOT)}", flush=True)
+
             # 2. Capacity, side by side: each step for ours, then for naive.
             failed = {"ours": 0, "naive": 0}
             for streams in plan.steps if "capacity" in plan.sections else ():
-                for target in ("ours", "naive"):
+                for target in plan.targets:
                     if failed[target] >= 2:  # two steps in a row past the limit: higher ones only get worse
                         results["capacity"][target].append({"streams": streams, "skipped": True})
                         continue
@@ -690,7 +808,11 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
             for streams, tok, pace, tracing in plan.memory if "memory" in plan.sections else ():
                 cfg = {"simulator": sim_url, "streams": streams, "tokens": tok, "tokens_per_s": pace,
                        "tracemalloc": tracing}
-                r = run_role("memory", cfg, probe_env, procs, timeout=300)
+                try:
+                    r = run_role("memory", cfg, probe_env, procs, timeout=300)
+                except Exception as exc:  # reported, not fatal: the other sections' results stand
+                    print(f"memory probe failed: {exc}"[:2000], flush=True)
+                    continue
                 results["memory"].append(r)
                 print(f"memory {streams} x {tok} tokens at {pace}/s ({'tracemalloc' if tracing else 'rss'}"
                       "): "
@@ -699,7 +821,7 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
             for t in threads:
                 t.join()
             results["writes"] = writes if threads else []
-            for r in writes:
+            for r in results["writes"]:
                 print(f"writes at {r.get('tokens_per_s')} deltas/s: {r.get('writes')} "
                       f"(runner counter {r.get('runner_counter')}, {r.get('checkpoints')} checkpoints)", flush=True)
         finally:
@@ -744,7 +866,9 @@ def max_sustained(rows: list[dict[str, Any]]) -> int:
 
 def render(res: dict[str, Any], plan: Plan) -> str:
     out: list[str] = []
+    sections: list[tuple[bool, int]] = []  # (has data, where it starts): sections not run are left out
     lat = res["latency"]
+    sections.append((bool(lat), len(out)))
     out.append(f"### 1. Added latency, light load ({plan.latency_streams} streams x {plan.tokens_per_s} deltas/s, "
                f"{plan.latency_window:.0f} s window)\n")
     out.append("| relay | messages | deltas/message | newest p50 | newest p90 | newest p99 | newest max "
@@ -761,6 +885,10 @@ def render(res: dict[str, Any], plan: Plan) -> str:
     out.append("\nms, receipt - emit. *newest*: the newest delta in each message (for ours, each patch); "
                "*oldest*: its oldest delta.\n")
 
+    sections.append((bool(res["cpu"]["rows"]), len(out)))
+    if res["cpu"]["rows"]:
+        out.append(render_cpu(res["cpu"], plan.cpu_streams, plan.tokens_per_s, plan.cpu_window))
+    sections.append((any(res["capacity"].values()), len(out)))
     out.append(f"### 2. Capacity at {plan.tokens_per_s} deltas/s per stream, one viewer each "
                f"({plan.warmup:.0f} s warm-up after ramp-up, {plan.window:.0f} s measured)\n")
     out.append("| streams | relay | flowing | ramp s | delivered | rate | lag p50 | lag p99 | lag max "
@@ -794,6 +922,7 @@ def render(res: dict[str, Any], plan: Plan) -> str:
                "thread alone, the event loop: the rest is the database thread and other workers). *flowing*: "
                "viewers that received deltas (ramp-up ends when all do).\n")
 
+    sections.append((bool(res["memory"]), len(out)))
     out.append("### 3. Memory per in-flight stream (StreamRunners held mid-stream by `sim.stall_at`, 5 deltas "
                "before the end)\n")
     out.append("| streams | tokens | pace | text (UTF-8) | measured | per stream | target 2 x text + 64 KiB "
@@ -815,6 +944,7 @@ def render(res: dict[str, Any], plan: Plan) -> str:
                        + ", ".join(f"`{name}` {size / 1024:,.1f} KiB" for name, size in r["top"][:6]) + ".")
     out.append("")
 
+    sections.append((bool(res["writes"]), len(out)))
     out.append(f"### 4. Database writes per response ({plan.writes_tokens:,}-delta answer)\n")
     out.append("| pace | duration | status | INSERT/UPDATE/DELETE | runner's own counter | checkpoints | event batches "
                "| vs one write per delta | breakdown |")
@@ -832,7 +962,9 @@ def render(res: dict[str, Any], plan: Plan) -> str:
     out.append("\nCounted by an `execute_wrapper` installed on every database connection of the process running "
                "the runner (submit's own writes, the conversation and the request rows, are not included: "
                f"{res['writes'][0].get('submit_writes', '?') if res['writes'] else '?'} statements).\n")
-    return "\n".join(out)
+    bounds = [start for _, start in sections[1:]] + [len(out)]
+    return "\n".join(line for (kept, start), end in zip(sections, bounds, strict=True) if kept
+                     for line in out[start:end])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -841,7 +973,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", default="", help="comma-separated stream counts")
     parser.add_argument("--window", type=float, default=0)
     parser.add_argument("--sqlite", action="store_true", help="a temp SQLite file instead of PostgreSQL")
-    parser.add_argument("--only", default="", help="comma-separated sections: latency,capacity,memory,writes")
+    parser.add_argument("--only", default="", help="comma-separated sections: latency,cpu,capacity,memory,writes")
+    parser.add_argument("--cpu-streams", type=int, default=0, help="streams in the CPU section (100)")
+    parser.add_argument("--asgi", default="", help=f"ASGI servers to measure ours on too: {','.join(ASGI_SERVERS)}")
+    parser.add_argument("--targets", default="ours,naive", help="the capacity section's relays")
+    parser.add_argument("--cpu-rounds", type=int, default=1, help="rounds of the CPU section's servers, alternated")
+    parser.add_argument("--server", default="", help="the ASGI server ours runs on")
+    parser.add_argument("--baseline-server", default="", help="the ASGI server the baseline runs on")
+    parser.add_argument("--profile", action="store_true", help="py-spy our server under the CPU section's load")
+    parser.add_argument("--baseline", default="", help="another checkout whose server the CPU section measures too")
     parser.add_argument("--role", help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -859,10 +999,21 @@ def main(argv: list[str] | None = None) -> int:
         plan.window = args.window
     if args.only:
         plan.sections = tuple(args.only.split(","))
+    if args.cpu_streams:
+        plan.cpu_streams = args.cpu_streams
+    plan.baseline = args.baseline
+    plan.profile = args.profile
+    plan.asgi = tuple(a for a in args.asgi.split(",") if a)
+    plan.cpu_rounds = args.cpu_rounds
+    plan.targets = tuple(args.targets.split(","))
+    plan.server = args.server or plan.server
+    plan.baseline_server = args.baseline_server or plan.baseline_server
     use_postgres = not args.sqlite and reachable(5432)
     log_dir = Path(tempfile.mkdtemp(prefix="relay-bench-logs-"))
     print(environment(), flush=True)
     res = run(plan, use_postgres, log_dir)
+    (log_dir / "results.json").write_text(json.dumps(res, default=str))
+    print(f"raw results: {log_dir / 'results.json'}", flush=True)
     table = render(res, plan)
     print()
     print(table)
@@ -883,8 +1034,9 @@ too). Reproduce with exactly that command from the repository root, PostgreSQL o
 Machine: {env}.
 
 Setup, all on loopback, each in its own process: the simulator (`python -m responses_app.simulator`,
-`sim-long`, `sim.stamp` puts each delta's emit wall-clock time into its text); our relay as ONE Daphne
-process (`daphne project.asgi:application`, development settings, DEBUG off, in-memory channel layer, in-process runner,
+`sim-long`, `sim.stamp` puts each delta's emit wall-clock time into its text); our relay as ONE server
+process (`python -m project.serve`: uvicorn with httptools, websockets-sansio and uvloop), development
+settings, DEBUG off, in-memory channel layer, in-process runner,
 default RELAY_* settings: flush interval 50 ms, checkpoints every 500 ms to 2 s (64 events), aiohttp upstream transport)
 on {db}; the naive relay (bench/naive_relay.py: a Channels consumer per websocket, `httpx.AsyncClient()`
 with its default transport, stdlib `json` per SSE line, one in-memory `group_send` per delta) as ONE

@@ -36,8 +36,8 @@ def server_env(db_path: Path) -> dict[str, str]:
 
 def start(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
     out = log.open("ab")
-    proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                             "project.asgi:application"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([sys.executable, "-m", "project.serve", "--port", str(port)],
+                            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 30
     while True:
         try:

@@ -38,13 +38,13 @@ def manage(env: dict[str, str], *args: str, check: bool = True) -> subprocess.Co
 
 def serve(env: dict[str, str], log_path: Path, ready_path: str = "/accounts/login/",
           headers: dict[str, str] | None = None, port: int | None = None) -> tuple[subprocess.Popen[bytes], str]:
-    """Daphne on `port` (a free one by default) with `env`; returns once `ready_path` answers
+    """The server (project.serve) on `port` (a free one by default) with `env`; returns once `ready_path` answers
     (any status below 500)."""
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
     log = log_path.open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                             "project.asgi:application"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([sys.executable, "-m", "project.serve", "--port", str(port)],
+                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -136,9 +136,8 @@ def test_no_simulator_and_no_foreign_host(prod: dict[str, Any]) -> None:
 ])
 def test_unsafe_configurations_refuse_to_start(tmp_path: Path, extra: dict[str, str], message: str) -> None:
     env = {k: v for k, v in {**production_env(tmp_path, "http://127.0.0.1:9/v1"), **extra}.items() if v}
-    result = subprocess.run([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(free_port()),
-                             "project.asgi:application"], cwd=ROOT, env=env, capture_output=True, text=True,
-                            timeout=60)
+    result = subprocess.run([sys.executable, "-m", "project.serve", "--port", str(free_port())],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
     assert message in result.stderr
 

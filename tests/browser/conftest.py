@@ -1,4 +1,4 @@
-"""Browser fixtures: the real server (daphne, project.asgi) in a subprocess against a file SQLite
+"""Browser fixtures: the real server (project.serve: uvicorn, project.asgi) in a subprocess against a file SQLite
 database in a temp dir, with the simulator mounted on the same server; Debian's Chromium through
 Playwright's sync API. Skipped without /usr/bin/chromium, unless CI=true (then it fails)."""
 
@@ -115,8 +115,8 @@ def serve(tmp: Path, **extra_env: str) -> Iterator[RelayServer]:
     _manage(env, "shell", "-c", f"from django.contrib.auth import get_user_model; User = get_user_model(); {creation}")
     log_path = tmp / "server.log"
     log = log_path.open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                             "project.asgi:application"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([sys.executable, "-m", "project.serve", "--port", str(port)],
+                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     server = RelayServer(url=url, db_path=db_path, log_path=log_path)
     try:
         deadline = time.monotonic() + 30

@@ -1,4 +1,4 @@
-"""The scaled-out configuration for real: PostgreSQL, Redis channel layer, two Daphne web
+"""The scaled-out configuration for real: PostgreSQL, Redis channel layer, two web (project.serve)
 processes and a `relayworker` process. A request submitted to one web process is run by
 the worker and watched live through the other web process's websocket."""
 
@@ -91,8 +91,7 @@ def cluster(services_env: dict[str, str]) -> Iterator[dict[str, Any]]:
                              check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
     ports = [_free_port(), _free_port()]
     procs = [
-        subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                          "project.asgi:application"], cwd=ROOT, env=services_env,
+        subprocess.Popen([sys.executable, "-m", "project.serve", "--port", str(port)], cwd=ROOT, env=services_env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for port in ports
     ]
@@ -102,7 +101,7 @@ def cluster(services_env: dict[str, str]) -> Iterator[dict[str, Any]]:
         deadline = time.monotonic() + 30
         for port in ports:
             while not _reachable(port):
-                assert time.monotonic() < deadline, "daphne did not start"
+                assert time.monotonic() < deadline, "the web process did not start"
                 assert all(p.poll() is None for p in procs), "a server process died"
                 time.sleep(0.05)
         yield {"ports": ports, "session": session, "env": services_env}
