@@ -266,11 +266,12 @@ class Transcript:
             self.gate.close_all()
         return self.take_ops()
 
-    def safety_verdict(self, window_id: int, flagged: bool) -> Verdicted:
-        """A window's verdict: the ops it caused, what was done with the window, and whether it
-        released the request's first answer text (buffered mode's time to first token)."""
+    def safety_verdict(self, window_id: int, flagged: bool, start: int | None = None) -> Verdicted:
+        """A window's verdict (`start`: where a violation starts in its context + text, if known):
+        the ops it caused, what was done with the window, and whether it released the request's
+        first answer text (buffered mode's time to first token)."""
         assert self.gate is not None
-        action = self.gate.verdict(window_id, flagged)
+        action = self.gate.verdict(window_id, flagged, start)
         change = self.take_ops()
         return Verdicted(change, action, self._shows_first_text(change.ops))
 
