@@ -275,6 +275,12 @@ class SafetyGate:
         """Windows handed out whose verdict has not come."""
         return len(self._windows)
 
+    @property
+    def judged(self) -> bool:
+        """No window is open, due or awaiting its verdict: the public view will not change
+        unless more text comes (a flag could still take text back while one is)."""
+        return not self._windows and not self._due and not self._open_since
+
     def verdict(self, window_id: int, flagged: bool, start: int | None = None) -> str:
         """A check's result; what was done with the window (passed, withheld, retracted).
         `start`: where a flagged violation starts, an offset into the window's context + text

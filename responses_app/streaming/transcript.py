@@ -93,6 +93,11 @@ class Transcript:
         return self.assembler.terminal
 
     @property
+    def judged(self) -> bool:
+        """Behind a safety gate, every window of the text so far has its verdict (see SafetyGate.judged)."""
+        return self.gate is None or self.gate.judged
+
+    @property
     def settled(self) -> bool:
         """The response itself ended (completed, failed, incomplete, cancelled). An `error` event
         alone is terminal but not settled: a `response.failed` that follows it decides."""
