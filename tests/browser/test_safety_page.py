@@ -20,11 +20,13 @@ from .test_chat_page import no_console_errors, sized
 
 pytestmark = pytest.mark.browser
 
-RULE = "asked: “[^”]*kumquat"  # the echo of the prompt; a prompt itself never says "asked: “"
+# The echo of the prompt (a prompt itself never says "“Fine start"), flagged from "kumquat" on:
+# the text is retracted from where the match starts. The second rule flags an input.
+RULE = r"(?<=“Fine start\. Then the )kumquat,asked: “is a kumquat"
 PROMPT = "Fine start. Then the kumquat zeppelin appears."
 SLOW = {"sim.tokens_per_s": "3", "sim.seed": "3"}  # the flagged sentence comes a few seconds in
 SIZES = {"phone": (390, 844), "desktop": (1280, 800)}
-NOTICE = "Part of this answer was withheld by the safety policy"
+NOTICE = "Part of this answer was withheld by the safety policy"  # the turn's line; progressive: "retracted"
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +53,8 @@ def ended_incomplete(page: Page, request_id: str, server: RelayServer, state: st
                                                                             timeout=60_000)
     notice = turn(page, request_id).locator('[data-block-id="safety-notice"]')
     expect(notice).to_contain_text(f"The rest of this answer was {state} by the safety policy")
-    expect(turn(page, request_id).locator("[data-error]")).to_contain_text(NOTICE)
+    expect(turn(page, request_id).locator("[data-error]")).to_have_text(
+        f"Part of this answer was {state} by the safety policy.")  # the line says what the notice says
     assert "kumquat" not in answer_text(page, request_id)
     assert block_order(page, request_id)[-1] == "notice" and "text" in block_order(page, request_id)
     row = server.request_row(request_id)
@@ -89,6 +92,8 @@ def test_progressive_retracts_the_flagged_text_in_place(users: Any, safety_serve
     page.screenshot(path=str(ROOT / "docs" / "safety-progressive-desktop.png"), full_page=False)
     page.reload()
     assert "kumquat" not in answer_text(page, request_id) and "kumquat" not in server_text(page, request_id)
+    expect(turn(page, request_id).locator("[data-error]")).to_have_text(
+        "Part of this answer was retracted by the safety policy.")  # the server's words, as the browser's
     no_console_errors(page)
 
 

@@ -207,7 +207,9 @@ async def test_a_phrase_cut_by_a_window_leaves_no_part_of_it_anywhere(
     assert "kum" not in str(committed) and NOTICE_ID in str(committed)
     snapshot = await sync_to_async(lambda: saved.checkpoints.exclude(snapshot=None).order_by("-revision").first())()
     assert snapshot is not None and "kum" not in str(snapshot.snapshot), "nor the committed Response"
-    assert "kum" not in page and "the safety policy" in page
+    state = "withheld" if mode == "buffered" else "retracted"
+    assert "kum" not in page and f"Part of this answer was {state} by the safety policy." in page, "the turn's line"
+    assert f"The rest of this answer was {state} by the safety policy." in page, "the notice says the same"
     flagged = next(v for v in verdicts if v.flagged)  # stored from where it cut the text, context included
     assert flagged.start == len(kept) and flagged.end == flagged.start + len(flagged.text)
     assert flagged.text.startswith(WHOLE[len(kept):] + "uat zeppelin")
