@@ -221,26 +221,38 @@ def test_the_badge_tells_a_working_tool_and_an_awaited_approval_from_silence() -
 
 
 
-NOTICES: list[tuple[dict[str, Any] | None, str]] = [
-    ({"code": "input_flagged", "message": "The safety policy flagged this message (illicit)."}, ""),
-    (None, "content_filter"),
-    ({"code": "server_error", "message": "Broke <b>here</b> & 'there'"}, ""),
-    ({"code": "", "message": ""}, "max_output_tokens"),
-    ({"code": "content_blocked", "message": "x"}, "content_filter"),
-    (None, "deadline"),
+def with_notice(state: str) -> dict[str, Any]:
+    return {"revision": 3, "meta": {}, "blocks": [
+        {"id": "o0-c0", "kind": "text", "text": "Kept."},
+        {"id": "safety-notice", "kind": "compaction", "tool": "content_filter", "state": state, "block_id": "o0-c0"}]}
+
+
+NOTICES: list[tuple[dict[str, Any] | None, str, dict[str, Any] | None]] = [
+    ({"code": "input_flagged", "message": "The safety policy flagged this message (illicit)."}, "", None),
+    (None, "content_filter", None),
+    ({"code": "server_error", "message": "Broke <b>here</b> & 'there'"}, "", None),
+    ({"code": "", "message": ""}, "max_output_tokens", None),
+    ({"code": "content_blocked", "message": "x"}, "content_filter", None),
+    (None, "deadline", None),
+    (None, "content_filter", with_notice("retracted")),  # progressive: the line says what the notice says
+    (None, "content_filter", with_notice("withheld")),
+    (None, "content_filter", with_notice("odd")),  # a state no sentence refines: the reason's own
+    (None, "deadline", with_notice("retracted")),
 ]
 
 
 def test_the_notice_under_an_answer_reads_the_same_in_the_browser(tmp_path: Path) -> None:
     from django.template import Context, Template
 
-    template = Template("{% load relay_tags %}{% turn_notice error reason %}")
-    server = [template.render(Context({"error": e, "reason": r})) for e, r in NOTICES]
+    template = Template("{% load relay_tags %}{% turn_notice error reason view %}")
+    server = [template.render(Context({"error": e, "reason": r, "view": v})) for e, r, v in NOTICES]
     browser = run_node({"vocabulary": vocabulary(), "cases": [], "texts": [], "notices": NOTICES}, tmp_path)
     assert browser["notices"] == server
     assert server[0] == "<strong>Not sent</strong>: The safety policy flagged this message (illicit)."
     assert server[1] == "Part of this answer was withheld by the safety policy."
     assert "&lt;b&gt;" in server[2] and server[5] == "Stopped early: deadline"
+    assert server[6] == "Part of this answer was retracted by the safety policy."
+    assert server[7] == server[8] == server[1] and server[9] == server[5]
 
 
 def test_the_add_op_places_a_block_where_the_python_reducer_does(tmp_path: Path) -> None:

@@ -6,9 +6,9 @@ view (a base); every later one holds only the view ops since the previous one, c
 appends to a block merged: about the text added, plus a few dozen bytes), so the checkpoints of an
 answer take about its text once, not once per checkpoint (models.Checkpoint). Every
 `CHAIN_MAX`-th is a base again, so materialising a view reads a bounded number of rows. The
-Response snapshot is stored once per response, with the first checkpoint after it ended (or
-the request's terminal one). The writer commits each request's states in order (merging those
-of one round, writer.merge_states) and every event batch.
+Response snapshot is stored once per response, with the first checkpoint after it ended and
+its text was judged (or the request's terminal one). The writer commits each request's states
+in order (merging those of one round, writer.merge_states) and every event batch.
 
 Captured right after a flush, every committed revision is a patch boundary: a viewer starting
 from a checkpoint can chain the patches that follow it.
@@ -79,8 +79,11 @@ class Checkpointer:
             transcript.compact()
             state = {"revision": view.revision, "sequence_number": transcript.last_sequence_number,
                      "reason": reason, "base_revision": None, "view": None, "ops": None, "snapshot": None}
-            # Once per response: at the first checkpoint after it ended, or at the request's end.
-            if (reason == "terminal" or transcript.terminal) and self._snapshot_of is not transcript.assembler:
+            # Once per response: at the first checkpoint after it ended and its text was judged
+            # (progressive mode shows text before its verdict: a flag may still retract it), or
+            # at the request's end.
+            if (reason == "terminal" or (transcript.terminal and transcript.judged)) \
+                    and self._snapshot_of is not transcript.assembler:
                 self._snapshot_of = transcript.assembler
                 state["snapshot"] = RawJSON(orjson.dumps(transcript.snapshot()))  # first: it joins each text once
             if (since is not None and since["base"] == self._captured_revision and since["revision"] == view.revision

@@ -72,8 +72,9 @@ class SafetyChecks:
             self.calls += 1
             verdict = await judge(self.checker, window.text, context=window.context, kind=window.kind,  # type: ignore[arg-type]
                                   timeout=self._timeout, fail_closed=self._fail_closed)
-        change, action, first_text = self.transcript.safety_verdict(window.id, verdict.flagged)
-        self.verdict(window, verdict, action)
+        change, action, first_text = self.transcript.safety_verdict(window.id, verdict.flagged, verdict.start)
+        gate = self.transcript.gate
+        self.verdict(window, verdict, action, stopped_at=gate.stopped_at if gate and gate.stopped is window else None)
         self._changed(change, verdict.flagged)
         if first_text and self._on_first_text is not None:
             self._on_first_text()
@@ -81,15 +82,21 @@ class SafetyChecks:
             self.flagged = True
             self._on_flag()
 
-    def verdict(self, window: Window, verdict: Verdict, action: str) -> None:
-        """Every verdict passes here: stored, counted."""
+    def verdict(self, window: Window, verdict: Verdict, action: str, *, stopped_at: int | None = None) -> None:
+        """Every verdict passes here: stored, counted. The verdict that stopped the request
+        (`stopped_at`: where its field's text was cut, at or before the window) is stored from
+        there: its offsets and text are what it took back, context included."""
+        start, text = window.start, window.text
+        if stopped_at is not None and stopped_at < window.start:
+            judged = window.context + window.text
+            start, text = stopped_at, judged[len(judged) - (window.end - stopped_at):]
         if verdict.error:
             self.errors += 1
             logger.warning("safety check of %s failed (%s): %s", self.request_id, verdict.error,
                            "flagged" if verdict.flagged else "passed")
         self._rows.append({
-            "kind": window.kind, "mode": self.mode, "block_id": window.block_id, "start": window.start,
-            "end": window.end, "text": window.text, "flagged": verdict.flagged, "action": action,
+            "kind": window.kind, "mode": self.mode, "block_id": window.block_id, "start": start,
+            "end": window.end, "text": text, "flagged": verdict.flagged, "action": action,
             "checker": verdict.checker, "categories": list(verdict.categories), "error": verdict.error,
             "elapsed_ms": verdict.elapsed * 1000, "created": timezone.now(),
         })

@@ -9,6 +9,10 @@ A checker is any object with a `name` and `async check(text, *, context, kind) -
 * `kind` is what the text is: "input" (the user's prompt), "output" (answer text),
   "tool_arguments" or "tool_output".
 
+A flagged verdict may say where the violation starts (`start`, an offset into `context + text`):
+the gate takes the answer back from there, earlier windows included, so no part of a phrase cut
+by a window's end stays shown. Without it the gate takes back the context too.
+
 `judge()` is how the relay calls one: with the timeout, and the error policy (`fail_open` passes,
 `fail_closed` flags), timing it. A custom checker is a dotted path in RELAY_SAFETY_CHECKER to a
 callable that returns a checker (it is called once per process with no arguments).
@@ -34,6 +38,9 @@ class Verdict:
     categories: tuple[str, ...] = ()
     error: str = ""  # the check could not be made (timeout, HTTP error ...); `flagged` then follows the policy
     elapsed: float = 0.0  # seconds the check took
+    # Where the violation starts, an offset into `context + text`; None when the checker cannot
+    # tell (the gate then takes back the context too: the flagged words may lie there).
+    start: int | None = None
 
     @property
     def result(self) -> str:
@@ -63,20 +70,27 @@ class RulesChecker:
             except re.error as exc:
                 raise ValueError(f"RELAY_SAFETY_RULES: {pattern!r} is not a regular expression: {exc}") from exc
 
-    def categories(self, text: str, context: str = "") -> tuple[str, ...]:
+    def matches(self, text: str, context: str = "") -> tuple[tuple[str, ...], int | None]:
+        """The rules that match, and where the earliest match that reaches into `text` starts
+        (an offset into `context + text`)."""
         whole = context + text
         start = len(context)
         found = []
+        earliest: int | None = None
         for pattern in self.patterns:
             for match in pattern.finditer(whole):
                 if match.end() > start and match.end() > match.start():
                     found.append(f"rule:{pattern.pattern}")
+                    earliest = match.start() if earliest is None else min(earliest, match.start())
                     break
-        return tuple(found)
+        return tuple(found), earliest
+
+    def categories(self, text: str, context: str = "") -> tuple[str, ...]:
+        return self.matches(text, context)[0]
 
     async def check(self, text: str, *, context: str = "", kind: Kind = "output") -> Verdict:
-        categories = self.categories(text, context)
-        return Verdict(flagged=bool(categories), checker=self.name, categories=categories)
+        categories, start = self.matches(text, context)
+        return Verdict(flagged=bool(categories), checker=self.name, categories=categories, start=start)
 
 
 async def judge(checker: Checker, text: str, *, context: str = "", kind: Kind = "output",

@@ -26,6 +26,10 @@ Modes:
   text block itself is added only once some of its text passed (or it ended empty): no tab shows
   an empty bubble, and a block whose text was all withheld never appears.
 On a flag both stop: later text is dropped, later structure (tool states, meta) still passes.
+The flagged field's text stops where the violation starts when the checker says (`start`), else
+where the window's context starts: a phrase cut by a window's time or length limit is taken back
+whole, its part in earlier, passed windows too (progressive retracts it; buffered retracts any of
+it already released by a `set`, so neither the view nor a checkpoint keeps a part of it).
 
 Pure: no Django, no I/O, no clock.
 """
@@ -202,6 +206,7 @@ class SafetyGate:
         self.interval = interval
         self.view = ViewModel()  # the public view; the transcript may hand its own
         self.stopped: Window | None = None  # the flagged window, once one was
+        self.stopped_at = 0  # ... and where its field's text was stopped (see _stop)
         self.checked = 0  # windows handed out for a check
         self._prepassed = dict(passed or {})
         self._fields: dict[tuple[str, str], _Field] = {}
@@ -270,14 +275,22 @@ class SafetyGate:
         """Windows handed out whose verdict has not come."""
         return len(self._windows)
 
-    def verdict(self, window_id: int, flagged: bool) -> str:
-        """A check's result; what was done with the window (passed, withheld, retracted)."""
+    @property
+    def judged(self) -> bool:
+        """No window is open, due or awaiting its verdict: the public view will not change
+        unless more text comes (a flag could still take text back while one is)."""
+        return not self._windows and not self._due and not self._open_since
+
+    def verdict(self, window_id: int, flagged: bool, start: int | None = None) -> str:
+        """A check's result; what was done with the window (passed, withheld, retracted).
+        `start`: where a flagged violation starts, an offset into the window's context + text
+        (None: unknown)."""
         field = self._windows.pop(window_id, None)
         hidden = "withheld" if self.mode == BUFFERED else "retracted"
         if field is None or self.stopped is not None:
             return hidden  # the request stopped (or the text was rewritten): it is not shown
         if flagged:
-            self._stop(next(w for w in field.windows if w.id == window_id))
+            self._stop(field, next(w for w in field.windows if w.id == window_id), start)
             return hidden
         field.passed.add(window_id)
         field.advance()
@@ -580,14 +593,21 @@ class SafetyGate:
         field.shown = keep
         field.release = min(field.release, field.next)
 
-    def _stop(self, window: Window) -> None:
+    def _stop(self, flagged: _Field, window: Window, start: int | None) -> None:
+        """A flagged window: its field's text stops where the violation starts (if the checker
+        said), else where the window's context starts (the flagged words may lie there), and at
+        the latest where the window starts. Text before that point that was shown, in earlier
+        windows that passed, is taken back too: no part of a phrase cut by a window's end stays."""
+        context_start = window.start - len(window.context)
+        stop = context_start if start is None else context_start + max(0, start)
         self.stopped = window
+        self.stopped_at = min(stop, window.start)
+        flagged.passed_to = min(flagged.passed_to, self.stopped_at)
         if self.mode == BUFFERED:
-            self._drain()
-        else:
-            for field in self._fields.values():
-                if field.shown > field.passed_to:
-                    self._retract(field)
+            self._drain()  # what passed before the stop point goes out; none of it after
+        for field in self._fields.values():
+            if field.shown > field.passed_to:
+                self._retract(field)
         self._windows.clear()
         self._due.clear()
         self._open_since.clear()

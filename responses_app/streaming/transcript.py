@@ -93,6 +93,11 @@ class Transcript:
         return self.assembler.terminal
 
     @property
+    def judged(self) -> bool:
+        """Behind a safety gate, every window of the text so far has its verdict (see SafetyGate.judged)."""
+        return self.gate is None or self.gate.judged
+
+    @property
     def settled(self) -> bool:
         """The response itself ended (completed, failed, incomplete, cancelled). An `error` event
         alone is terminal but not settled: a `response.failed` that follows it decides."""
@@ -266,11 +271,12 @@ class Transcript:
             self.gate.close_all()
         return self.take_ops()
 
-    def safety_verdict(self, window_id: int, flagged: bool) -> Verdicted:
-        """A window's verdict: the ops it caused, what was done with the window, and whether it
-        released the request's first answer text (buffered mode's time to first token)."""
+    def safety_verdict(self, window_id: int, flagged: bool, start: int | None = None) -> Verdicted:
+        """A window's verdict (`start`: where a violation starts in its context + text, if known):
+        the ops it caused, what was done with the window, and whether it released the request's
+        first answer text (buffered mode's time to first token)."""
         assert self.gate is not None
-        action = self.gate.verdict(window_id, flagged)
+        action = self.gate.verdict(window_id, flagged, start)
         change = self.take_ops()
         return Verdicted(change, action, self._shows_first_text(change.ops))
 

@@ -44,8 +44,10 @@ TERMINAL_BADGES = {status: FAILED if status == ERROR else status for status in s
 ERROR_LABELS = {
     "input_flagged": "Not sent",  # RELAY_SAFETY_PRECHECK: no upstream request was made
 }
+# "<reason>:<notice state>" words the line as the safety notice in the view stands (see reason_key).
 REASON_SENTENCES = {
     "content_filter": "Part of this answer was withheld by the safety policy.",
+    "content_filter:retracted": "Part of this answer was retracted by the safety policy.",
 }
 # The safety policy's notice (streaming/safety.py), where the answer was stopped: the turn's
 # incomplete reason already says that part was withheld; the notice says where, and how.
@@ -148,9 +150,21 @@ def markdown(text: str) -> SafeString:
     return md.render(text or "")
 
 
+def reason_key(reason: str, view: dict[str, Any] | None) -> str:
+    """The incomplete reason, refined by the safety notice's state when the view holds one and a
+    sentence says it ("content_filter:retracted"): the line and the notice say the same thing."""
+    for block in (view or {}).get("blocks") or []:
+        if block.get("kind") == "compaction" and block.get("tool") == "content_filter":
+            key = f"{reason}:{block.get('state')}"
+            return key if key in REASON_SENTENCES else reason
+    return reason
+
+
 @register.simple_tag
-def turn_notice(error: dict[str, Any] | None, incomplete_reason: str = "") -> SafeString:
-    """The line under an ended answer: its error, and why it stopped early; `noticeHtml` in render.js."""
+def turn_notice(error: dict[str, Any] | None, incomplete_reason: str = "",
+                view: dict[str, Any] | None = None) -> SafeString:
+    """The line under an ended answer: its error, and why it stopped early (worded as the view's
+    safety notice stands); `noticeHtml` in render.js."""
     parts = []
     if error:
         code = str(error.get("code") or "")
@@ -158,7 +172,8 @@ def turn_notice(error: dict[str, Any] | None, incomplete_reason: str = "") -> Sa
         message = str(error.get("message") or "")
         parts.append(format_html("<strong>{}</strong>{}", label, f": {message}" if message else ""))
     if incomplete_reason:
-        parts.append(escape(REASON_SENTENCES.get(incomplete_reason, f"Stopped early: {incomplete_reason}")))
+        key = reason_key(incomplete_reason, view)
+        parts.append(escape(REASON_SENTENCES.get(key, f"Stopped early: {incomplete_reason}")))
     return mark_safe(" ".join(parts))  # noqa: S308 - every part is escaped above
 
 

@@ -7,8 +7,10 @@ never a prompt itself, so only the precheck test's prompt is refused before it i
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,11 +22,19 @@ from .test_chat_page import no_console_errors, sized
 
 pytestmark = pytest.mark.browser
 
-RULE = "asked: “[^”]*kumquat"  # the echo of the prompt; a prompt itself never says "asked: “"
+# The echo of the prompt (a prompt itself never says "“Fine start"), flagged from "kumquat" on:
+# the text is retracted from where the match starts. The second rule flags an input.
+RULE = r"(?<=“Fine start\. Then the )kumquat,asked: “is a kumquat"
 PROMPT = "Fine start. Then the kumquat zeppelin appears."
 SLOW = {"sim.tokens_per_s": "3", "sim.seed": "3"}  # the flagged sentence comes a few seconds in
 SIZES = {"phone": (390, 844), "desktop": (1280, 800)}
-NOTICE = "Part of this answer was withheld by the safety policy"
+NOTICE = "Part of this answer was withheld by the safety policy"  # the turn's line; progressive: "retracted"
+
+
+def shots(server: RelayServer) -> Path:
+    """Where screenshots go: docs/ with RELAY_SCREENSHOT=1 (to refresh the README's), else the
+    server's temporary folder, so a test run never changes the checkout."""
+    return ROOT / "docs" if os.environ.get("RELAY_SCREENSHOT") == "1" else server.db_path.parent
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +61,8 @@ def ended_incomplete(page: Page, request_id: str, server: RelayServer, state: st
                                                                             timeout=60_000)
     notice = turn(page, request_id).locator('[data-block-id="safety-notice"]')
     expect(notice).to_contain_text(f"The rest of this answer was {state} by the safety policy")
-    expect(turn(page, request_id).locator("[data-error]")).to_contain_text(NOTICE)
+    expect(turn(page, request_id).locator("[data-error]")).to_have_text(
+        f"Part of this answer was {state} by the safety policy.")  # the line says what the notice says
     assert "kumquat" not in answer_text(page, request_id)
     assert block_order(page, request_id)[-1] == "notice" and "text" in block_order(page, request_id)
     row = server.request_row(request_id)
@@ -74,7 +85,7 @@ def test_buffered_shows_what_passed_and_says_the_rest_was_withheld(users: Any, s
     assert "kumquat" not in answer_text(page, request_id)
     ended_incomplete(page, request_id, safety_server, "withheld")
     name = "phone" if size[0] < 600 else "desktop"
-    page.screenshot(path=str(ROOT / "docs" / f"safety-buffered-{name}.png"), full_page=False)
+    page.screenshot(path=str(shots(safety_server) / f"safety-buffered-{name}.png"), full_page=False)
     page.reload()  # after the end: the server-rendered page
     assert "kumquat" not in answer_text(page, request_id) and "withheld" in answer_text(page, request_id)
     expect(turn(page, request_id).locator("[data-error]")).to_contain_text(NOTICE)
@@ -86,9 +97,11 @@ def test_progressive_retracts_the_flagged_text_in_place(users: Any, safety_serve
     page = sized(users("alice"), *SIZES["desktop"])
     request_id = submit_first_prompt(page, PROMPT, model="sim-reasoning", metadata=SLOW)
     ended_incomplete(page, request_id, safety_server, "retracted")
-    page.screenshot(path=str(ROOT / "docs" / "safety-progressive-desktop.png"), full_page=False)
+    page.screenshot(path=str(shots(safety_server) / "safety-progressive-desktop.png"), full_page=False)
     page.reload()
     assert "kumquat" not in answer_text(page, request_id) and "kumquat" not in server_text(page, request_id)
+    expect(turn(page, request_id).locator("[data-error]")).to_have_text(
+        "Part of this answer was retracted by the safety policy.")  # the server's words, as the browser's
     no_console_errors(page)
 
 
@@ -102,5 +115,5 @@ def test_a_flagged_input_is_not_sent(users: Any, safety_server: RelayServer, siz
     row = safety_server.request_row(request_id)
     assert row["final_text"] == ""
     if size[0] < 600:
-        page.screenshot(path=str(ROOT / "docs" / "safety-precheck-phone.png"), full_page=False)
+        page.screenshot(path=str(shots(safety_server) / "safety-precheck-phone.png"), full_page=False)
     no_console_errors(page)

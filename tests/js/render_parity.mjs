@@ -1,7 +1,7 @@
 // Renders a corpus of views with the browser's modules, for tests/test_render_parity.py.
 // Usage: node render_parity.mjs CORPUS.json > RESULT.json
 // CORPUS: {"vocabulary": {...}, "cases": [{"name", "status", "view", "thought_s"}],
-//          "texts": ["markdown", ...], "notices": [[error, reason], ...], "adds": [[blocks, block], ...]}. Each case gives the HTML of
+//          "texts": ["markdown", ...], "notices": [[error, reason, view], ...], "adds": [[blocks, block], ...]}. Each case gives the HTML of
 // every grouped entry and the badge; each text its whole rendering and its rendering streamed in
 // chunks of 1..97 characters; each notice the line under an ended answer; each add the blocks after
 // the "add" op's reducer put the block among them.
@@ -39,7 +39,7 @@ const result = {
     whole: renderMarkdown(text),
     streamed: [1, 2, 7, 31, 97].map((size) => streamed(text, size)),
   })),
-  notices: (corpus.notices || []).map(([error, reason]) => noticeHtml(error, reason)),
+  notices: (corpus.notices || []).map(([error, reason, view]) => noticeHtml(error, reason, view)),
   adds: (corpus.adds || []).map(([blocks, added]) => { addBlock(blocks, added); return blocks; }),
 };
 process.stdout.write(JSON.stringify(result));

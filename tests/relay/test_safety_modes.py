@@ -26,6 +26,9 @@ PHRASE = r"kumquat\s+zeppelin"
 PROMPT = "Fine start. Then the kumquat zeppelin appears."
 KEPT = "You asked: “Fine start. "
 SLOW = {"sim.tokens_per_s": "60"}  # the flag comes while the upstream still streams
+# Windows of 13 characters cut the answer inside the phrase: "You asked: “F" | "ine start. " |
+# "Then the kumq" | "uat zeppelin ..." (a timer cut may come earlier; the outcome is the same).
+CUT = len("Then the kumq")
 
 
 @pytest.fixture
@@ -34,6 +37,21 @@ def safety(relay_settings: Any) -> Any:
     reset_checker()
     yield relay_settings
     reset_checker()
+
+
+def shown(watcher: Watcher) -> str:
+    """Every piece of text a tab's patches ever added, in order (a bare string is protocol 2's
+    append to the last block)."""
+    pieces = []
+    for message in watcher.messages:
+        for op in message.get("ops", []) if message["type"] == "patch" else []:
+            if isinstance(op, str):
+                pieces.append(op)
+            elif op[0] == "append":
+                pieces.append(op[2])
+            elif op[0] == "add":
+                pieces.append(str(op[1].get("text") or ""))
+    return "".join(pieces)
 
 
 class Counting:
@@ -113,26 +131,88 @@ async def test_buffered_never_shows_the_flagged_phrase_anywhere(owner: Any, safe
 async def test_progressive_retracts_from_two_tabs_and_the_committed_view(owner: Any, safety: Any,
                                                                          simulator_url: str) -> None:
     safety.RELAY_SAFETY_MODE = "progressive"
-    request = await make_request(owner, "sim-text", SLOW, text=PROMPT)
+    safety.RELAY_SAFETY_WINDOW_CHARS = CUT  # the phrase is split across windows, whatever the timer does
+    # the tabs are open before the first word: they see the phrase come, then go
+    request = await make_request(owner, "sim-text", {**SLOW, "sim.first_byte_delay_ms": "500"}, text=PROMPT)
     watchers = await watch(owner, request, tabs=2)
     saved = await reload(request)
     for watcher in watchers:
         patches = [m for m in watcher.messages if m["type"] == "patch"]
-        assert any("kumquat" in json.dumps(p) for p in patches), "progressive: shown at once, then retracted"
+        assert "kumquat" in shown(watcher), "progressive: shown at once, then retracted"
         assert any(op[0] == "add" and op[1]["id"] == NOTICE_ID for p in patches for op in p["ops"]), \
             "the retraction came as a patch"
-        assert "kumquat" not in watcher.text() and watcher.text().startswith("You asked")
+        assert "kum" not in watcher.text() and watcher.text().startswith("You asked")
         notice = next(b for b in watcher.view["blocks"] if b["id"] == NOTICE_ID)
         assert notice["state"] == "retracted"
     committed = await sync_to_async(selectors.view_latest)(request=saved)  # what a reconnecting tab gets
-    assert NOTICE_ID in str(committed) and "kumquat" not in str(committed)
+    assert NOTICE_ID in str(committed) and "kum" not in str(committed)
     snapshot = await sync_to_async(lambda: saved.checkpoints.exclude(snapshot=None).order_by("-revision").first())()
-    assert snapshot is not None and "kumquat" not in str(snapshot.snapshot)
+    assert snapshot is not None and "kum" not in str(snapshot.snapshot)
     assert saved.status == "incomplete" and saved.incomplete_reason == "content_filter"
-    assert "kumquat" not in saved.final_text and saved.final_text == watchers[0].text() == watchers[1].text()
+    assert "kum" not in saved.final_text and saved.final_text == watchers[0].text() == watchers[1].text()
     verdicts = await sync_to_async(lambda: list(SafetyVerdict.objects.filter(request=saved, flagged=True)))()
     assert [v.action for v in verdicts] == ["retracted"]
     assert await upstream_status(simulator_url, saved.response_id) == "cancelled"
+
+
+class InOrder:
+    """A custom checker: the rules, one window at a time in the order they came, each verdict in
+    before the next check starts (so a window before the phrase has passed, and been shown, when
+    the phrase is flagged). `with_start=False`: it cannot say where the violation starts."""
+
+    def __init__(self, with_start: bool) -> None:
+        self.name = "in-order" if with_start else "no-start"
+        self.rules = RulesChecker([PHRASE])
+        self.with_start = with_start
+        self.lock = asyncio.Lock()
+
+    async def check(self, text: str, *, context: str = "", kind: str = "output") -> Verdict:
+        async with self.lock:
+            await asyncio.sleep(0.05)  # the verdict before this one is applied meanwhile (microseconds)
+            categories, start = self.rules.matches(text, context)
+        return Verdict(flagged=bool(categories), checker=self.name, categories=categories,
+                       start=start if self.with_start else None)
+
+
+WHOLE = "You asked: “Fine start. Then the kumq"  # the first window: it ends inside the phrase
+
+
+@pytest.mark.parametrize("mode", ["buffered", "progressive"])
+@pytest.mark.parametrize("with_start", [True, False], ids=["start", "no-start"])
+async def test_a_phrase_cut_by_a_window_leaves_no_part_of_it_anywhere(
+        owner: Any, safety: Any, monkeypatch: pytest.MonkeyPatch, mode: str, with_start: bool) -> None:
+    safety.RELAY_SAFETY_MODE = mode
+    safety.RELAY_SAFETY_WINDOW = "chars"
+    safety.RELAY_SAFETY_WINDOW_CHARS = len(WHOLE)  # cuts "...the kumq" | "uat zeppelin ..."
+    safety.RELAY_SAFETY_CONTEXT_CHARS = 16  # the context sent with the second: "t. Then the kumq"
+    use_checker(monkeypatch, InOrder(with_start))
+    request = await make_request(owner, "sim-text", {"sim.tokens_per_s": "0", "sim.first_byte_delay_ms": "300"},
+                                 text=PROMPT)
+    watchers = await watch(owner, request, tabs=2)
+    saved = await reload(request)
+    _, verdicts, page = await stored(saved)
+    committed = await sync_to_async(selectors.view_latest)(request=saved)
+    kept = "You asked: “Fine start. Then the " if with_start else WHOLE[:-16]
+    assert [(v.action, v.flagged) for v in verdicts][:2] == [("passed", False), (
+        "withheld" if mode == "buffered" else "retracted", True)], "the first window passed, then the phrase"
+    for watcher in watchers:
+        assert "kumq" in shown(watcher), "the part before the cut was shown, then taken back"
+        if mode == "buffered":  # the flagged window itself never went out
+            assert not any("zeppelin" in json.dumps(m, ensure_ascii=False) for m in watcher.messages)
+        assert watcher.text() == kept
+        notice = next(b for b in watcher.view["blocks"] if b["id"] == NOTICE_ID)
+        assert notice["state"] == ("withheld" if mode == "buffered" else "retracted")
+    assert saved.status == "incomplete" and saved.incomplete_reason == "content_filter"
+    assert saved.final_text == kept
+    assert "kum" not in str(committed) and NOTICE_ID in str(committed)
+    snapshot = await sync_to_async(lambda: saved.checkpoints.exclude(snapshot=None).order_by("-revision").first())()
+    assert snapshot is not None and "kum" not in str(snapshot.snapshot), "nor the committed Response"
+    state = "withheld" if mode == "buffered" else "retracted"
+    assert "kum" not in page and f"Part of this answer was {state} by the safety policy." in page, "the turn's line"
+    assert f"The rest of this answer was {state} by the safety policy." in page, "the notice says the same"
+    flagged = next(v for v in verdicts if v.flagged)  # stored from where it cut the text, context included
+    assert flagged.start == len(kept) and flagged.end == flagged.start + len(flagged.text)
+    assert flagged.text.startswith(WHOLE[len(kept):] + "uat zeppelin")
 
 
 async def test_a_phrase_split_across_deltas_and_windows_is_caught(owner: Any, safety: Any,

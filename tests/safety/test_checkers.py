@@ -21,6 +21,21 @@ def test_a_phrase_split_between_context_and_window_is_caught() -> None:
     assert checker.categories(" codes are here.", context="Here are the launch")
 
 
+def test_a_verdict_says_where_the_earliest_match_reaching_into_the_window_starts() -> None:
+    checker = RulesChecker(["launch codes", r"codes \w+"])
+    verdict = asyncio.run(checker.check(" codes are here.", context="Here are the launch"))
+    assert verdict.flagged and verdict.start == len("Here are the ")  # in the context: the phrase's start
+    old = asyncio.run(checker.check("And codes again.", context="launch codes. "))  # the first is judged
+    assert old.start == len("launch codes. And ")
+    assert asyncio.run(checker.check("Nothing here.")).start is None
+
+
+def test_a_timeout_or_an_error_does_not_know_where_a_violation_starts() -> None:
+    for checker in (_Broken(), _Slow()):
+        verdict = asyncio.run(judge(checker, "x", timeout=0.01, fail_closed=True))
+        assert verdict.flagged and verdict.error and verdict.start is None
+
+
 def test_text_wholly_inside_the_context_is_not_judged_again() -> None:
     checker = RulesChecker(["launch codes"])
     assert checker.categories(" Nothing more.", context="the launch codes") == ()

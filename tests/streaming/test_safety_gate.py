@@ -29,10 +29,19 @@ def text_of(gate: SafetyGate, block_id: str = "o0-c0") -> str:
     return gate.view.text(block_id) if gate.view.has(block_id) else ""
 
 
+def at(window: Window, phrase: str) -> int | None:
+    """Where `phrase` starts in the window's context + text, if it reaches into the text (as the
+    rules checker says), else None."""
+    whole = window.context + window.text
+    found = whole.find(phrase, max(0, len(window.context) - len(phrase) + 1))
+    return None if found < 0 else found
+
+
 def judge_all(gate: SafetyGate, flag: str | None = None) -> list[Window]:
     windows = gate.take_windows()
     for window in windows:
-        gate.verdict(window.id, bool(flag) and flag in (window.context + window.text)[-len(window.text) - len(flag):])
+        start = at(window, flag) if flag else None
+        gate.verdict(window.id, start is not None, start)
     return windows
 
 
@@ -72,7 +81,7 @@ def test_buffered_flag_withholds_the_window_and_everything_after_it() -> None:
     gate = SafetyGate("buffered")
     gate.push([added(), *deltas(TEXT, [30, 45, 50])])
     windows = gate.take_windows()
-    actions = [gate.verdict(w.id, "kumquat" in w.text) for w in windows]
+    actions = [gate.verdict(w.id, "kumquat" in w.text, at(w, "kumquat")) for w in windows]
     assert actions == ["passed", "passed", "withheld", "withheld"]  # the last: after the stop
     assert text_of(gate) == "Hello there. All fine here! "
     gate.push([["append", "o0-c0", " kumquat again. "], ["set", "o0-c0", {"state": "done"}]])
@@ -91,7 +100,7 @@ def test_progressive_shows_at_once_and_retracts_what_did_not_pass() -> None:
                                           "After that, more.\n"]
     gate.verdict(windows[0].id, False)
     gate.verdict(windows[3].id, False)  # passed, but after the flagged one
-    assert gate.verdict(windows[2].id, True) == "retracted"
+    assert gate.verdict(windows[2].id, True, at(windows[2], "kumquat")) == "retracted"
     assert text_of(gate) == "Hello there. "  # the second had not passed yet
     _, ops = gate.view.take_ops()
     assert ["set", "o0-c0", {"text": "Hello there. "}] in ops
@@ -224,7 +233,7 @@ def test_behind_a_gate_the_transcript_snapshot_and_final_text_hold_only_what_was
         windows += transcript.safety_close().windows
         assert len(windows) > 2
         transcript.safety_verdict(windows[0].id, False)
-        transcript.safety_verdict(windows[1].id, True)
+        transcript.safety_verdict(windows[1].id, True, len(windows[1].context))  # it starts the window
         transcript.end("incomplete", reason="content_filter", over_response=True)
         shown = windows[0].text
         assert transcript.final_text() == shown
@@ -312,3 +321,101 @@ def test_a_notice_for_a_block_never_shown_follows_what_was_shown() -> None:
     gate.push([added("o2-c0"), ["append", "o2-c0", "never shown"]])
     gate.finish()
     assert [b["id"] for b in gate.view.to_dict()["blocks"]] == ["o0-c0", NOTICE_ID]
+
+
+# A phrase cut by a window's timer: "Then the kumquat" passes alone, " zeppelin" is flagged with it as context.
+SPLIT = ["Fine start. ", "All good here. ", "Then the kumquat", " zeppelin appears. More after."]
+
+
+def split_by_the_timer(gate: SafetyGate, checker: Any) -> tuple[list[Window], list[list[Any]]]:
+    """Feed SPLIT with the timer closing the third window inside the phrase; judge each window
+    with `checker` (a callable: window → (flagged, start)) as it comes; return the windows and
+    every op the public view sent."""
+    sent: list[list[Any]] = []
+    judged: list[Window] = []
+
+    def judge() -> None:
+        for window in gate.take_windows():
+            judged.append(window)
+            gate.verdict(window.id, *checker(window))
+        sent.extend(gate.view.take_ops()[1])
+
+    gate.push([added(), ["append", "o0-c0", SPLIT[0] + SPLIT[1]]], now=0.0)
+    judge()
+    gate.push([["append", "o0-c0", SPLIT[2]]], now=0.1)
+    gate.tick(0.6)  # the timer cuts "...the kumquat" | " zeppelin"
+    judge()
+    gate.push([["append", "o0-c0", SPLIT[3]], ["set", "o0-c0", {"state": "done"}]], now=0.7)
+    judge()
+    gate.finish()
+    sent.extend(gate.view.take_ops()[1])
+    return judged, sent
+
+
+def rules(window: Window) -> tuple[bool, int | None]:
+    from responses_app.safety.checkers import RulesChecker
+
+    categories, start = RulesChecker([r"kumquat\s+zeppelin"]).matches(window.text, window.context)
+    return bool(categories), start
+
+
+def no_start(window: Window) -> tuple[bool, int | None]:
+    """A checker that flags the phrase but cannot say where it starts (as the moderation API)."""
+    return rules(window)[0], None
+
+
+def replay(ops: list[list[Any]]) -> dict[str, Any]:
+    public: dict[str, Any] = {"revision": 0, "meta": {}, "blocks": []}
+    for op in ops:
+        apply_op(public, op)
+    return public
+
+
+@pytest.mark.parametrize("mode", ["buffered", "progressive"])
+def test_a_phrase_cut_by_the_timer_is_taken_back_whole(mode: str) -> None:
+    gate = SafetyGate(mode, interval=0.5)
+    judged, sent = split_by_the_timer(gate, rules)
+    assert [w.text for w in judged][:4] == [SPLIT[0], SPLIT[1], SPLIT[2], " zeppelin appears. "]
+    assert judged[3].context.endswith("Then the kumquat"), "the flagged window came with the cut-off part"
+    kept = "Fine start. All good here. Then the "
+    assert text_of(gate) == kept and gate.stopped_at == len(kept)
+    assert ["set", "o0-c0", {"text": kept}] in sent, "the part already shown is taken back by a patch"
+    public = replay(sent)
+    assert public["blocks"] == gate.view.to_dict()["blocks"] and "kumquat" not in str(public)
+    notice = gate.view.block(NOTICE_ID)
+    assert notice["state"] == ("withheld" if mode == "buffered" else "retracted")
+    if mode == "buffered":  # the flagged window itself never went out
+        assert not any("zeppelin" in str(op) for op in sent)
+
+
+@pytest.mark.parametrize("mode", ["buffered", "progressive"])
+def test_a_flag_without_a_start_takes_back_the_context_sent_with_the_window(mode: str) -> None:
+    gate = SafetyGate(mode, interval=0.5, context_chars=20)
+    judged, sent = split_by_the_timer(gate, no_start)
+    flagged = judged[3]
+    before = "".join(SPLIT[:3])
+    assert flagged.context == before[-20:]
+    assert text_of(gate) == before[:-20] and gate.stopped_at == len(before) - 20
+    assert "kumquat" not in str(replay(sent)) and "kumquat" not in str(gate.view.to_dict())
+
+
+@pytest.mark.parametrize("mode", ["buffered", "progressive"])
+def test_a_phrase_cut_by_the_length_limit_is_taken_back_whole(mode: str) -> None:
+    gate = SafetyGate(mode, unit="chars", max_chars=12, context_chars=20)
+    gate.push([added(), *deltas("aaaa kumquat zeppelin bbbb", [3, 9, 17])])
+    first, second, *_ = gate.take_windows()
+    assert (first.text, second.text) == ("aaaa kumquat", " zeppelin bb")
+    assert gate.verdict(first.id, *rules(first)) == "passed"
+    assert "kumquat" in text_of(gate)
+    assert gate.verdict(second.id, *rules(second)) == ("withheld" if mode == "buffered" else "retracted")
+    gate.finish()
+    assert text_of(gate) == "aaaa " and "kumquat" not in str(gate.view.to_dict())
+
+
+def test_a_takeback_judges_nothing_twice() -> None:
+    gate = SafetyGate("progressive", interval=0.5)
+    judged, _ = split_by_the_timer(gate, rules)
+    text = "".join(SPLIT)
+    assert [text[w.start:w.end] for w in judged] == [w.text for w in judged]
+    assert [w.start for w in judged[1:]] == [w.end for w in judged[:-1]], "no text judged twice"
+    assert gate.take_windows() == []

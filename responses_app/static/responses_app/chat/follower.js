@@ -268,7 +268,7 @@ class Follower {
     if (badgeIsFinal(badge)) this.removeStop(); // the outcome is known: nothing left to stop
     const meta = this.view.meta || {};
     if ((meta.error && typeof meta.error === "object") || meta.incomplete_reason) {
-      this.showError(meta.error, meta.incomplete_reason);
+      this.showError(meta.error, meta.incomplete_reason, this.view);
     }
     hooks.rendered(this.turn);
   }
@@ -295,11 +295,11 @@ class Follower {
     badge.textContent = vocab.labels[key] || key;
   }
 
-  showError(error, reason = "") {
+  showError(error, reason = "", view = null) {
     const box = this.turn.querySelector("[data-error]");
     if (!box) return;
     box.hidden = false;
-    box.innerHTML = noticeHtml(error, reason);
+    box.innerHTML = noticeHtml(error, reason, view);
   }
 
   setReconnecting(on) {

@@ -29,8 +29,17 @@ export function badgeIsFinal(key) {
   return Object.values(vocab.terminalBadges).includes(key);
 }
 
-// The line under an ended answer, as relay_tags.turn_notice words it: its error, and why it stopped early.
-export function noticeHtml(error, reason) {
+// The incomplete reason refined by the view's safety notice, as relay_tags.reason_key does it.
+export function reasonKey(reason, view) {
+  const notice = ((view && view.blocks) || []).find((b) => b.kind === "compaction" && b.tool === "content_filter");
+  if (!notice) return reason;
+  const key = `${reason}:${notice.state}`;
+  return Object.hasOwn(vocab.reasonSentences, key) ? key : reason;
+}
+
+// The line under an ended answer, as relay_tags.turn_notice words it: its error, and why it stopped
+// early (as the view's safety notice stands).
+export function noticeHtml(error, reason, view = null) {
   const parts = [];
   if (error && typeof error === "object") {
     const code = String(error.code || "");
@@ -38,7 +47,7 @@ export function noticeHtml(error, reason) {
     const message = String(error.message || "");
     parts.push(`<strong>${esc(label)}</strong>${message ? esc(": " + message) : ""}`);
   }
-  if (reason) parts.push(esc(vocab.reasonSentences[reason] || `Stopped early: ${reason}`));
+  if (reason) parts.push(esc(vocab.reasonSentences[reasonKey(reason, view)] || `Stopped early: ${reason}`));
   return parts.join(" ");
 }
 
