@@ -158,6 +158,30 @@ def _type_counts() -> dict[str, int]:
     return counts
 
 
+def _arenas() -> list[dict[str, int]]:
+    """glibc's `malloc_info`: per arena (the first is the main thread's), bytes in use and free."""
+    import ctypes
+    import re
+    import tempfile
+
+    libc = ctypes.CDLL("libc.so.6")
+    libc.fdopen.restype = ctypes.c_void_p
+    with tempfile.TemporaryFile(mode="w+") as tmp:
+        fp = libc.fdopen(os.dup(tmp.fileno()), b"w")
+        libc.malloc_info(0, ctypes.c_void_p(fp))
+        libc.fclose(ctypes.c_void_p(fp))
+        tmp.seek(0)
+        xml = tmp.read()
+    out = []
+    for heap in re.findall(r'<heap nr="\d+">(.*?)</heap>', xml, re.S):
+        total = re.search(r'<system type="current" size="(\d+)"/>', heap)
+        free = re.findall(r'<total type="(?:fast|rest)" count="\d+" size="(\d+)"/>', heap)
+        mmap = re.search(r'<total type="mmap" count="\d+" size="(\d+)"/>', heap)
+        out.append({"system": int(total.group(1)) if total else 0, "free": sum(int(f) for f in free),
+                    "mmap": int(mmap.group(1)) if mmap else 0})
+    return out
+
+
 def _smaps() -> dict[str, int]:
     """RSS by mapping kind: [heap] (brk), anonymous (mmap: pymalloc's arenas, glibc's thread arenas,
     large blocks), files."""
@@ -224,6 +248,7 @@ async def _memory(cfg: dict[str, Any]) -> dict[str, Any]:
     detail = cfg.get("detail", False)
     base_types = _type_counts() if detail else {}
     base_maps = _smaps() if detail else {}
+    base_arenas = _arenas() if detail else []
     runners = await batch(n)
     gc.collect()
     # Sampled over a while, not once: the keeper trims every malloc.TRIM_S, wherever a sample falls.
@@ -238,6 +263,9 @@ async def _memory(cfg: dict[str, Any]) -> dict[str, Any]:
                                        if types[k] - base_types.get(k, 0) >= n // 2), key=lambda kv: -kv[1])[:40]
         maps = _smaps()
         attribution["maps"] = {k: (maps.get(k, 0) - base_maps.get(k, 0)) / n for k in set(maps) | set(base_maps)}
+        arenas = _arenas()
+        attribution["arenas"] = [{k: (a[k] - (base_arenas[i][k] if i < len(base_arenas) else 0)) / n for k in a}
+                                 for i, a in enumerate(arenas)]
     traced = (tracemalloc.get_traced_memory()[0] - base_traced) if tracing else 0
     rss = rss_bytes() - base_rss
     samples.append(rss)
@@ -305,7 +333,7 @@ def run_role(role: str, cfg: dict[str, Any], env: dict[str, str], procs: Procs, 
 # --- orchestration and report ----------------------------------------------------------------------
 
 
-WINDOW_S = 12.0  # RSS sampled every 0.5 s for this long (over one malloc.TRIM_S) once the runners are held
+WINDOW_S = 6.0  # RSS sampled every 0.5 s for this long (over malloc.TRIM_S) once the runners are held
 
 
 def run(quick: bool, use_postgres: bool, only: str = "", baseline: str = "") -> dict[str, Any]:

@@ -17,7 +17,7 @@ import ctypes
 import ctypes.util
 import time
 
-TRIM_S = 10.0  # how often the lease keeper trims while runners run
+TRIM_S = 2.0  # how often the lease keeper trims while runners run (each of its rounds)
 
 
 def _malloc_trim() -> ctypes._NamedFuncPointer | None:
