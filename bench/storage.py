@@ -2,6 +2,7 @@
 
     python -m bench storage            # ~6 minutes; prints the tables, writes bench/results/storage.md
     python -m bench storage --quick    # a smoke run (500 deltas, 10 streams); results file not written
+    python -m bench storage --only memory --baseline /tmp/rss-base   # the memory probes, beside an older tree
 
 One run, side by side:
 
@@ -15,10 +16,15 @@ One run, side by side:
 * **the raw event log** of the same answers: the compressed batches as stored beside their
   uncompressed SSE text (what the format before stored), over the final text;
 * **memory per in-flight stream**: N runners at once in one process, each held just before the
-  end of a 3,000-delta answer (the simulator stalls it), RSS growth / N and, in a second process,
+  end of a 3,000-delta answer (the simulator stalls it), RSS growth / N (sampled every 0.5 s over
+  WINDOW_S, the lease keeper trimming the allocator every malloc.TRIM_S) and, in a second process,
   the Python heap (tracemalloc) growth / N with its largest holders, against 2 x text + 64 KiB;
   where the RSS is (glibc's `mallinfo2`, pymalloc's statistics), the RSS right after
-  `malloc_trim(0)`, and the RSS of the same runners with glibc's malloc tuned (MALLOC_FIXED).
+  `malloc_trim(0)` and that call's cost. With `--baseline TREE` (a `git worktree` of an older
+  commit) the same probes run that tree's relay too, in the same run, side by side.
+  `cfg["detail"]` (for a hand-run probe) adds the growth per object type (`gc.get_objects()`),
+  per mapping kind (`/proc/self/smaps`), per glibc arena (`malloc_info`) and, with
+  `cfg["frames"]`, tracemalloc's largest holders grouped by traceback.
 
 Bytes are the logical JSON and zstd bytes the relay hands to the database (PostgreSQL may TOAST-
 compress a large row further; the old format's rows were compressible, ours mostly are not).
@@ -424,6 +430,12 @@ def render(res: dict[str, Any], command: str) -> str:
             f"{a['log_bytes_before'] / t:.1f}x | {a['log_bytes_before'] / a['log_bytes']:.0f}x smaller | "
             f"{a['compress_us_per_kb']:.1f} · {a['decompress_us_per_kb']:.1f} us/KB |")
     lines += ["", "Targets: checkpoints <= 3x the text, event log <= 8x.", ""]
+    return "\n".join(lines + render_memory(res, "")) + "\n"
+
+
+def render_memory(res: dict[str, Any], command: str) -> list[str]:
+    """The memory section; `command`: when it was run on its own (`--only memory`)."""
+    lines: list[str] = []
     mem = {(bool(m["tracemalloc"]), m.get("tree", "now")): m for m in res["memory"]}
     if mem:
         m = mem.get((False, "now")) or next(iter(mem.values()))
@@ -435,7 +447,9 @@ def render(res: dict[str, Any], command: str) -> str:
                   f"{m['tokens']}-delta answer ({text / KIB:.1f} KiB of text); growth / N, the RSS sampled every "
                   f"0.5 s for {WINDOW_S:.0f} s once they are held (mean, and the largest sample). Target 2 x text + "
                   f"64 KiB = {target / KIB:.0f} KiB. *before*: the relay before this change (`--baseline`), "
-                  "measured in the same run.", "",
+                  "measured in the same run." + (f" `{command}`, {res['database']}; "
+                                                   f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}."
+                                                   if command else ""), "",
                   "| per stream | " + " | ".join(trees) + " | now, of target |", "|---" * (len(trees) + 2) + "|"]
 
         def row(label: str, key: bool, field: str) -> None:
@@ -464,7 +478,7 @@ def render(res: dict[str, Any], command: str) -> str:
             if (True, t) in mem:
                 lines += ["", f"Largest heap holders per stream, {t} (tracemalloc, by line):", ""]
                 lines += [f"- `{where}`: {size / KIB:.1f} KiB" for where, size in mem[(True, t)]["top"]]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -489,6 +503,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.quick and not args.only:
         RESULTS.parent.mkdir(exist_ok=True)
         RESULTS.write_text(report)
+    elif not args.quick and RESULTS.exists():  # the memory section alone, the answers' kept
+        kept = RESULTS.read_text().split("## Memory per in-flight stream")[0]
+        RESULTS.write_text(kept + "\n".join(render_memory(res, command)) + "\n")
     return 0
 
 
