@@ -433,6 +433,48 @@ def render(res: dict[str, Any], command: str) -> str:
     return "\n".join(lines + render_memory(res, "")) + "\n"
 
 
+# What the probes' attribution found (cfg["detail"], by hand at 50 streams, 2026-12-01), and what the
+# relay does about it: the explanation under the table, kept with the code that measures it.
+REMAINS = """\
+What the RSS per stream is, and what was done (attribution: `cfg["detail"]` probes, at 50 streams):
+
+- **The text, once**: 15 KiB (`textbuf`: the view's joined text).
+- **The rest of the Python heap**, about 54 KiB: the stream's HTTP exchange, about 10 KiB (httpx's
+  `Request` built for it 4.1 KiB, its `Headers` 1.5, aiohttp's protocol, parser and `StreamReader`
+  about 4); the runner and its collaborators (its `__dict__` 1.5 KiB, the `ResponseRequest` row 1.5,
+  two `asyncio.Event`s 1.5, the task's 7 coroutines and 6 async generators); the last events parsed
+  (the `response.created` Response kept for the snapshot) 2.2 KiB; and process-wide caches that
+  this probe sizes with N: psycopg keeps the last 128 query texts of up to 50 parameters, and the
+  lease round's statements have one parameter per runner (`QueryPart`s, 6 per stream here; capped,
+  and at a few hundred streams not cached at all). Cut here: a bound method per event type per
+  assembler (the handler table, 7 KiB per stream, now one table for all), and a Django
+  `DatabaseWrapper` that every runner task built by asking `connection.vendor` on the event loop
+  (`connection` is per task there, an asgiref `Local`; 3 KiB).
+- **pymalloc's arenas beyond its blocks in use**, about 17 KiB per stream: pools that a few live
+  objects pin among the churn's freed ones (fewer small objects per stream pinned fewer: 82 KiB of
+  arenas per stream before, 61 now).
+- **glibc's free memory kept**: the churn of streaming (chunks, events, patches) on the event loop,
+  and the database threads' arenas (`malloc_info`: they grew about 45 KiB per stream here, 28 of
+  them free, from the rounds that scale with N). The lease keeper now calls `malloc_trim(0)` every
+  round (`responses_app/relay/malloc.py`; 0.1-0.2 ms a call at 50 streams, off nothing else), which
+  gives those pages back; `mallinfo2` still counts them free.
+- **Outside what tracemalloc counts**, about 30 KiB malloc'd per stream (glibc in use minus the
+  heap's objects over 512 bytes; an estimate across two processes): `malloc_info` puts about
+  16 KiB of glibc's in-use memory in the database threads' arenas (libpq results, the lease and
+  writer rounds that scale with N). Not zstd (`zstandard.compress` is one-shot, on the writer's
+  thread: no context is kept per stream), not TLS (loopback HTTP), not sockets (kernel memory, not
+  RSS); the aiohttp C parser's state goes through Python's allocator and is in the heap above.
+- Ruled out: `MALLOC_ARENA_MAX=2` with fixed mmap/trim thresholds (153 KiB against 155),
+  asyncio reading 16 KiB per `recv` instead of 256 (151 against 147), `PYTHONMALLOC=malloc` (every
+  object from glibc, with the keeper's trim: 134 KiB against 115 in the same run).
+
+Left to reach the target (which leaves 64 KiB beyond twice the text): the heap's 54 KiB beyond
+the text once, plus pymalloc's pinned pools and the 30 KiB malloc'd outside Python, about 100 KiB
+of fixed cost against 79 allowed. The HTTP stack's share of the heap is about 10 KiB; bare
+aiohttp instead of httpx on top would save httpx's `Request` and `Headers` (about 6 KiB, estimated
+from the holders, not measured standalone)."""
+
+
 def render_memory(res: dict[str, Any], command: str) -> list[str]:
     """The memory section; `command`: when it was run on its own (`--only memory`)."""
     lines: list[str] = []
@@ -478,6 +520,7 @@ def render_memory(res: dict[str, Any], command: str) -> list[str]:
             if (True, t) in mem:
                 lines += ["", f"Largest heap holders per stream, {t} (tracemalloc, by line):", ""]
                 lines += [f"- `{where}`: {size / KIB:.1f} KiB" for where, size in mem[(True, t)]["top"]]
+        lines += ["", REMAINS]
     return lines
 
 
@@ -497,6 +540,7 @@ def main(argv: list[str] | None = None) -> int:
     use_postgres = not args.sqlite and reachable(5432)
     res = run(args.quick, use_postgres, args.only, args.baseline)
     command = ("python -m bench storage" + (" --quick" if args.quick else "") + (" --sqlite" if args.sqlite else "")
+               + (f" --only {args.only}" if args.only else "")
                + (f" --baseline {args.baseline}" if args.baseline else ""))
     report = render(res, command)
     print(report)
