@@ -2,6 +2,7 @@
 
     python -m bench storage            # ~6 minutes; prints the tables, writes bench/results/storage.md
     python -m bench storage --quick    # a smoke run (500 deltas, 10 streams); results file not written
+    python -m bench storage --only memory --baseline /tmp/rss-base   # the memory probes, beside an older tree
 
 One run, side by side:
 
@@ -15,10 +16,15 @@ One run, side by side:
 * **the raw event log** of the same answers: the compressed batches as stored beside their
   uncompressed SSE text (what the format before stored), over the final text;
 * **memory per in-flight stream**: N runners at once in one process, each held just before the
-  end of a 3,000-delta answer (the simulator stalls it), RSS growth / N and, in a second process,
+  end of a 3,000-delta answer (the simulator stalls it), RSS growth / N (sampled every 0.5 s over
+  WINDOW_S, the lease keeper trimming the allocator every malloc.TRIM_S) and, in a second process,
   the Python heap (tracemalloc) growth / N with its largest holders, against 2 x text + 64 KiB;
   where the RSS is (glibc's `mallinfo2`, pymalloc's statistics), the RSS right after
-  `malloc_trim(0)`, and the RSS of the same runners with glibc's malloc tuned (MALLOC_FIXED).
+  `malloc_trim(0)` and that call's cost. With `--baseline TREE` (a `git worktree` of an older
+  commit) the same probes run that tree's relay too, in the same run, side by side.
+  `cfg["detail"]` (for a hand-run probe) adds the growth per object type (`gc.get_objects()`),
+  per mapping kind (`/proc/self/smaps`), per glibc arena (`malloc_info`) and, with
+  `cfg["frames"]`, tracemalloc's largest holders grouped by traceback.
 
 Bytes are the logical JSON and zstd bytes the relay hands to the database (PostgreSQL may TOAST-
 compress a large row further; the old format's rows were compressible, ours mostly are not).
@@ -146,6 +152,58 @@ def _allocators() -> dict[str, int]:
     return out
 
 
+def _where(filename: str) -> str:
+    return str(filename).replace(str(ROOT) + "/", "").split("site-packages/")[-1]
+
+
+def _type_counts() -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for obj in gc.get_objects():
+        name = type(obj).__qualname__
+        counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def _arenas() -> list[dict[str, int]]:
+    """glibc's `malloc_info`: per arena (the first is the main thread's), bytes in use and free."""
+    import ctypes
+    import re
+    import tempfile
+
+    libc = ctypes.CDLL("libc.so.6")
+    libc.fdopen.restype = ctypes.c_void_p
+    with tempfile.TemporaryFile(mode="w+") as tmp:
+        fp = libc.fdopen(os.dup(tmp.fileno()), b"w")
+        libc.malloc_info(0, ctypes.c_void_p(fp))
+        libc.fclose(ctypes.c_void_p(fp))
+        tmp.seek(0)
+        xml = tmp.read()
+    out = []
+    for heap in re.findall(r'<heap nr="\d+">(.*?)</heap>', xml, re.S):
+        total = re.search(r'<system type="current" size="(\d+)"/>', heap)
+        free = re.findall(r'<total type="(?:fast|rest)" count="\d+" size="(\d+)"/>', heap)
+        mmap = re.search(r'<total type="mmap" count="\d+" size="(\d+)"/>', heap)
+        out.append({"system": int(total.group(1)) if total else 0, "free": sum(int(f) for f in free),
+                    "mmap": int(mmap.group(1)) if mmap else 0})
+    return out
+
+
+def _smaps() -> dict[str, int]:
+    """RSS by mapping kind: [heap] (brk), anonymous (mmap: pymalloc's arenas, glibc's thread arenas,
+    large blocks), files."""
+    out: dict[str, int] = {}
+    kind = ""
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            parts = line.split()
+            if "-" in parts[0] and len(parts) >= 5:
+                path = parts[5] if len(parts) > 5 else ""
+                kind = "heap" if path == "[heap]" else "anon" if not path else "stack" if path == "[stack]" else "file"
+            elif parts[0] == "Rss:":
+                out[kind] = out.get(kind, 0) + int(parts[1]) * KIB
+    return out
+
+
 async def _memory(cfg: dict[str, Any]) -> dict[str, Any]:
     import tracemalloc
 
@@ -189,21 +247,44 @@ async def _memory(cfg: dict[str, Any]) -> dict[str, Any]:
     await stop(await batch(2))  # warm-up: import and cache everything a runner touches
     gc.collect()
     if tracing:
-        tracemalloc.start()
+        tracemalloc.start(cfg.get("frames", 1))
     gc.collect()
     base_traced = tracemalloc.get_traced_memory()[0] if tracing else 0
     base_rss, base_alloc = rss_bytes(), _allocators()
+    detail = cfg.get("detail", False)
+    base_types = _type_counts() if detail else {}
+    base_maps = _smaps() if detail else {}
+    base_arenas = _arenas() if detail else []
     runners = await batch(n)
     gc.collect()
+    # Sampled over a while, not once: the keeper trims every malloc.TRIM_S, wherever a sample falls.
+    samples = []
+    for _ in range(int(cfg.get("window", 0) / 0.5)):
+        samples.append(rss_bytes() - base_rss)
+        await asyncio.sleep(0.5)
+    attribution: dict[str, Any] = {}
+    if detail:
+        types = _type_counts()
+        attribution["types"] = sorted(((k, (types[k] - base_types.get(k, 0)) / n) for k in types
+                                       if types[k] - base_types.get(k, 0) >= n // 2), key=lambda kv: -kv[1])[:40]
+        maps = _smaps()
+        attribution["maps"] = {k: (maps.get(k, 0) - base_maps.get(k, 0)) / n for k in set(maps) | set(base_maps)}
+        arenas = _arenas()
+        attribution["arenas"] = [{k: (a[k] - (base_arenas[i][k] if i < len(base_arenas) else 0)) / n for k in a}
+                                 for i, a in enumerate(arenas)]
     traced = (tracemalloc.get_traced_memory()[0] - base_traced) if tracing else 0
     rss = rss_bytes() - base_rss
+    samples.append(rss)
+    keeper = hub.leases
     allocators = {k: (v - base_alloc.get(k, 0)) / n for k, v in _allocators().items()}
-    trimmed = None
+    trimmed = trim_ms = None
     if not tracing:  # what glibc keeps free and could give back
         import ctypes
 
         with contextlib.suppress(OSError, AttributeError):
+            started = time.perf_counter()
             ctypes.CDLL("libc.so.6").malloc_trim(0)
+            trim_ms = (time.perf_counter() - started) * 1000
             trimmed = (rss_bytes() - base_rss) / n
     text_bytes = sum(len(r.final_text().encode()) for r in runners) / n
     top: list[tuple[str, int]] = []
@@ -211,13 +292,18 @@ async def _memory(cfg: dict[str, Any]) -> dict[str, Any]:
         snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
         for stat in snapshot.statistics("lineno")[:10]:
             frame = stat.traceback[0]
-            where = str(frame.filename).replace(str(ROOT) + "/", "").split("site-packages/")[-1]
-            top.append((f"{where}:{frame.lineno}", stat.size // n))
+            top.append((f"{_where(frame.filename)}:{frame.lineno}", stat.size // n))
+        if detail:
+            attribution["tracebacks"] = [
+                (stat.size / n, [f"{_where(f.filename)}:{f.lineno}" for f in stat.traceback])
+                for stat in snapshot.statistics("traceback")[:40]]
         tracemalloc.stop()
     await stop(runners)
     return {"streams": n, "tokens": tokens, "tokens_per_s": pace, "tracemalloc": tracing,
-            "per_stream": (traced if tracing else rss) / n, "text_bytes": text_bytes, "top": top,
-            "allocators": allocators, "trimmed": trimmed}
+            "per_stream": (traced if tracing else sum(samples) / len(samples)) / n,
+            "per_stream_max": max(samples) / n, "trim_ms": trim_ms,
+            "keeper_trim_s": getattr(keeper, "trim_seconds", None), "text_bytes": text_bytes, "top": top,
+            "allocators": allocators, "trimmed": trimmed, **attribution}
 
 
 def role_main(role: str, cfg: dict[str, Any]) -> None:
@@ -230,10 +316,14 @@ def role_main(role: str, cfg: dict[str, Any]) -> None:
     print(json.dumps(result))
 
 
-def run_role(role: str, cfg: dict[str, Any], env: dict[str, str], procs: Procs, timeout: float) -> dict[str, Any]:
+def run_role(role: str, cfg: dict[str, Any], env: dict[str, str], procs: Procs, timeout: float,
+             script: bool = False) -> dict[str, Any]:
+    """`script`: this file run as a script, so that the PYTHONPATH in `env` (another tree: the
+    baseline) provides the relay, and this file only the probe."""
     import subprocess
 
-    proc = procs.start([PY, "-m", "bench.storage", "--role", role, "--config", json.dumps(cfg)], env,
+    probe = [__file__] if script else ["-m", "bench.storage"]
+    proc = procs.start([PY, *probe, "--role", role, "--config", json.dumps(cfg)], env,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -249,13 +339,10 @@ def run_role(role: str, cfg: dict[str, Any], env: dict[str, str], procs: Procs, 
 # --- orchestration and report ----------------------------------------------------------------------
 
 
-# glibc: one malloc arena per thread that allocates (the database threads too), and an mmap threshold
-# that grows as large buffers are freed, so freed memory may stay in the process. With both fixed, the
-# same runners show whether that is where the RSS beyond the heap goes (measured: it is not).
-MALLOC_FIXED = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
+WINDOW_S = 6.0  # RSS sampled every 0.5 s for this long (over malloc.TRIM_S) once the runners are held
 
 
-def run(quick: bool, use_postgres: bool, only: str = "") -> dict[str, Any]:
+def run(quick: bool, use_postgres: bool, only: str = "", baseline: str = "") -> dict[str, Any]:
     import subprocess
 
     tokens = 500 if quick else 2000
@@ -301,16 +388,21 @@ def run(quick: bool, use_postgres: bool, only: str = "") -> dict[str, Any]:
                           flush=True)
                 else:
                     print(a, flush=True)
-            for tracing, malloc in ((False, False), (False, True), (True, False)):
-                cfg = {"simulator": sim_url, "streams": streams, "tokens": mem_tokens, "tokens_per_s": 100,
-                       "tracemalloc": tracing}
-                r = run_role("memory", cfg, dict(env, **MALLOC_FIXED) if malloc else env, procs, timeout=400)
-                r["malloc_fixed"] = malloc
-                results["memory"].append(r)
-                print(f"memory {streams} x {mem_tokens} deltas ({'tracemalloc' if tracing else 'RSS'}"
-                      f"{', malloc fixed' if malloc else ''}): "
-                      f"{r['per_stream'] / KIB:,.0f} KiB/stream, text {r['text_bytes'] / KIB:,.1f} KiB; per stream "
-                      + ", ".join(f"{k} {v / KIB:,.0f} KiB" for k, v in r["allocators"].items()), flush=True)
+            trees: list[tuple[str, str | None]] = [("now", None)]
+            if baseline:
+                trees.insert(0, ("before", baseline))
+            for tracing in (False, True):
+                for tree, root in trees:
+                    cfg = {"simulator": sim_url, "streams": streams, "tokens": mem_tokens, "tokens_per_s": 100,
+                           "tracemalloc": tracing, "window": 0 if tracing else WINDOW_S}
+                    r = run_role("memory", cfg, dict(env, PYTHONPATH=root) if root else env, procs, timeout=400,
+                                 script=bool(root))
+                    r["tree"] = tree
+                    results["memory"].append(r)
+                    print(f"memory {tree} {streams} x {mem_tokens} deltas ({'tracemalloc' if tracing else 'RSS'}): "
+                          f"{r['per_stream'] / KIB:,.0f} KiB/stream (max {r['per_stream_max'] / KIB:,.0f}), text "
+                          f"{r['text_bytes'] / KIB:,.1f} KiB; per stream "
+                          + ", ".join(f"{k} {v / KIB:,.0f} KiB" for k, v in r["allocators"].items()), flush=True)
         finally:
             procs.stop_all()
     return results
@@ -338,35 +430,103 @@ def render(res: dict[str, Any], command: str) -> str:
             f"{a['log_bytes_before'] / t:.1f}x | {a['log_bytes_before'] / a['log_bytes']:.0f}x smaller | "
             f"{a['compress_us_per_kb']:.1f} · {a['decompress_us_per_kb']:.1f} us/KB |")
     lines += ["", "Targets: checkpoints <= 3x the text, event log <= 8x.", ""]
-    mem = {(bool(m["tracemalloc"]), bool(m.get("malloc_fixed"))): m for m in res["memory"]}
+    return "\n".join(lines + render_memory(res, "")) + "\n"
+
+
+# What the probes' attribution found (cfg["detail"], by hand at 50 streams, 2026-12-01), and what the
+# relay does about it: the explanation under the table, kept with the code that measures it.
+REMAINS = """\
+What the RSS per stream is, and what was done (attribution: `cfg["detail"]` probes, at 50 streams):
+
+- **The text, once**: 15 KiB (`textbuf`: the view's joined text).
+- **The rest of the Python heap**, about 50 KiB: the stream's HTTP exchange, about 6 KiB (httpx's
+  `Request` and `Headers` about 2.5, aiohttp's protocol, parser and `StreamReader` about 4) plus
+  the last chunk read, which the generator frames of httpx and httpx-aiohttp keep while the
+  stream waits (up to httpx-aiohttp's 16 KiB `CHUNK_SIZE`: 0-10 KiB per stream in these probes,
+  however far behind the loop was at the stall); the runner and its collaborators (its
+  `__dict__` 1.5 KiB, the `ResponseRequest` row 1.5, two `asyncio.Event`s 1.5, the task's 7
+  coroutines and 6 async generators); the last events parsed (the `response.created` Response
+  kept for the snapshot) 2.2 KiB; and process-wide caches that
+  this probe sizes with N: psycopg keeps the last 128 query texts of up to 50 parameters, and the
+  lease round's statements have one parameter per runner (`QueryPart`s, 6 per stream here; capped,
+  and at a few hundred streams not cached at all). Cut here: a bound method per event type per
+  assembler (the handler table, 7 KiB per stream, now one table for all); a Django
+  `DatabaseWrapper` that every runner task built by asking `connection.vendor` on the event loop
+  (`connection` is per task there, an asgiref `Local`; 3 KiB); and the POST body: orjson's bytes
+  keep a 4 KiB buffer however short the JSON, and the response keeps its request (4.1 KiB; now
+  handed to httpx as str, which encodes it to exact bytes).
+- **pymalloc's arenas beyond its blocks in use**, about 17 KiB per stream: pools that a few live
+  objects pin among the churn's freed ones (fewer small objects per stream pinned fewer: 82 KiB of
+  arenas per stream before, 61 now).
+- **glibc's free memory kept**: the churn of streaming (chunks, events, patches) on the event loop,
+  and the database threads' arenas (`malloc_info`: they grew about 45 KiB per stream here, 28 of
+  them free, from the rounds that scale with N). The lease keeper now calls `malloc_trim(0)` every
+  round (`responses_app/relay/malloc.py`; 0.1-0.2 ms a call at 50 streams, off nothing else), which
+  gives those pages back; `mallinfo2` still counts them free.
+- **Outside what tracemalloc counts**, about 30 KiB malloc'd per stream (glibc in use minus the
+  heap's objects over 512 bytes; an estimate across two processes): `malloc_info` puts about
+  16 KiB of glibc's in-use memory in the database threads' arenas (libpq results, the lease and
+  writer rounds that scale with N). Not zstd (`zstandard.compress` is one-shot, on the writer's
+  thread: no context is kept per stream), not TLS (loopback HTTP), not sockets (kernel memory, not
+  RSS); the aiohttp C parser's state goes through Python's allocator and is in the heap above.
+- Ruled out: `MALLOC_ARENA_MAX=2` with fixed mmap/trim thresholds (153 KiB against 155),
+  asyncio reading 16 KiB per `recv` instead of 256 (151 against 147), `PYTHONMALLOC=malloc` (every
+  object from glibc, with the keeper's trim: 134 KiB against 115 in the same run).
+
+Left to reach the target (which leaves 64 KiB beyond twice the text): the heap's 50 KiB beyond
+the text once, plus pymalloc's pinned pools and the 30 KiB malloc'd outside Python, about 95 KiB
+of fixed cost against 79 allowed. The HTTP stack holds about 6 KiB and the last chunk; bare
+aiohttp instead of httpx on top would save httpx's `Request` and `Headers` (about 2.5 KiB) and
+one of the two generators holding the chunk (estimated from the holders, not measured standalone)."""
+
+
+def render_memory(res: dict[str, Any], command: str) -> list[str]:
+    """The memory section; `command`: when it was run on its own (`--only memory`)."""
+    lines: list[str] = []
+    mem = {(bool(m["tracemalloc"]), m.get("tree", "now")): m for m in res["memory"]}
     if mem:
-        m = mem.get((False, False)) or next(iter(mem.values()))
+        m = mem.get((False, "now")) or next(iter(mem.values()))
         text = m["text_bytes"]
         target = 2 * text + 64 * KIB
+        trees = [t for t in ("before", "now") if (False, t) in mem or (True, t) in mem]
         lines += ["## Memory per in-flight stream", "",
                   f"{m['streams']} runners at once in one process, each held before the last deltas of a "
-                  f"{m['tokens']}-delta answer ({text / KIB:.1f} KiB of text); growth / N. Target 2 x text + 64 KiB "
-                  f"= {target / KIB:.0f} KiB.", "", "| measure | per stream | of target |", "|---|---|---|"]
-        fixed = " ".join(f"{k}={v}" for k, v in MALLOC_FIXED.items())
-        for key, label in (((False, False), "RSS"), ((False, True), f"RSS with `{fixed}`"),
-                           ((True, False), "Python heap (tracemalloc, another process)")):
-            if key in mem:
-                lines.append(f"| {label} | {mem[key]['per_stream'] / KIB:.0f} KiB | "
-                             f"{mem[key]['per_stream'] / target:.0%} |")
-        if m.get("trimmed") is not None:
-            trimmed = m["trimmed"]
-            lines.append(f"| RSS right after `malloc_trim(0)` | {trimmed / KIB:.0f} KiB | {trimmed / target:.0%} |")
-        alloc = m.get("allocators") or {}
-        if alloc:
-            lines += ["", "Where the RSS is, per stream (the RSS run, before the trim): pymalloc's arenas "
-                      f"{alloc.get('pymalloc_arenas', 0) / KIB:.0f} KiB, of which blocks in use "
-                      f"{alloc.get('pymalloc_used', 0) / KIB:.0f} KiB (the rest: arenas kept by a few live "
-                      f"objects); glibc malloc in use {alloc.get('malloc_in_use', 0) / KIB:.0f} KiB (objects over 512 "
-                      f"bytes, C libraries), free but kept {alloc.get('malloc_free_kept', 0) / KIB:.0f} KiB."]
-        if (True, False) in mem:
-            lines += ["", "Largest heap holders per stream (tracemalloc, by line):", ""]
-            lines += [f"- `{where}`: {size / KIB:.1f} KiB" for where, size in mem[(True, False)]["top"]]
-    return "\n".join(lines) + "\n"
+                  f"{m['tokens']}-delta answer ({text / KIB:.1f} KiB of text); growth / N, the RSS sampled every "
+                  f"0.5 s for {WINDOW_S:.0f} s once they are held (mean, and the largest sample). Target 2 x text + "
+                  f"64 KiB = {target / KIB:.0f} KiB. *before*: the relay before this change (`--baseline`), "
+                  "measured in the same run." + (f" `{command}`, {res['database']}; "
+                                                   f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}."
+                                                   if command else ""), "",
+                  "| per stream | " + " | ".join(trees) + " | now, of target |", "|---" * (len(trees) + 2) + "|"]
+
+        def row(label: str, key: bool, field: str) -> None:
+            cells = [f"{mem[(key, t)][field] / KIB:.0f} KiB" if (key, t) in mem and mem[(key, t)].get(field) is not None
+                     else "" for t in trees]
+            now = mem.get((key, "now"), {}).get(field)
+            lines.append(f"| {label} | " + " | ".join(cells) + (f" | {now / target:.0%} |" if now else " | |"))
+
+        row("RSS (mean)", False, "per_stream")
+        row("RSS (largest sample)", False, "per_stream_max")
+        row("RSS right after `malloc_trim(0)`", False, "trimmed")
+        row("Python heap (tracemalloc, another process)", True, "per_stream")
+        for t in trees:
+            alloc = mem.get((False, t), {}).get("allocators") or {}
+            if alloc:
+                lines += ["", f"Where the RSS is, per stream, {t} (`mallinfo2`, pymalloc's statistics, before the "
+                          f"probe's own trim): pymalloc's arenas {alloc.get('pymalloc_arenas', 0) / KIB:.0f} KiB, of "
+                          f"which blocks in use {alloc.get('pymalloc_used', 0) / KIB:.0f} KiB; glibc malloc in use "
+                          f"{alloc.get('malloc_in_use', 0) / KIB:.0f} KiB (objects over 512 bytes, C libraries), "
+                          f"free but kept {alloc.get('malloc_free_kept', 0) / KIB:.0f} KiB."]
+        now_rss = mem.get((False, "now"), {})
+        if now_rss.get("trim_ms") is not None:
+            lines += ["", f"One `malloc_trim(0)` at {m['streams']} held streams took {now_rss['trim_ms']:.2f} ms "
+                      f"(the keeper's own calls: {1000 * (now_rss.get('keeper_trim_s') or 0):.2f} ms in all)."]
+        for t in trees:
+            if (True, t) in mem:
+                lines += ["", f"Largest heap holders per stream, {t} (tracemalloc, by line):", ""]
+                lines += [f"- `{where}`: {size / KIB:.1f} KiB" for where, size in mem[(True, t)]["top"]]
+        lines += ["", REMAINS]
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -374,6 +534,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--sqlite", action="store_true", help="a temporary SQLite file instead of PostgreSQL")
     parser.add_argument("--only", choices=["memory"], default="", help="only the memory probes")
+    parser.add_argument("--baseline", default="", help="another tree (e.g. a `git worktree` of an older "
+                        "commit) whose relay the memory probes measure beside this one's")
     parser.add_argument("--role", help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -381,13 +543,18 @@ def main(argv: list[str] | None = None) -> int:
         role_main(args.role, json.loads(args.config))
         return 0
     use_postgres = not args.sqlite and reachable(5432)
-    res = run(args.quick, use_postgres, args.only)
-    command = "python -m bench storage" + (" --quick" if args.quick else "") + (" --sqlite" if args.sqlite else "")
+    res = run(args.quick, use_postgres, args.only, args.baseline)
+    command = ("python -m bench storage" + (" --quick" if args.quick else "") + (" --sqlite" if args.sqlite else "")
+               + (f" --only {args.only}" if args.only else "")
+               + (f" --baseline {args.baseline}" if args.baseline else ""))
     report = render(res, command)
     print(report)
     if not args.quick and not args.only:
         RESULTS.parent.mkdir(exist_ok=True)
         RESULTS.write_text(report)
+    elif not args.quick and RESULTS.exists():  # the memory section alone, the answers' kept
+        kept = RESULTS.read_text().split("## Memory per in-flight stream")[0]
+        RESULTS.write_text(kept + "\n".join(render_memory(res, command)) + "\n")
     return 0
 
 
