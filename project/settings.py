@@ -286,8 +286,9 @@ if RELAY_METRICS_TOKEN and not DEVELOPMENT and len(RELAY_METRICS_TOKEN) < 16:
 _multiproc_dir = env.str("PROMETHEUS_MULTIPROC_DIR", default="")
 if _multiproc_dir and not (Path(_multiproc_dir).is_dir() and os.access(_multiproc_dir, os.W_OK)):
     raise ImproperlyConfigured(f"PROMETHEUS_MULTIPROC_DIR must be a writable directory, got {_multiproc_dir!r}")
-# Scraped straight from a process's port (no proxy, plain HTTP): never redirected to HTTPS.
-SECURE_REDIRECT_EXEMPT = [r"^metrics$"]
+# Scraped or probed straight from a process's port (no proxy, plain HTTP): never redirected to
+# HTTPS, or a supervisor's probe of 127.0.0.1:8001/healthz gets a 301 to a port with no TLS.
+SECURE_REDIRECT_EXEMPT = [r"^metrics$", r"^healthz$"]
 # OpenTelemetry spans per logical request (GenAI semantic conventions), when the packages are installed.
 RELAY_OTEL = env.bool("RELAY_OTEL", default=False)
 if RELAY_OTEL:

@@ -45,3 +45,9 @@ async def test_unreachable_channel_layer_is_503(settings: Any, fresh_layers: Any
 
 async def test_only_safe_methods() -> None:
     assert (await AsyncClient().post("/healthz")).status_code == 405
+
+
+async def test_a_probe_of_the_process_port_is_not_redirected_to_https(settings: Any, fresh_layers: Any) -> None:
+    settings.SECURE_SSL_REDIRECT = True  # as in production: a probe of 127.0.0.1:8001 is plain HTTP, no proxy
+    assert (await AsyncClient().get("/healthz")).status_code == 200
+    assert (await AsyncClient().get("/accounts/login/")).status_code == 301, "other pages still are"
