@@ -260,7 +260,7 @@ STATIC_ROOT = Path(env.str("DJANGO_STATIC_ROOT", default=str(BASE_DIR / "staticf
 if not DEVELOPMENT:
     STORAGES = {
         "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-        "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+        "staticfiles": {"BACKEND": "project.static_storage.StaticStorage"},
     }
 
 # Every line logged while a request is handled names it and its upstream response

@@ -5,7 +5,9 @@ serves collected static files, refuses foreign hosts and has no simulator mounte
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import secrets
 import socket
 import subprocess
@@ -117,6 +119,27 @@ def test_collected_static_files_are_served(prod: dict[str, Any]) -> None:
     script = get(prod, "/static/responses_app/chat/render.js")
     assert script.status_code == 200 and "export function" in script.text
     assert "javascript" in script.headers["content-type"]
+
+
+def test_every_module_the_chat_page_loads_is_a_hashed_file_of_the_release(prod: dict[str, Any]) -> None:
+    """The page links main.<hash>.js; its imports, and theirs, must be hashed names too, or a browser
+    mixes a new main module with a cached module of the previous release."""
+    manifest = json.loads((Path(prod["env"]["DJANGO_STATIC_ROOT"]) / "staticfiles.json").read_text())["paths"]
+    hashed = set(manifest.values())
+    todo, seen = [manifest["responses_app/chat/main.js"]], set()
+    while todo:
+        name = todo.pop()
+        seen.add(name)
+        module = get(prod, f"/static/{name}")
+        assert module.status_code == 200, name
+        assert "immutable" in module.headers["cache-control"] or "max-age=315360000" in module.headers["cache-control"]
+        for target in re.findall(r"""from\s*["'](\./[^"']+)["']""", module.text):
+            path = str(Path(name).parent / target[2:])
+            assert path in hashed, f"{name} imports {target}, not a hashed name"
+            if path not in seen:
+                todo.append(path)
+    plain = {path for path in manifest if path.startswith("responses_app/chat/") and path.endswith(".js")}
+    assert len(seen) == len(plain), (sorted(seen), sorted(plain))  # every module reached
 
 
 def test_no_simulator_and_no_foreign_host(prod: dict[str, Any]) -> None:
