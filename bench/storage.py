@@ -439,25 +439,30 @@ REMAINS = """\
 What the RSS per stream is, and what was done (attribution: `cfg["detail"]` probes, at 50 streams):
 
 - **The text, once**: 15 KiB (`textbuf`: the view's joined text).
-- **The rest of the Python heap**, about 50 KiB: the stream's HTTP exchange, about 6 KiB (httpx's
-  `Request` and `Headers` about 2.5, aiohttp's protocol, parser and `StreamReader` about 4) plus
-  the last chunk read, which the generator frames of httpx and httpx-aiohttp keep while the
-  stream waits (up to httpx-aiohttp's 16 KiB `CHUNK_SIZE`: 0-10 KiB per stream in these probes,
-  however far behind the loop was at the stall); the runner and its collaborators (its
-  `__dict__` 1.5 KiB, the `ResponseRequest` row 1.5, two `asyncio.Event`s 1.5, the task's 7
-  coroutines and 6 async generators); the last events parsed (the `response.created` Response
-  kept for the snapshot) 2.2 KiB; and process-wide caches that
-  this probe sizes with N: psycopg keeps the last 128 query texts of up to 50 parameters, and the
-  lease round's statements have one parameter per runner (`QueryPart`s, 6 per stream here; capped,
-  and at a few hundred streams not cached at all). Cut here: a bound method per event type per
-  assembler (the handler table, 7 KiB per stream, now one table for all); a Django
-  `DatabaseWrapper` that every runner task built by asking `connection.vendor` on the event loop
-  (`connection` is per task there, an asgiref `Local`; 3 KiB); and the POST body: orjson's bytes
-  keep a 4 KiB buffer however short the JSON, and the response keeps its request (4.1 KiB; now
-  handed to httpx as str, which encodes it to exact bytes).
-- **pymalloc's arenas beyond its blocks in use**, about 17 KiB per stream: pools that a few live
-  objects pin among the churn's freed ones (fewer small objects per stream pinned fewer: 82 KiB of
-  arenas per stream before, 61 now).
+- **The rest of the Python heap**, about 44 KiB: the stream's HTTP exchange, about 6 KiB (httpx's
+  `Request` and `Headers` about 2.5, aiohttp's protocol, parser and `StreamReader` about 4: its
+  two deques keep up to 16 freed blocks each after a burst, 2 KiB each here); the runner and its
+  collaborators (two `asyncio.Event`s 1.5 KiB, the request's JSON `input` and `params` 0.9, the
+  task's coroutines); the last events parsed (the `response.created` Response kept for the
+  snapshot) 2 KiB; and process-wide caches that this probe sizes with N: psycopg keeps the last
+  128 query texts of up to 50 parameters, and the lease round's statements have one parameter per
+  runner (`QueryPart`s; capped, and at a few hundred streams not cached at all). Cut this round
+  (tracemalloc by traceback, 12 frames, 50 streams, one probe after each cut: 78.6 -> 66.9 -> 64.2
+  KiB of heap per stream; the side-by-side run above: 67 -> 59): the last chunk read, which the
+  four generators under httpx's `aiter_bytes` (httpx's two, httpx-aiohttp's, aiohttp's) each kept
+  while the stream waited (up to httpx-aiohttp's 16 KiB reads, 9.3 KiB on average in that probe,
+  however far behind the loop was at the stall): `upstream.body_chunks` reads aiohttp's buffer
+  directly, keeping nothing between reads; the `ResponseRequest` model instance the runner held
+  (1.5 KiB and its state; now `selectors.RunRequest`, 7 columns from `.values()`); the runner's
+  `__dict__` (1.5 KiB: Python 3.11 gives an object with more than 30 attributes a real dict; now
+  `__slots__`); a frozenset of the redacted fields per stream (0.8 KiB; now one per process).
+  Cut before: a bound method per event type per assembler (the handler table, 7 KiB per stream,
+  now one table for all); a Django `DatabaseWrapper` that every runner task built by asking
+  `connection.vendor` on the event loop (`connection` is per task there, an asgiref `Local`;
+  3 KiB); and the POST body: orjson's bytes keep a 4 KiB buffer however short the JSON, and the
+  response keeps its request (4.1 KiB; now handed to httpx as str, which encodes it to exact bytes).
+- **pymalloc's arenas beyond its blocks in use**, about 21 KiB per stream: pools that a few live
+  objects pin among the churn's freed ones (82 KiB of arenas per stream two rounds ago, 61 now).
 - **glibc's free memory kept**: the churn of streaming (chunks, events, patches) on the event loop,
   and the database threads' arenas (`malloc_info`: they grew about 45 KiB per stream here, 28 of
   them free, from the rounds that scale with N). The lease keeper now calls `malloc_trim(0)` every
@@ -473,11 +478,12 @@ What the RSS per stream is, and what was done (attribution: `cfg["detail"]` prob
   asyncio reading 16 KiB per `recv` instead of 256 (151 against 147), `PYTHONMALLOC=malloc` (every
   object from glibc, with the keeper's trim: 134 KiB against 115 in the same run).
 
-Left to reach the target (which leaves 64 KiB beyond twice the text): the heap's 50 KiB beyond
-the text once, plus pymalloc's pinned pools and the 30 KiB malloc'd outside Python, about 95 KiB
-of fixed cost against 79 allowed. The HTTP stack holds about 6 KiB and the last chunk; bare
-aiohttp instead of httpx on top would save httpx's `Request` and `Headers` (about 2.5 KiB) and
-one of the two generators holding the chunk (estimated from the holders, not measured standalone)."""
+Left to reach the target (which leaves 64 KiB beyond twice the text): the heap's 44 KiB beyond
+the text once, plus pymalloc's pinned pools and the 30 KiB malloc'd outside Python: the RSS is
+about 5 KiB over (99 against 94 in the run above; the RSS varies by about as much between runs).
+Next cuts: the runner's two `asyncio.Event`s as futures (about 1.2 KiB), the `response.created`
+event kept whole for the snapshot (2 KiB); bare aiohttp instead of httpx on top would save httpx's
+`Request` and `Headers` (about 2.5 KiB; estimated from the holders, not measured standalone)."""
 
 
 def render_memory(res: dict[str, Any], command: str) -> list[str]:

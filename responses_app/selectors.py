@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -118,8 +119,26 @@ def request_status(*, request_id: uuid.UUID) -> str:
     return ResponseRequest.objects.filter(pk=request_id).values_list("status", flat=True).get()
 
 
-def request_get(*, request_id: uuid.UUID) -> ResponseRequest:
-    return ResponseRequest.objects.get(pk=request_id)
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """What a runner needs of its request, held for the whole stream: these columns only, not a
+    model instance with every column and its state (about 2 KiB per in-flight stream, bench storage).
+    The same attribute names as ResponseRequest's, so bodies and checks take either."""
+
+    pk: uuid.UUID
+    model: str
+    input: Any
+    params: Any
+    response_id: str
+    created: datetime
+    conversation_id: uuid.UUID | None
+
+    FIELDS = ("pk", "model", "input", "params", "response_id", "created", "conversation_id")
+
+
+def request_get(*, request_id: uuid.UUID) -> RunRequest:
+    """The request as its runner holds it."""
+    return RunRequest(**ResponseRequest.objects.values(*RunRequest.FIELDS).get(pk=request_id))
 
 
 def segment_count(*, request_id: uuid.UUID) -> int:
@@ -183,7 +202,7 @@ def conversation_get_for_user(*, user: User, conversation_id: uuid.UUID | str) -
     return conversation
 
 
-def conversation_context(*, request: ResponseRequest) -> list[dict[str, Any]]:
+def conversation_context(*, request: ResponseRequest | RunRequest) -> list[dict[str, Any]]:
     """The turns of the request's conversation before it, as Responses input items: each turn's
     input, its function calls with their outputs, and the answer shown. For when the upstream
     no longer has the chain (`previous_response_not_found`)."""

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from ..models import ResponseRequest
+from ..selectors import RunRequest
 
 _FORWARDED = ("background", "metadata", "previous_response_id", "instructions", "max_output_tokens", "tools")
 
 
-def build_body(request: ResponseRequest) -> dict[str, Any]:
+def build_body(request: ResponseRequest | RunRequest) -> dict[str, Any]:
     params = request.params or {}
     body: dict[str, Any] = {"model": request.model, "input": request.input, "store": True}
     for key in _FORWARDED:
@@ -18,7 +19,7 @@ def build_body(request: ResponseRequest) -> dict[str, Any]:
     return body
 
 
-def continuation_body(request: ResponseRequest, previous_response_id: str,
+def continuation_body(request: ResponseRequest | RunRequest, previous_response_id: str,
                       outputs: list[dict[str, Any]]) -> dict[str, Any]:
     """The next round after tool results: the outputs as input, chained to the last response."""
     body = build_body(request)
@@ -27,7 +28,7 @@ def continuation_body(request: ResponseRequest, previous_response_id: str,
     return body
 
 
-def full_context_body(request: ResponseRequest, context: list[dict[str, Any]]) -> dict[str, Any]:
+def full_context_body(request: ResponseRequest | RunRequest, context: list[dict[str, Any]]) -> dict[str, Any]:
     """The same request without the chain: the conversation so far (`selectors.conversation_context`)
     and this turn's input, with `previous_response_id: null`."""
     body = build_body(request)

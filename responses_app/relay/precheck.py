@@ -17,13 +17,14 @@ from ..models import ResponseRequest, SafetyVerdict
 from ..safety.audit import verdict_record
 from ..safety.checkers import checker_from_settings, judge
 from ..safety.policy import fail_closed, mode_for
+from ..selectors import RunRequest
 from .dbthreads import db
 
 INPUT_FLAGGED = "input_flagged"
 Action = SafetyVerdict.Action
 
 
-def input_text(request: ResponseRequest) -> str:
+def input_text(request: ResponseRequest | RunRequest) -> str:
     """Every text the user sent in this turn (a string, messages, `input_text` parts), and the instructions."""
     texts: list[str] = []
 
@@ -55,7 +56,7 @@ def blocked_message(categories: list[str] | tuple[str, ...], error: str) -> str:
     return f"The safety policy flagged this message{why}. Nothing was sent to the model and no answer was generated."
 
 
-async def precheck(request: ResponseRequest) -> tuple[str, str] | None:
+async def precheck(request: RunRequest) -> tuple[str, str] | None:
     """None to go on; else the request's error (code, message): it fails without any upstream call."""
     if not settings.RELAY_SAFETY_PRECHECK:
         return None
