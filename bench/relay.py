@@ -398,7 +398,8 @@ async def _viewer_naive(cfg: dict[str, Any], i: int, win: Window, gate: asyncio.
             await ws.close()
 
 
-async def load(cfg: dict[str, Any]) -> dict[str, Any]:
+async def load_tasks(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The previous load generator (`--loadgen tasks`): websockets.asyncio, a receive loop per socket."""
     import httpx
 
     n = cfg["streams"]
@@ -421,10 +422,15 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
         await asyncio.sleep(0.05)
     ramp = time.time() - t_ramp
     await asyncio.sleep(cfg["warmup"])
-    pids = cfg["pids"]
+    pids = dict(cfg["pids"], load=os.getpid())
     cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
-    cpu0["load"] = cpu_seconds(os.getpid())
+    delay0 = {name: run_delay(pid) for name, pid in pids.items()}
     loop0 = main_thread_cpu(pids["server"])
+    load0 = os.getloadavg()[0]
+    from bench.loadgen import _lag_sampler
+
+    lag_stats: dict[str, Any] = {}
+    lag_task = _lag_sampler(lag_stats)
     win.start = time.time()
     win.end = win.start + cfg["window"]
     spy = None
@@ -436,14 +442,18 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
     await asyncio.sleep(cfg["window"])
     elapsed = time.time() - win.start
     cpu = {name: (cpu_seconds(pid) - cpu0[name]) / elapsed for name, pid in pids.items()}
-    cpu["load"] = (cpu_seconds(os.getpid()) - cpu0["load"]) / elapsed
+    delay = {name: (run_delay(pid) - delay0[name]) / elapsed for name, pid in pids.items()}
     cpu["server_loop"] = (main_thread_cpu(pids["server"]) - loop0) / elapsed
+    lag_task.cancel()
+    own_lags = lag_stats.get("loop_lag_ms", [])
+    loadavg = (load0 + os.getloadavg()[0]) / 2
     async with asyncio.timeout(40):
         await asyncio.gather(*tasks, return_exceptions=True)
     if spy is not None:
         spy.wait(30)
     await http.aclose()
     expected = len(ready) * cfg["tokens_per_s"] * cfg["window"]
+    cpu["load_procs"] = 1
     return {
         "target": cfg["target"], "streams": n, "connected": len(ready), "ramp_s": ramp, "window_s": elapsed,
         "messages": win.messages, "deltas": win.deltas, "lost": win.lost, "resyncs": win.resyncs,
@@ -452,7 +462,110 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
         "rate": win.deltas / expected if expected else 0.0,
         "newest": {f"p{q}": pct(win.newest, q) for q in (50, 90, 99)} | {"max": max(win.newest, default=float("nan"))},
         "oldest": {f"p{q}": pct(win.oldest, q) for q in (50, 90, 99)} | {"max": max(win.oldest, default=float("nan"))},
-        "cpu": cpu, "errors": errors[:5], "error_count": len(errors),
+        "cpu": cpu, "run_delay": delay, "loadavg": loadavg,
+        "load_loop_lag_ms": {"p99": pct(own_lags, 99), "max": max(own_lags, default=float("nan"))},
+        "load_us_per_frame": cpu["load"] * elapsed / max(win.messages, 1) * 1e6,
+        "errors": errors[:5], "error_count": len(errors),
+    }
+
+
+def run_delay(pid: int) -> float:
+    """Seconds a process's main thread (its event loop) has spent runnable but waiting for a CPU
+    (/proc/<pid>/schedstat, field 2): how much of its lag the machine's other tenants caused."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+async def _sample_loop_lag(port: int, out: list[float], period: float = 0.25) -> None:
+    """The server's own loop-lag gauge (the pacer's input, relay_event_loop_lag_seconds), from /metrics."""
+    import httpx
+
+    pattern = re.compile(rb"^relay_event_loop_lag_seconds\S* (\S+)$", re.M)
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as http:
+        while True:
+            with contextlib.suppress(Exception):
+                found = pattern.search((await http.get("/metrics")).content)
+                if found:
+                    out.append(float(found.group(1)) * 1000)
+            await asyncio.sleep(period)
+
+
+async def load(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The step's viewers in `load_procs` processes (bench/loadgen.py: one receive loop each), started,
+    ramped up, then given one window start; this coordinator measures every process's CPU over it."""
+    if cfg.get("loadgen") == "tasks":
+        return await load_tasks(cfg)
+    n, k = cfg["streams"], max(1, min(cfg.get("load_procs", 2), cfg["streams"]))
+    shares = [n // k + (1 if j < n % k else 0) for j in range(k)]
+    firsts = [sum(shares[:j]) for j in range(k)]
+    t_ramp = time.time()
+    children = [await asyncio.create_subprocess_exec(
+        PY, "-m", "bench.relay", "--role", "loadpart", "--config",
+        json.dumps(dict(cfg, streams=shares[j], first=firsts[j], coordinated=True,
+                        ramp_concurrency=max(2, cfg.get("ramp_concurrency", 16) // k))),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, limit=2**26) for j in range(k)]
+    try:
+        async with asyncio.timeout(cfg.get("ramp_timeout", 90) + 30):
+            readies = [json.loads(await c.stdout.readline()) for c in children]  # type: ignore[union-attr]
+    except Exception:
+        for c in children:
+            with contextlib.suppress(ProcessLookupError):
+                c.kill()
+        errs = [(await c.communicate())[1].decode()[-1500:] for c in children]
+        raise RuntimeError(f"load processes did not ramp up: {errs}") from None
+    ramp = time.time() - t_ramp
+    start_at = time.time() + cfg["warmup"]
+    for c in children:
+        c.stdin.write(f"{start_at}\n".encode())  # type: ignore[union-attr]
+        await c.stdin.drain()  # type: ignore[union-attr]
+    await asyncio.sleep(start_at - time.time())
+    pids = dict(cfg["pids"], **{f"load{j}": c.pid for j, c in enumerate(children)})
+    cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    delay0 = {name: run_delay(pid) for name, pid in pids.items()}
+    loop0 = main_thread_cpu(pids["server"])
+    load0, t0 = os.getloadavg()[0], time.time()
+    server_lag: list[float] = []
+    sampler = asyncio.create_task(_sample_loop_lag(cfg["port"], server_lag)) if cfg["target"] == "ours" else None
+    await asyncio.sleep(cfg["window"])
+    elapsed = time.time() - t0
+    cpu = {name: (cpu_seconds(pid) - cpu0[name]) / elapsed for name, pid in pids.items()}
+    delay = {name: (run_delay(pid) - delay0[name]) / elapsed for name, pid in pids.items()}
+    cpu["server_loop"] = (main_thread_cpu(pids["server"]) - loop0) / elapsed
+    cpu["load"] = sum(cpu.pop(f"load{j}") for j in range(k))
+    delay["load"] = max(delay.pop(f"load{j}") for j in range(k))
+    cpu["load_procs"] = k
+    if sampler is not None:
+        sampler.cancel()
+    parts = []
+    for c in children:
+        out, err = await c.communicate()
+        if c.returncode != 0:
+            raise RuntimeError(f"load process failed ({c.returncode}):\n{err.decode()[-3000:]}")
+        parts.append(json.loads(out.strip().splitlines()[-1]))
+    newest = [x for p in parts for x in p["newest_ms"]]
+    oldest = [x for p in parts for x in p["oldest_ms"]]
+    deltas, lost = sum(p["deltas"] for p in parts), sum(p["lost"] for p in parts)
+    connected = sum(p["connected"] for p in parts)
+    errors = [e for p in parts for e in p["errors"]]
+    expected = connected * cfg["tokens_per_s"] * cfg["window"]
+    per_frame = [p["cpu"] / max(p["messages"], 1) * elapsed * 1e6 for p in parts]
+    return {
+        "target": cfg["target"], "streams": n, "connected": connected, "ramp_s": ramp, "window_s": elapsed,
+        "messages": sum(p["messages"] for p in parts), "deltas": deltas, "lost": lost,
+        "resyncs": sum(p["resyncs"] for p in parts), "expected_deltas": expected,
+        "delivered": deltas / (deltas + lost) if deltas + lost else 0.0,
+        "rate": deltas / expected if expected else 0.0,
+        "newest": {f"p{q}": pct(newest, q) for q in (50, 90, 99)} | {"max": max(newest, default=float("nan"))},
+        "oldest": {f"p{q}": pct(oldest, q) for q in (50, 90, 99)} | {"max": max(oldest, default=float("nan"))},
+        "cpu": cpu, "run_delay": delay, "loadavg": (load0 + os.getloadavg()[0]) / 2,
+        "load_loop_lag_ms": {"p99": max(p["loop_lag_ms"]["p99"] for p in parts),
+                             "max": max(p["loop_lag_ms"]["max"] for p in parts)},
+        "load_us_per_frame": sum(per_frame) / len(per_frame),
+        "server_loop_lag_ms": {"p50": pct(server_lag, 50), "max": max(server_lag, default=float("nan"))},
+        "ready": readies, "errors": errors[:5], "error_count": len(errors),
     }
 
 
@@ -624,6 +737,10 @@ async def _writes(cfg: dict[str, Any]) -> dict[str, Any]:
 def role_main(role: str, cfg: dict[str, Any]) -> None:
     if role == "load":
         result = asyncio.run(load(cfg))
+    elif role == "loadpart":
+        from bench.loadgen import run as loadpart
+
+        result = loadpart(cfg)
     elif role == "floor":
         from bench.relay_cpu import floor
 
@@ -665,6 +782,8 @@ class Plan:
     cpu_rounds: int = 1
     targets: tuple[str, ...] = ("ours", "naive")  # the capacity section's relays
     asgi: tuple[str, ...] = ()  # more ASGI servers for our application, measured beside ours in the CPU section
+    loadgen: str = "loop"  # "loop": bench/loadgen.py, one receive loop per load process; "tasks": the previous one
+    load_procs: int = 2  # load processes per step (loadgen "loop")
     profile: bool = False  # py-spy flame graph + collapsed stacks of our server, 1 viewer, CPU section's load
 
 
@@ -715,7 +834,8 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
                        "streams": streams, "viewers": viewers,
                        "tokens_per_s": plan.tokens_per_s, "tokens": tokens, "seed": uuid.uuid4().int >> 80,
                        "background": plan.background, "window": window, "warmup": warmup,
-                       "pids": {"server": proc.pid, "simulator": sim.pid}, "profile": profile}
+                       "pids": {"server": proc.pid, "simulator": sim.pid}, "profile": profile,
+                       "loadgen": "tasks" if profile else plan.loadgen, "load_procs": plan.load_procs}
                 result = run_role("load", cfg, base_env, procs, timeout=window + warmup + 160)
                 if proc.poll() is not None:
                     raise RuntimeError(f"the {target} server died; see {log_dir}")
@@ -781,7 +901,12 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
                     print(f"{target:5} {streams:4} streams: delivered {r['delivered']:.1%} rate {r['rate']:.1%} "
                           f"lag p50 {fmt_ms(r['newest']['p50'])} p99 {fmt_ms(r['newest']['p99'])} ms, server CPU "
                           f"{r['cpu']['server']:.0%}, sim {r['cpu']['simulator']:.0%}, load {r['cpu']['load']:.0%}"
-                          f", ramp {r['ramp_s']:.1f}s{', errors ' + str(r['error_count']) if r['error_count'] else ''}",
+                          f", ramp {r['ramp_s']:.1f}s{', errors ' + str(r['error_count']) if r['error_count'] else ''}"
+                          f"; load avg {r['loadavg']:.1f}, waiting for a CPU: server {r['run_delay']['server']:.0%} "
+                          f"sim {r['run_delay']['simulator']:.0%} load {r['run_delay']['load']:.0%}; load loop lag "
+                          f"p99 {fmt_ms(r['load_loop_lag_ms']['p99'])} ms, {r['load_us_per_frame']:.0f} µs/frame"
+                          + (f"; server loop lag gauge p50 {fmt_ms(r['server_loop_lag_ms']['p50'])} max "
+                             f"{fmt_ms(r['server_loop_lag_ms']['max'])} ms" if "server_loop_lag_ms" in r else ""),
                           flush=True)
             for proc, _ in servers.values():
                 procs.stop(proc)
@@ -982,6 +1107,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline-server", default="", help="the ASGI server the baseline runs on")
     parser.add_argument("--profile", action="store_true", help="py-spy our server under the CPU section's load")
     parser.add_argument("--baseline", default="", help="another checkout whose server the CPU section measures too")
+    parser.add_argument("--loadgen", choices=("loop", "tasks"), default="loop",
+                        help="load generator: one receive loop per process (default) or the previous task per socket")
+    parser.add_argument("--load-procs", type=int, default=2, help="load processes per step (--loadgen loop)")
     parser.add_argument("--role", help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -1003,6 +1131,7 @@ def main(argv: list[str] | None = None) -> int:
         plan.cpu_streams = args.cpu_streams
     plan.baseline = args.baseline
     plan.profile = args.profile
+    plan.loadgen, plan.load_procs = args.loadgen, args.load_procs
     plan.asgi = tuple(a for a in args.asgi.split(",") if a)
     plan.cpu_rounds = args.cpu_rounds
     plan.targets = tuple(args.targets.split(","))
