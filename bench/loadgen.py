@@ -40,6 +40,7 @@ class Window:
         self.end = float("inf")
         self.newest: list[float] = []  # ms, per message: receipt - emit of its newest delta
         self.oldest: list[float] = []  # ms, per message: receipt - emit of its oldest delta
+        self.at: list[float] = []  # per message: its receipt time (wall clock)
         self.messages = 0
         self.deltas = 0
         self.lost = 0
@@ -51,6 +52,7 @@ class Window:
             self.deltas += len(stamps)
             self.newest.append((now - max(stamps)) * 1000)
             self.oldest.append((now - min(stamps)) * 1000)
+            self.at.append(now)
 
 
 class Viewer(asyncio.Protocol):
@@ -298,7 +300,7 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
     return {
         "streams": n, "connected": len(ready), "ramp_s": ramp, "window_s": elapsed, "start": win.start,
         "messages": win.messages, "deltas": win.deltas, "lost": win.lost, "resyncs": win.resyncs,
-        "newest_ms": win.newest, "oldest_ms": win.oldest, "cpu": cpu,
+        "newest_ms": win.newest, "oldest_ms": win.oldest, "at": win.at, "cpu": cpu,
         "loop_lag_ms": {"p50": lags[len(lags) // 2] if lags else float("nan"),
                         "p99": lags[int(len(lags) * 0.99)] if lags else float("nan"),
                         "max": lags[-1] if lags else float("nan")},
@@ -315,4 +317,16 @@ def cpu_seconds(pid: int) -> float:
 def run(cfg: dict[str, Any]) -> dict[str, Any]:
     import uvloop
 
-    return uvloop.run(load(cfg))
+    result = uvloop.run(load(cfg))
+    if cfg.get("out"):
+        from pathlib import Path
+
+        Path(cfg["out"]).write_text(orjson_dumps(result))
+        return {"out": cfg["out"]}
+    return result
+
+
+def orjson_dumps(value: Any) -> str:
+    import orjson
+
+    return orjson.dumps(value).decode()
