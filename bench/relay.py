@@ -881,7 +881,12 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
             def start_extra(target: str) -> None:
                 """A server the CPU section compares ours with, one at a time (each holds a database pool)."""
                 if target == "before":
-                    servers[target] = start_server(procs, "project.asgi:application", env, log_dir / "before.log",
+                    before_env = env
+                    if plan.gc_log:
+                        before_env = dict(server_env, RELAY_BENCH_GC_LOG=str(log_dir / "gc-before.log"))
+                        results["gc_log_before"] = str(log_dir / "gc-before.log")
+                    servers[target] = start_server(procs, "project.asgi:application", before_env,
+                                                   log_dir / "before.log",
                                                    cwd=Path(plan.baseline), server=plan.baseline_server)
                 else:
                     servers[target] = start_server(procs, "project.asgi:application", env,
@@ -950,9 +955,12 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
                     print(f"profile: {out.relative_to(ROOT)}", flush=True)
 
             # 2. Capacity, side by side: each step for ours, then for naive.
-            failed = {"ours": 0, "naive": 0}
+            failed = dict.fromkeys(plan.targets, 0)
             for streams in plan.steps if "capacity" in plan.sections else ():
                 for target in plan.targets:
+                    results["capacity"].setdefault(target, [])
+                    if target not in servers:  # "before": the baseline checkout, beside ours step by step
+                        start_extra(target)
                     if failed[target] >= 2:  # two steps in a row past the limit: higher ones only get worse
                         results["capacity"][target].append({"streams": streams, "skipped": True})
                         continue
@@ -1046,7 +1054,7 @@ def gc_passes(path: str | None) -> list[tuple[float, int, float]]:
     return [(float(f[0]), int(f[1]), float(f[2])) for f in (line.split() for line in open(path))]
 
 
-def extra(r: dict[str, Any], target: str, gcs: list[tuple[float, int, float]]) -> str:
+def extra(r: dict[str, Any], gcs: list[tuple[float, int, float]]) -> str:
     """The capacity row's columns on what the lag waited for (rows of older runs have none)."""
     if "loadavg" not in r:
         return " |" * 6
@@ -1055,7 +1063,7 @@ def extra(r: dict[str, Any], target: str, gcs: list[tuple[float, int, float]]) -
              fmt_ms(r["load_loop_lag_ms"]["p99"]), f"{r['load_us_per_frame']:.0f}"]
     c = r.get("control")
     cells.append(f"{fmt_ms(c['p99'])} · {fmt_ms(c['max'])}" if c and c.get("deltas") else "–")
-    if gcs and target == "ours" and "start_at" in r:
+    if gcs and "start_at" in r:
         full = [ms for t, g, ms in gcs if g == 2 and r["start_at"] <= t < r["start_at"] + r["window_s"]]
         cells.append(f"{len(full)} ({max(full):.0f})" if full else "0")
     else:
@@ -1106,9 +1114,9 @@ def render(res: dict[str, Any], plan: Plan) -> str:
                "| server CPU (loop thread) | simulator CPU | load CPU | load avg | waiting for a CPU: server · sim "
                "· load | load loop lag p99 | load µs/frame | control p99 · max | full GCs (longest ms) | errors |")
     out.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    gcs = gc_passes(res.get("gc_log"))
+    gcs = {"ours": gc_passes(res.get("gc_log")), "before": gc_passes(res.get("gc_log_before"))}
     for i, streams in enumerate(plan.steps):
-        for target in ("ours", "naive"):
+        for target in [t for t in ("ours", "before", "naive") if t in res["capacity"]]:
             rows = res["capacity"][target]
             if i >= len(rows):
                 continue
@@ -1121,7 +1129,7 @@ def render(res: dict[str, Any], plan: Plan) -> str:
                        f"| {r['rate']:.1%} | {fmt_ms(r['newest']['p50'])} | {fmt_ms(r['newest']['p99'])}{mark} "
                        f"| {fmt_ms(r['newest']['max'])} | {r['cpu']['server']:.0%} ({r['cpu']['server_loop']:.0%}) "
                        f"| {r['cpu']['simulator']:.0%} "
-                       f"| {r['cpu']['load']:.0%}{extra(r, target, gcs)} | {r['error_count']} |")
+                       f"| {r['cpu']['load']:.0%}{extra(r, gcs.get(target, []))} | {r['error_count']} |")
     ours_max = max_sustained(res["capacity"]["ours"])
     naive_max = max_sustained(res["capacity"]["naive"])
     out.append(f"\nHighest step with p99 lag <= {LAG_LIMIT_MS:.0f} ms (all viewers connected, > 90% of the nominal "
