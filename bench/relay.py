@@ -12,7 +12,8 @@ Processes (all started here, each in its own process group, all killed in `final
   channel layer, the in-process runner) on a temporary PostgreSQL database (created, migrated,
   dropped here; a temporary SQLite file when PostgreSQL is not reachable);
 * the naive relay (bench/naive_relay.py): ONE Daphne process;
-* load clients (`python -m bench.relay --role load ...`): one process per step, websocket viewers;
+* load clients (`python -m bench.relay --role load ...`): per step a coordinator and its load processes
+  (`--role loadpart`, bench/loadgen.py: one receive loop each over its share of the websocket viewers);
 * the memory and database-write probes (`--role memory`, `--role writes`): StreamRunners built
   directly in a Django process against the same simulator and database.
 """
@@ -1266,7 +1267,8 @@ settings, DEBUG off, in-memory channel layer, in-process runner,
 default RELAY_* settings: flush interval 50 ms, checkpoints every 500 ms to 2 s (64 events), aiohttp upstream transport)
 on {db}; the naive relay (bench/naive_relay.py: a Channels consumer per websocket, `httpx.AsyncClient()`
 with its default transport, stdlib `json` per SSE line, one in-memory `group_send` per delta) as ONE
-Daphne process; websocket viewers (websockets, asyncio) in a separate load process per step. Requests
+Daphne process; websocket viewers in two load processes per step (bench/loadgen.py: websockets' sans-I/O
+protocol on uvloop, one receive loop per process, one window start for both). Requests
 go through the JSON API (`POST /api/requests`, session cookie + CSRF header, `background: {background}`),
 then the viewer opens `/ws/requests/<id>/`; at the end of a step each viewer sends the explicit Stop
 and waits for `terminal`, so no stream outlives its step. The machine has 2 cores for all processes:
