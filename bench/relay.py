@@ -12,7 +12,8 @@ Processes (all started here, each in its own process group, all killed in `final
   channel layer, the in-process runner) on a temporary PostgreSQL database (created, migrated,
   dropped here; a temporary SQLite file when PostgreSQL is not reachable);
 * the naive relay (bench/naive_relay.py): ONE Daphne process;
-* load clients (`python -m bench.relay --role load ...`): one process per step, websocket viewers;
+* load clients (`python -m bench.relay --role load ...`): per step a coordinator and its load processes
+  (`--role loadpart`, bench/loadgen.py: one receive loop each over its share of the websocket viewers);
 * the memory and database-write probes (`--role memory`, `--role writes`): StreamRunners built
   directly in a Django process against the same simulator and database.
 """
@@ -26,6 +27,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -398,7 +400,8 @@ async def _viewer_naive(cfg: dict[str, Any], i: int, win: Window, gate: asyncio.
             await ws.close()
 
 
-async def load(cfg: dict[str, Any]) -> dict[str, Any]:
+async def load_tasks(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The previous load generator (`--loadgen tasks`): websockets.asyncio, a receive loop per socket."""
     import httpx
 
     n = cfg["streams"]
@@ -421,10 +424,15 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
         await asyncio.sleep(0.05)
     ramp = time.time() - t_ramp
     await asyncio.sleep(cfg["warmup"])
-    pids = cfg["pids"]
+    pids = dict(cfg["pids"], load=os.getpid())
     cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
-    cpu0["load"] = cpu_seconds(os.getpid())
+    delay0 = {name: run_delay(pid) for name, pid in pids.items()}
     loop0 = main_thread_cpu(pids["server"])
+    load0 = os.getloadavg()[0]
+    from bench.loadgen import _lag_sampler
+
+    lag_stats: dict[str, Any] = {}
+    lag_task = _lag_sampler(lag_stats)
     win.start = time.time()
     win.end = win.start + cfg["window"]
     spy = None
@@ -436,14 +444,18 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
     await asyncio.sleep(cfg["window"])
     elapsed = time.time() - win.start
     cpu = {name: (cpu_seconds(pid) - cpu0[name]) / elapsed for name, pid in pids.items()}
-    cpu["load"] = (cpu_seconds(os.getpid()) - cpu0["load"]) / elapsed
+    delay = {name: (run_delay(pid) - delay0[name]) / elapsed for name, pid in pids.items()}
     cpu["server_loop"] = (main_thread_cpu(pids["server"]) - loop0) / elapsed
+    lag_task.cancel()
+    own_lags = lag_stats.get("loop_lag_ms", [])
+    loadavg = (load0 + os.getloadavg()[0]) / 2
     async with asyncio.timeout(40):
         await asyncio.gather(*tasks, return_exceptions=True)
     if spy is not None:
         spy.wait(30)
     await http.aclose()
     expected = len(ready) * cfg["tokens_per_s"] * cfg["window"]
+    cpu["load_procs"] = 1
     return {
         "target": cfg["target"], "streams": n, "connected": len(ready), "ramp_s": ramp, "window_s": elapsed,
         "messages": win.messages, "deltas": win.deltas, "lost": win.lost, "resyncs": win.resyncs,
@@ -452,7 +464,162 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
         "rate": win.deltas / expected if expected else 0.0,
         "newest": {f"p{q}": pct(win.newest, q) for q in (50, 90, 99)} | {"max": max(win.newest, default=float("nan"))},
         "oldest": {f"p{q}": pct(win.oldest, q) for q in (50, 90, 99)} | {"max": max(win.oldest, default=float("nan"))},
-        "cpu": cpu, "errors": errors[:5], "error_count": len(errors),
+        "cpu": cpu, "run_delay": delay, "loadavg": loadavg,
+        "load_loop_lag_ms": {"p99": pct(own_lags, 99), "max": max(own_lags, default=float("nan"))},
+        "load_us_per_frame": cpu["load"] * elapsed / max(win.messages, 1) * 1e6,
+        "errors": errors[:5], "error_count": len(errors),
+    }
+
+
+SERVER_LAG_SERIES: list[tuple[float, float]] = []
+
+
+def run_delay(pid: int) -> float:
+    """Seconds a process's main thread (its event loop) has spent runnable but waiting for a CPU
+    (/proc/<pid>/schedstat, field 2): how much of its lag the machine's other tenants caused."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+async def _sample_loop_lag(port: int, out: list[float], t0: float, period: float = 0.1) -> None:
+    """The server's own loop-lag gauge (the pacer's input, relay_event_loop_lag_seconds), from /metrics."""
+    import httpx
+
+    pattern = re.compile(rb"^relay_event_loop_lag_seconds\S* (\S+)$", re.M)
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as http:
+        while True:
+            with contextlib.suppress(Exception):
+                found = pattern.search((await http.get("/metrics")).content)
+                if found:
+                    out.append(float(found.group(1)) * 1000)
+                    SERVER_LAG_SERIES.append((round(time.time() - t0, 2), out[-1]))
+            await asyncio.sleep(period)
+
+
+async def _control(cfg: dict[str, Any], out: list[tuple[float, float]]) -> None:
+    """Streams read straight from the simulator (no relay), their deltas' (receipt time, receipt - emit):
+    the lag the simulator, the machine and the load side add by themselves, at the same moments."""
+    import httpx
+    import orjson
+
+    from responses_app.simulator.auth import DEV_API_KEY
+
+    async def one(i: int) -> None:
+        body = {"model": "sim-long", "input": "Tell me something long.", "stream": True, "metadata": {
+            "sim.tokens_per_s": str(cfg["tokens_per_s"]), "sim.tokens": str(cfg["tokens"]),
+            "sim.seed": str(cfg["seed"] + 10**6 + i), "sim.stamp": "true"}}
+        async with client.stream("POST", f"{cfg['simulator']}/responses", content=orjson.dumps(body),
+                                 headers={"content-type": "application/json"}) as response:
+            async for chunk in response.aiter_bytes():
+                now = time.time()
+                out.extend((now, (now - float(s)) * 1000) for s in STAMP.findall(chunk.decode(errors="replace")))
+
+    async with httpx.AsyncClient(timeout=None, headers={"authorization": f"Bearer {DEV_API_KEY}"}) as client:
+        await asyncio.gather(*(one(i) for i in range(cfg["control"])), return_exceptions=True)
+
+
+async def load(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The step's viewers in `load_procs` processes (bench/loadgen.py: one receive loop each), started,
+    ramped up, then given one window start; this coordinator measures every process's CPU over it."""
+    if cfg.get("loadgen") == "tasks":
+        return await load_tasks(cfg)
+    n, k = cfg["streams"], max(1, min(cfg.get("load_procs", 2), cfg["streams"]))
+    shares = [n // k + (1 if j < n % k else 0) for j in range(k)]
+    firsts = [sum(shares[:j]) for j in range(k)]
+    control: list[tuple[float, float]] = []
+    controller = asyncio.create_task(_control(cfg, control)) if cfg.get("control") else None
+    t_ramp = time.time()
+    outs = tempfile.mkdtemp(prefix="relay-load-")  # results by file: a pipe's 64 KiB could cut them short
+    children = [await asyncio.create_subprocess_exec(
+        PY, "-m", "bench.relay", "--role", "loadpart", "--config",
+        json.dumps(dict(cfg, streams=shares[j], first=firsts[j], coordinated=True, out=f"{outs}/{j}.json",
+                        ramp_concurrency=max(2, cfg.get("ramp_concurrency", 16) // k))),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, limit=2**26) for j in range(k)]
+    try:
+        async with asyncio.timeout(cfg.get("ramp_timeout", 90) + 30):
+            readies = [json.loads(await c.stdout.readline()) for c in children]  # type: ignore[union-attr]
+    except Exception:
+        for c in children:
+            with contextlib.suppress(ProcessLookupError):
+                c.kill()
+        errs = [(await c.communicate())[1].decode()[-1500:] for c in children]
+        raise RuntimeError(f"load processes did not ramp up: {errs}") from None
+    ramp = time.time() - t_ramp
+    start_at = time.time() + cfg["warmup"]
+    for c in children:
+        c.stdin.write(f"{start_at}\n".encode())  # type: ignore[union-attr]
+        await c.stdin.drain()  # type: ignore[union-attr]
+    await asyncio.sleep(start_at - time.time())
+    pids = dict(cfg["pids"], **{f"load{j}": c.pid for j, c in enumerate(children)})
+    cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    delay0 = {name: run_delay(pid) for name, pid in pids.items()}
+    loop0 = main_thread_cpu(pids["server"])
+    load0, t0 = os.getloadavg()[0], time.time()
+    server_lag: list[float] = []
+    sampler = asyncio.create_task(_sample_loop_lag(cfg["port"], server_lag, start_at)) \
+        if cfg["target"] == "ours" else None
+    await asyncio.sleep(cfg["window"])
+    elapsed = time.time() - t0
+    cpu = {name: (cpu_seconds(pid) - cpu0[name]) / elapsed for name, pid in pids.items()}
+    delay = {name: (run_delay(pid) - delay0[name]) / elapsed for name, pid in pids.items()}
+    cpu["server_loop"] = (main_thread_cpu(pids["server"]) - loop0) / elapsed
+    cpu["load"] = sum(cpu.pop(f"load{j}") for j in range(k))
+    delay["load"] = max(delay.pop(f"load{j}") for j in range(k))
+    cpu["load_procs"] = k
+    if sampler is not None:
+        sampler.cancel()
+    if controller is not None:
+        controller.cancel()
+    control_lags = [lag for at, lag in control if start_at <= at < start_at + cfg["window"]]
+    control_worst = sorted(((lag, round(at - start_at, 2)) for at, lag in control
+                            if start_at <= at < start_at + cfg["window"]), reverse=True)[:5]
+    parts = []
+    for c in children:
+        out, err = await c.communicate()
+        if c.returncode != 0:
+            raise RuntimeError(f"load process failed ({c.returncode}):\n{err.decode()[-3000:]}")
+        parts.append(json.loads(Path(outs, f"{len(parts)}.json").read_text()))
+    shutil.rmtree(outs, ignore_errors=True)
+    newest = [x for p in parts for x in p["newest_ms"]]
+    oldest = [x for p in parts for x in p["oldest_ms"]]
+    deltas, lost = sum(p["deltas"] for p in parts), sum(p["lost"] for p in parts)
+    connected = sum(p["connected"] for p in parts)
+    errors = [e for p in parts for e in p["errors"]]
+    expected = connected * cfg["tokens_per_s"] * cfg["window"]
+    # When the lag happened: per 100 ms of receipt time, the messages and their worst lag (a stall of
+    # the whole server shows as every stream's lag rising at once; the worst buckets are reported).
+    buckets: dict[int, list[float]] = {}
+    for p in parts:
+        for at, lag in zip(p["at"], p["newest_ms"], strict=True):
+            b = buckets.setdefault(int((at - start_at) * 10), [0, 0.0, 0])
+            b[0] += 1
+            b[1] = max(b[1], lag)
+            b[2] += lag > LAG_LIMIT_MS
+    worst = sorted(((v[1], k / 10, v[0], v[2]) for k, v in buckets.items()), reverse=True)[:8]
+    per_frame = [p["cpu"] / max(p["messages"], 1) * elapsed * 1e6 for p in parts]
+    return {
+        "target": cfg["target"], "streams": n, "connected": connected, "ramp_s": ramp, "window_s": elapsed,
+        "start_at": start_at, "messages": sum(p["messages"] for p in parts), "deltas": deltas, "lost": lost,
+        "resyncs": sum(p["resyncs"] for p in parts), "expected_deltas": expected,
+        "delivered": deltas / (deltas + lost) if deltas + lost else 0.0,
+        "rate": deltas / expected if expected else 0.0,
+        "newest": {f"p{q}": pct(newest, q) for q in (50, 90, 99)} | {"max": max(newest, default=float("nan"))},
+        "oldest": {f"p{q}": pct(oldest, q) for q in (50, 90, 99)} | {"max": max(oldest, default=float("nan"))},
+        "cpu": cpu, "run_delay": delay, "loadavg": (load0 + os.getloadavg()[0]) / 2,
+        "load_loop_lag_ms": {"p99": max(p["loop_lag_ms"]["p99"] for p in parts),
+                             "max": max(p["loop_lag_ms"]["max"] for p in parts)},
+        "load_us_per_frame": sum(per_frame) / len(per_frame),
+        "server_loop_lag_ms": {"p50": pct(server_lag, 50), "max": max(server_lag, default=float("nan"))},
+        "server_lag_series": SERVER_LAG_SERIES,
+        "worst_100ms": [{"at_s": at, "max_ms": m, "messages": c, "over_limit": o} for m, at, c, o in worst],
+        "over_limit": sum(v[2] for v in buckets.values()),
+        "control": {"streams": cfg.get("control", 0), "deltas": len(control_lags), "p50": pct(control_lags, 50),
+                    "p99": pct(control_lags, 99), "max": max(control_lags, default=float("nan")),
+                    "worst": control_worst},
+        "ready": readies, "errors": errors[:5], "error_count": len(errors),
     }
 
 
@@ -624,6 +791,10 @@ async def _writes(cfg: dict[str, Any]) -> dict[str, Any]:
 def role_main(role: str, cfg: dict[str, Any]) -> None:
     if role == "load":
         result = asyncio.run(load(cfg))
+    elif role == "loadpart":
+        from bench.loadgen import run as loadpart
+
+        result = loadpart(cfg)
     elif role == "floor":
         from bench.relay_cpu import floor
 
@@ -665,6 +836,10 @@ class Plan:
     cpu_rounds: int = 1
     targets: tuple[str, ...] = ("ours", "naive")  # the capacity section's relays
     asgi: tuple[str, ...] = ()  # more ASGI servers for our application, measured beside ours in the CPU section
+    loadgen: str = "loop"  # "loop": bench/loadgen.py, one receive loop per load process; "tasks": the previous one
+    load_procs: int = 2  # load processes per step (loadgen "loop")
+    gc_log: bool = False  # log our server's slow garbage collections (bench/gcprobe)
+    control: int = 8  # streams the load coordinator reads straight from the simulator, beside the relay's
     profile: bool = False  # py-spy flame graph + collapsed stacks of our server, 1 viewer, CPU section's load
 
 
@@ -691,7 +866,13 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
             subprocess.run([PY, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env, check=True,
                            capture_output=True)
             session = make_session(env)
-            ours, ours_port = start_server(procs, "project.asgi:application", env, log_dir / "ours.log",
+            server_env = env
+            if plan.gc_log:  # the GC probe (bench/gcprobe) in our server only
+                server_env = dict(env, RELAY_BENCH_GC_LOG=str(log_dir / "gc.log"),
+                                  PYTHONPATH=os.pathsep.join([str(ROOT / "bench" / "gcprobe"),
+                                                              env.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+                results["gc_log"] = str(log_dir / "gc.log")
+            ours, ours_port = start_server(procs, "project.asgi:application", server_env, log_dir / "ours.log",
                                            server=plan.server)
             naive_env = dict(base_env, NAIVE_UPSTREAM=sim_url)
             naive, naive_port = start_server(procs, "bench.naive_relay:application", naive_env,
@@ -701,7 +882,12 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
             def start_extra(target: str) -> None:
                 """A server the CPU section compares ours with, one at a time (each holds a database pool)."""
                 if target == "before":
-                    servers[target] = start_server(procs, "project.asgi:application", env, log_dir / "before.log",
+                    before_env = env
+                    if plan.gc_log:
+                        before_env = dict(server_env, RELAY_BENCH_GC_LOG=str(log_dir / "gc-before.log"))
+                        results["gc_log_before"] = str(log_dir / "gc-before.log")
+                    servers[target] = start_server(procs, "project.asgi:application", before_env,
+                                                   log_dir / "before.log",
                                                    cwd=Path(plan.baseline), server=plan.baseline_server)
                 else:
                     servers[target] = start_server(procs, "project.asgi:application", env,
@@ -715,7 +901,9 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
                        "streams": streams, "viewers": viewers,
                        "tokens_per_s": plan.tokens_per_s, "tokens": tokens, "seed": uuid.uuid4().int >> 80,
                        "background": plan.background, "window": window, "warmup": warmup,
-                       "pids": {"server": proc.pid, "simulator": sim.pid}, "profile": profile}
+                       "pids": {"server": proc.pid, "simulator": sim.pid}, "profile": profile,
+                       "loadgen": "tasks" if profile else plan.loadgen, "load_procs": plan.load_procs,
+                       "simulator": sim_url, "control": plan.control}
                 result = run_role("load", cfg, base_env, procs, timeout=window + warmup + 160)
                 if proc.poll() is not None:
                     raise RuntimeError(f"the {target} server died; see {log_dir}")
@@ -768,9 +956,12 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
                     print(f"profile: {out.relative_to(ROOT)}", flush=True)
 
             # 2. Capacity, side by side: each step for ours, then for naive.
-            failed = {"ours": 0, "naive": 0}
+            failed = dict.fromkeys(plan.targets, 0)
             for streams in plan.steps if "capacity" in plan.sections else ():
                 for target in plan.targets:
+                    results["capacity"].setdefault(target, [])
+                    if target not in servers:  # "before": the baseline checkout, beside ours step by step
+                        start_extra(target)
                     if failed[target] >= 2:  # two steps in a row past the limit: higher ones only get worse
                         results["capacity"][target].append({"streams": streams, "skipped": True})
                         continue
@@ -781,7 +972,12 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
                     print(f"{target:5} {streams:4} streams: delivered {r['delivered']:.1%} rate {r['rate']:.1%} "
                           f"lag p50 {fmt_ms(r['newest']['p50'])} p99 {fmt_ms(r['newest']['p99'])} ms, server CPU "
                           f"{r['cpu']['server']:.0%}, sim {r['cpu']['simulator']:.0%}, load {r['cpu']['load']:.0%}"
-                          f", ramp {r['ramp_s']:.1f}s{', errors ' + str(r['error_count']) if r['error_count'] else ''}",
+                          f", ramp {r['ramp_s']:.1f}s{', errors ' + str(r['error_count']) if r['error_count'] else ''}"
+                          f"; load avg {r['loadavg']:.1f}, waiting for a CPU: server {r['run_delay']['server']:.0%} "
+                          f"sim {r['run_delay']['simulator']:.0%} load {r['run_delay']['load']:.0%}; load loop lag "
+                          f"p99 {fmt_ms(r['load_loop_lag_ms']['p99'])} ms, {r['load_us_per_frame']:.0f} µs/frame"
+                          + (f"; server loop lag gauge p50 {fmt_ms(r['server_loop_lag_ms']['p50'])} max "
+                             f"{fmt_ms(r['server_loop_lag_ms']['max'])} ms" if "server_loop_lag_ms" in r else ""),
                           flush=True)
             for proc, _ in servers.values():
                 procs.stop(proc)
@@ -852,6 +1048,30 @@ def environment() -> str:
             f"Daphne {daphne.__version__}, httpx {httpx.__version__}, websockets {websockets.__version__}")
 
 
+def gc_passes(path: str | None) -> list[tuple[float, int, float]]:
+    """(wall-clock start, generation, ms) of our server's slow collections (bench/gcprobe), if logged."""
+    if not path or not os.path.exists(path):
+        return []
+    return [(float(f[0]), int(f[1]), float(f[2])) for f in (line.split() for line in open(path))]
+
+
+def extra(r: dict[str, Any], gcs: list[tuple[float, int, float]]) -> str:
+    """The capacity row's columns on what the lag waited for (rows of older runs have none)."""
+    if "loadavg" not in r:
+        return " |" * 6
+    d = r["run_delay"]
+    cells = [f"{r['loadavg']:.1f}", f"{d['server']:.0%} · {d['simulator']:.0%} · {d['load']:.0%}",
+             fmt_ms(r["load_loop_lag_ms"]["p99"]), f"{r['load_us_per_frame']:.0f}"]
+    c = r.get("control")
+    cells.append(f"{fmt_ms(c['p99'])} · {fmt_ms(c['max'])}" if c and c.get("deltas") else "–")
+    if gcs and "start_at" in r:
+        full = [ms for t, g, ms in gcs if g == 2 and r["start_at"] <= t < r["start_at"] + r["window_s"]]
+        cells.append(f"{len(full)} ({max(full):.0f})" if full else "0")
+    else:
+        cells.append("–")
+    return "".join(f" | {c}" for c in cells)
+
+
 def max_sustained(rows: list[dict[str, Any]]) -> int:
     best = 0
     for r in rows:
@@ -892,23 +1112,25 @@ def render(res: dict[str, Any], plan: Plan) -> str:
     out.append(f"### 2. Capacity at {plan.tokens_per_s} deltas/s per stream, one viewer each "
                f"({plan.warmup:.0f} s warm-up after ramp-up, {plan.window:.0f} s measured)\n")
     out.append("| streams | relay | flowing | ramp s | delivered | rate | lag p50 | lag p99 | lag max "
-               "| server CPU (loop thread) | simulator CPU | load CPU | errors |")
-    out.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+               "| server CPU (loop thread) | simulator CPU | load CPU | load avg | waiting for a CPU: server · sim "
+               "· load | load loop lag p99 | load µs/frame | control p99 · max | full GCs (longest ms) | errors |")
+    out.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    gcs = {"ours": gc_passes(res.get("gc_log")), "before": gc_passes(res.get("gc_log_before"))}
     for i, streams in enumerate(plan.steps):
-        for target in ("ours", "naive"):
+        for target in [t for t in ("ours", "before", "naive") if t in res["capacity"]]:
             rows = res["capacity"][target]
             if i >= len(rows):
                 continue
             r = rows[i]
             if r.get("skipped"):
-                out.append(f"| {streams} | {target} | skipped: failed the two steps before | | | | | | | | | | |")
+                out.append(f"| {streams} | {target} | skipped: failed the two steps before |" + " |" * 16)
                 continue
             mark = "" if r["newest"]["p99"] <= LAG_LIMIT_MS else " ✗"
             out.append(f"| {streams} | {target} | {r['connected']} | {r['ramp_s']:.1f} | {r['delivered']:.1%} "
                        f"| {r['rate']:.1%} | {fmt_ms(r['newest']['p50'])} | {fmt_ms(r['newest']['p99'])}{mark} "
                        f"| {fmt_ms(r['newest']['max'])} | {r['cpu']['server']:.0%} ({r['cpu']['server_loop']:.0%}) "
                        f"| {r['cpu']['simulator']:.0%} "
-                       f"| {r['cpu']['load']:.0%} | {r['error_count']} |")
+                       f"| {r['cpu']['load']:.0%}{extra(r, gcs.get(target, []))} | {r['error_count']} |")
     ours_max = max_sustained(res["capacity"]["ours"])
     naive_max = max_sustained(res["capacity"]["naive"])
     out.append(f"\nHighest step with p99 lag <= {LAG_LIMIT_MS:.0f} ms (all viewers connected, > 90% of the nominal "
@@ -982,6 +1204,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline-server", default="", help="the ASGI server the baseline runs on")
     parser.add_argument("--profile", action="store_true", help="py-spy our server under the CPU section's load")
     parser.add_argument("--baseline", default="", help="another checkout whose server the CPU section measures too")
+    parser.add_argument("--loadgen", choices=("loop", "tasks"), default="loop",
+                        help="load generator: one receive loop per process (default) or the previous task per socket")
+    parser.add_argument("--load-procs", type=int, default=2, help="load processes per step (--loadgen loop)")
+    parser.add_argument("--gc-log", action="store_true", help="log our server's garbage collections over 5 ms")
     parser.add_argument("--role", help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -1003,6 +1229,7 @@ def main(argv: list[str] | None = None) -> int:
         plan.cpu_streams = args.cpu_streams
     plan.baseline = args.baseline
     plan.profile = args.profile
+    plan.loadgen, plan.load_procs, plan.gc_log = args.loadgen, args.load_procs, args.gc_log
     plan.asgi = tuple(a for a in args.asgi.split(",") if a)
     plan.cpu_rounds = args.cpu_rounds
     plan.targets = tuple(args.targets.split(","))
@@ -1040,7 +1267,8 @@ settings, DEBUG off, in-memory channel layer, in-process runner,
 default RELAY_* settings: flush interval 50 ms, checkpoints every 500 ms to 2 s (64 events), aiohttp upstream transport)
 on {db}; the naive relay (bench/naive_relay.py: a Channels consumer per websocket, `httpx.AsyncClient()`
 with its default transport, stdlib `json` per SSE line, one in-memory `group_send` per delta) as ONE
-Daphne process; websocket viewers (websockets, asyncio) in a separate load process per step. Requests
+Daphne process; websocket viewers in two load processes per step (bench/loadgen.py: websockets' sans-I/O
+protocol on uvloop, one receive loop per process, one window start for both). Requests
 go through the JSON API (`POST /api/requests`, session cookie + CSRF header, `background: {background}`),
 then the viewer opens `/ws/requests/<id>/`; at the end of a step each viewer sends the explicit Stop
 and waits for `terminal`, so no stream outlives its step. The machine has 2 cores for all processes:

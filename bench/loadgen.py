@@ -1,0 +1,332 @@
+"""The relay benchmark's websocket viewers: one receive loop per process, no task per socket.
+
+Each load process (`python -m bench.relay --role load`) drives its share of the step's streams. Its
+websockets are plain asyncio protocols (`loop.create_connection`) around `websockets`' sans-I/O
+client (`ClientProtocol`): bytes arrive in `data_received`, are parsed there and handled there, in
+one callback per read on the process's one (uvloop) event loop. The previous viewers ran a
+`websockets.asyncio` connection per socket (a reader task, a queue and an `await recv()` per
+message), so at 250 streams the load process's own loop lag was part of what it measured.
+
+The viewers' logic is unchanged: ours tracks revisions, asks for a snapshot on a gap (as chat.js
+does) and records receipt - emit of each patch's stamped deltas; naive counts sequence gaps. At the
+end each of ours sends the explicit Stop and waits (bounded) for `terminal`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from websockets.client import ClientProtocol
+from websockets.frames import Opcode
+from websockets.http11 import Response
+from websockets.uri import parse_uri
+
+STAMP = re.compile(r"⟨(\d+\.\d+)⟩")
+
+
+class Window:
+    """The measured window's wall-clock bounds and what the viewers received in it."""
+
+    def __init__(self) -> None:
+        self.start = float("inf")
+        self.end = float("inf")
+        self.newest: list[float] = []  # ms, per message: receipt - emit of its newest delta
+        self.oldest: list[float] = []  # ms, per message: receipt - emit of its oldest delta
+        self.at: list[float] = []  # per message: its receipt time (wall clock)
+        self.messages = 0
+        self.deltas = 0
+        self.lost = 0
+        self.resyncs = 0
+
+    def record(self, now: float, stamps: list[float]) -> None:
+        if stamps:
+            self.messages += 1
+            self.deltas += len(stamps)
+            self.newest.append((now - max(stamps)) * 1000)
+            self.oldest.append((now - min(stamps)) * 1000)
+            self.at.append(now)
+
+
+class Viewer(asyncio.Protocol):
+    """One websocket, sans-I/O: frames are parsed and handled in `data_received`."""
+
+    def __init__(self, url: str, headers: dict[str, str], origin: str | None,
+                 on_message: Callable[[Viewer, float, bytes], None]) -> None:
+        self.ws = ClientProtocol(parse_uri(url), origin=origin, max_size=None)  # type: ignore[arg-type]
+        self.request = self.ws.connect()
+        for k, v in headers.items():
+            self.request.headers[k] = v
+        self.on_message = on_message
+        self.transport: asyncio.Transport | None = None
+        loop = asyncio.get_running_loop()
+        self.opened: asyncio.Future[None] = loop.create_future()
+        self.closed: asyncio.Future[None] = loop.create_future()
+        self.terminal: asyncio.Future[None] = loop.create_future()
+        self._fragments: list[bytes] = []
+        # state the handler keeps
+        self.index = -1
+        self.flowing = False
+        self.revision: int | None = None
+        self.last_seq: int | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.ws.send_request(self.request)
+        self._flush()
+
+    def _flush(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            data = self.ws.data_to_send()
+            if data:
+                chunks = [d for d in data if d]
+                if chunks:
+                    self.transport.write(b"".join(chunks))
+                if not data[-1] and self.transport.can_write_eof():  # the protocol asks to close
+                    self.transport.write_eof()
+
+    def data_received(self, data: bytes) -> None:
+        now = time.time()
+        self.ws.receive_data(data)
+        for event in self.ws.events_received():
+            if isinstance(event, Response):
+                if self.ws.handshake_exc is not None:
+                    if not self.opened.done():
+                        self.opened.set_exception(self.ws.handshake_exc)
+                elif not self.opened.done():
+                    self.opened.set_result(None)
+                continue
+            if event.opcode in (Opcode.TEXT, Opcode.BINARY, Opcode.CONT):
+                if not event.fin:
+                    self._fragments.append(event.data)
+                    continue
+                payload = event.data
+                if self._fragments:
+                    payload = b"".join([*self._fragments, payload])
+                    self._fragments.clear()
+                if not self.terminal.done() and b'"type":"terminal"' in payload:
+                    self.terminal.set_result(None)
+                self.on_message(self, now, payload)
+        self._flush()
+
+    def send(self, text: str) -> None:
+        self.ws.send_text(text.encode())
+        self._flush()
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.ws.send_close()
+            self._flush()
+        if self.transport is not None:
+            self.transport.close()
+
+    def eof_received(self) -> bool | None:
+        self.ws.receive_eof()
+        self._flush()
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        for fut in (self.opened, self.terminal):
+            if not fut.done():
+                fut.set_exception(exc or ConnectionError("closed"))
+                fut.exception()  # retrieved: nobody may be waiting
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
+async def open_viewer(port: int, path: str, on_message: Callable[[Viewer, float, bytes], None],
+                      headers: dict[str, str] | None = None, origin: str | None = None) -> Viewer:
+    loop = asyncio.get_running_loop()
+    _, viewer = await loop.create_connection(
+        lambda: Viewer(f"ws://127.0.0.1:{port}{path}", headers or {}, origin, on_message), "127.0.0.1", port)
+    async with asyncio.timeout(30):
+        await viewer.opened
+    return viewer
+
+
+def _lag_sampler(stats: dict[str, Any], period: float = 0.01) -> asyncio.Task[None]:
+    """This process's own loop lag, every `period` over the window (so its share of the lag is known)."""
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        lags = stats.setdefault("loop_lag_ms", [])
+        while True:
+            t = loop.time()
+            await asyncio.sleep(period)
+            lags.append((loop.time() - t - period) * 1000)
+
+    return asyncio.get_running_loop().create_task(run())
+
+
+async def load(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Drive streams `cfg["first"]`..+`cfg["streams"]`; the window starts at `cfg["start_at"]` (wall clock,
+    set by the orchestrator for every load process alike) and lasts `cfg["window"]`."""
+    import httpx
+    import orjson
+
+    from responses_app.streaming.wire import PROTOCOL, appended, decode
+
+    n, first = cfg["streams"], cfg.get("first", 0)
+    win = Window()
+    errors: list[str] = []
+    ready: list[int] = []
+    gate = asyncio.Semaphore(cfg.get("ramp_concurrency", 16))
+    port = cfg["port"]
+    findall = STAMP.findall
+    viewers: list[Viewer] = []
+
+    def on_ours(v: Viewer, now: float, raw: bytes) -> None:
+        try:
+            message = decode(raw)
+            kind = message.get("type")
+            if kind == "snapshot":
+                v.revision = message["revision"]
+                return
+            if kind != "patch":
+                return
+            measuring = win.start <= now < win.end
+            if v.revision is not None and message["base"] != v.revision:
+                if message["revision"] <= v.revision:
+                    return  # stale
+                if measuring:
+                    win.lost += message["base"] - v.revision
+                    win.resyncs += 1
+                v.send('{"type":"snapshot"}')  # what chat.js does on a gap
+            v.revision = message["revision"]
+            stamps = [float(s) for text in appended(message["ops"]) for s in findall(text)]
+            if stamps and not v.flowing:
+                v.flowing = True
+                if v.index >= 0:
+                    ready.append(v.index)
+            if measuring:
+                win.record(now, stamps)
+        except Exception as exc:
+            errors.append(f"recv: {type(exc).__name__}: {exc}"[:200])
+
+    def on_naive(v: Viewer, now: float, raw: bytes) -> None:
+        try:
+            message = orjson.loads(raw)
+            seq = message["seq"]
+            measuring = win.start <= now < win.end
+            if measuring and v.last_seq is not None and seq > v.last_seq + 1:
+                win.lost += seq - v.last_seq - 1
+            v.last_seq = seq
+            if not v.flowing:
+                v.flowing = True
+                ready.append(v.index)
+            if measuring:
+                win.record(now, [float(s) for s in findall(message["delta"])])
+        except Exception as exc:
+            errors.append(f"recv: {type(exc).__name__}: {exc}"[:200])
+
+    token = "x" * 32
+    http = httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60,
+                             cookies={"sessionid": cfg.get("session", ""), "csrftoken": token},
+                             headers={"X-CSRFToken": token}, limits=httpx.Limits(max_connections=32))
+
+    async def setup(i: int) -> None:
+        async with gate:
+            try:
+                if cfg["target"] == "ours":
+                    metadata = {"sim.tokens_per_s": str(cfg["tokens_per_s"]), "sim.tokens": str(cfg["tokens"]),
+                                "sim.seed": str(cfg["seed"] + i), "sim.stamp": "true"}
+                    created = await http.post("/api/requests", json={
+                        "input": "Tell me something long.", "model": "sim-long",
+                        "client_request_id": uuid.uuid4().hex, "background": cfg["background"],
+                        "metadata": metadata})
+                    created.raise_for_status()
+                    path = f"/ws/requests/{created.json()['id']}/?v={PROTOCOL}"
+                    for k in range(cfg.get("viewers", 1)):
+                        v = await open_viewer(port, path, on_ours, {"Cookie": f"sessionid={cfg['session']}"},
+                                              origin=f"http://127.0.0.1:{port}")
+                        v.index = i if k == 0 else -1  # the first viewer's flow marks the stream as flowing
+                        v.flowing = k > 0
+                        viewers.append(v)
+                else:
+                    query = (f"tokens_per_s={cfg['tokens_per_s']}&tokens={cfg['tokens']}&seed={cfg['seed'] + i}"
+                             "&stamp=1")
+                    v = await open_viewer(port, f"/ws/naive/?{query}", on_naive)
+                    v.index = i
+                    viewers.append(v)
+            except Exception as exc:
+                errors.append(f"setup: {type(exc).__name__}: {exc}"[:200])
+
+    t_ramp = time.time()
+    setups = [asyncio.create_task(setup(i)) for i in range(first, first + n)]
+    deadline = time.time() + cfg.get("ramp_timeout", 90)
+    while len(ready) + len([e for e in errors if e.startswith("setup")]) < n and time.time() < deadline:
+        await asyncio.sleep(0.05)
+    ramp = time.time() - t_ramp
+    # The window: from the start the coordinator sends every load process alike, once all are ramped up
+    # (bench/relay.py, `load`); run alone, after this process's own warm-up.
+    start_at = time.time() + cfg["warmup"]
+    if cfg.get("coordinated"):
+        print(orjson.dumps({"ready": len(ready), "ramp_s": time.time() - t_ramp}).decode(), flush=True)
+        line = await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+        start_at = float(line)
+    win.start = start_at
+    win.start = max(win.start, time.time())
+    win.end = win.start + cfg["window"]
+    await asyncio.sleep(win.start - time.time())
+    stats: dict[str, Any] = {}
+    sampler = _lag_sampler(stats)
+    cpu0 = cpu_seconds(os.getpid())
+    await asyncio.sleep(max(0.0, win.end - time.time()))
+    elapsed = time.time() - win.start
+    cpu = (cpu_seconds(os.getpid()) - cpu0) / elapsed
+    sampler.cancel()
+    lags = sorted(stats.get("loop_lag_ms", []))
+    # The explicit Stop, so the next step starts clean; then wait (bounded) for `terminal`.
+    if cfg["target"] == "ours":
+        for v in viewers:
+            with contextlib.suppress(Exception):
+                v.send('{"type":"cancel"}')
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(15):
+                await asyncio.gather(*(v.terminal for v in viewers), return_exceptions=True)
+    for v in viewers:
+        v.close()
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(5):
+            await asyncio.gather(*(v.closed for v in viewers), *setups, return_exceptions=True)
+    await http.aclose()
+    return {
+        "streams": n, "connected": len(ready), "ramp_s": ramp, "window_s": elapsed, "start": win.start,
+        "messages": win.messages, "deltas": win.deltas, "lost": win.lost, "resyncs": win.resyncs,
+        "newest_ms": win.newest, "oldest_ms": win.oldest, "at": win.at, "cpu": cpu,
+        "loop_lag_ms": {"p50": lags[len(lags) // 2] if lags else float("nan"),
+                        "p99": lags[int(len(lags) * 0.99)] if lags else float("nan"),
+                        "max": lags[-1] if lags else float("nan")},
+        "errors": errors[:5], "error_count": len(errors),
+    }
+
+
+def cpu_seconds(pid: int) -> float:
+    from bench.relay import cpu_seconds as cpu
+
+    return cpu(pid)
+
+
+def run(cfg: dict[str, Any]) -> dict[str, Any]:
+    import uvloop
+
+    result = uvloop.run(load(cfg))
+    if cfg.get("out"):
+        from pathlib import Path
+
+        Path(cfg["out"]).write_text(orjson_dumps(result))
+        return {"out": cfg["out"]}
+    return result
+
+
+def orjson_dumps(value: Any) -> str:
+    import orjson
+
+    return orjson.dumps(value).decode()
