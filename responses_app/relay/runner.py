@@ -39,8 +39,8 @@ from ..streaming.transcript import Step, Transcript
 from ..upstream import Upstream, UpstreamHTTPError, body_chunks
 from .bodies import build_body, continuation_body, full_context_body
 from .dbthreads import db
-from .flag import Flag
 from .delivery import Delivery
+from .flag import Flag
 from .hub import Hub
 from .outcomes import Ending, SegmentResult, connection_failure, describe_http_error
 from .precheck import precheck
