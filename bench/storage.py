@@ -439,16 +439,25 @@ REMAINS = """\
 What the RSS per stream is, and what was done (attribution: `cfg["detail"]` probes, at 50 streams):
 
 - **The text, once**: 15 KiB (`textbuf`: the view's joined text).
-- **The rest of the Python heap**, about 44 KiB: the stream's HTTP exchange, about 6 KiB (httpx's
+- **The rest of the Python heap**, about 40 KiB: the stream's HTTP exchange, about 6 KiB (httpx's
   `Request` and `Headers` about 2.5, aiohttp's protocol, parser and `StreamReader` about 4: its
   two deques keep up to 16 freed blocks each after a burst, 2 KiB each here); the runner and its
-  collaborators (two `asyncio.Event`s 1.5 KiB, the request's JSON `input` and `params` 0.9, the
-  task's coroutines); the last events parsed (the `response.created` Response kept for the
-  snapshot) 2 KiB; and process-wide caches that this probe sizes with N: psycopg keeps the last
-  128 query texts of up to 50 parameters, and the lease round's statements have one parameter per
-  runner (`QueryPart`s; capped, and at a few hundred streams not cached at all). Cut this round
-  (tracemalloc by traceback, 12 frames, 50 streams, one probe after each cut: 78.6 -> 66.9 -> 64.2
-  KiB of heap per stream; the side-by-side run above: 67 -> 59): the last chunk read, which the
+  collaborators (the request's JSON `input` and `params` 0.9, the task's coroutines); the
+  Response's fields for the snapshot (now a compact JSON str, about 1 KiB); and Django's and
+  psycopg's per-process caches of query texts. Cut this round (side by side, 99 -> 88 KiB of RSS,
+  58 -> 55 KiB of heap): the runner's two `asyncio.Event`s, each with a `deque` of waiters from
+  the start (1.5 KiB; now `relay/flag.py`'s slotted `Flag`, a bool and a list only once something
+  waits); the `response.created` Response's parsed dict tree, kept for the snapshot (2.2 KiB; now
+  `orjson.dumps(...).decode()`, a str of the exact size, parsed again when a snapshot is made);
+  the lease round's queries, whose text had one parameter per runner (`Q` pairs and `pk__in`), so
+  psycopg cached a query text per runner count (it caches texts of up to 50 parameters, 128 of
+  them) and the cache grew with the streams: on PostgreSQL they now take two `uuid[]` arrays, one
+  text whatever the count (`services.leases_renew`; SQLite keeps the ORM's `Q`s). The RSS moved
+  more than the heap (11 against 3 KiB); glibc's in-use and kept-free memory fell 2 and 4 KiB per
+  stream (the lease texts, over 512 bytes and so glibc's, were rebuilt every 2 s among the churn);
+  the cuts were not measured one by one for the RSS (a run with the first two alone: 99 -> 94). Cut the round
+  before (tracemalloc by traceback, 12 frames, 50 streams, one probe after each cut: 78.6 -> 66.9
+  -> 64.2 KiB of heap per stream; side by side: 67 -> 59): the last chunk read, which the
   four generators under httpx's `aiter_bytes` (httpx's two, httpx-aiohttp's, aiohttp's) each kept
   while the stream waited (up to httpx-aiohttp's 16 KiB reads, 9.3 KiB on average in that probe,
   however far behind the loop was at the stall): `upstream.body_chunks` reads aiohttp's buffer
@@ -462,7 +471,8 @@ What the RSS per stream is, and what was done (attribution: `cfg["detail"]` prob
   3 KiB); and the POST body: orjson's bytes keep a 4 KiB buffer however short the JSON, and the
   response keeps its request (4.1 KiB; now handed to httpx as str, which encodes it to exact bytes).
 - **pymalloc's arenas beyond its blocks in use**, about 21 KiB per stream: pools that a few live
-  objects pin among the churn's freed ones (82 KiB of arenas per stream two rounds ago, 61 now).
+  objects pin among the churn's freed ones (82 KiB of arenas per stream three rounds ago, 61 now;
+  `mallinfo2`'s arena figure is the high-water mark, not what is resident after the trim).
 - **glibc's free memory kept**: the churn of streaming (chunks, events, patches) on the event loop,
   and the database threads' arenas (`malloc_info`: they grew about 45 KiB per stream here, 28 of
   them free, from the rounds that scale with N). The lease keeper now calls `malloc_trim(0)` every
@@ -478,12 +488,13 @@ What the RSS per stream is, and what was done (attribution: `cfg["detail"]` prob
   asyncio reading 16 KiB per `recv` instead of 256 (151 against 147), `PYTHONMALLOC=malloc` (every
   object from glibc, with the keeper's trim: 134 KiB against 115 in the same run).
 
-Left to reach the target (which leaves 64 KiB beyond twice the text): the heap's 44 KiB beyond
-the text once, plus pymalloc's pinned pools and the 30 KiB malloc'd outside Python: the RSS is
-about 5 KiB over (99 against 94 in the run above; the RSS varies by about as much between runs).
-Next cuts: the runner's two `asyncio.Event`s as futures (about 1.2 KiB), the `response.created`
-event kept whole for the snapshot (2 KiB); bare aiohttp instead of httpx on top would save httpx's
-`Request` and `Headers` (about 2.5 KiB; estimated from the holders, not measured standalone)."""
+The target is met: 88 KiB against 94 (93%; the round before: 99 in the same run), 6 KiB of
+margin, about what the RSS varies between runs (a first run of the Events and Response cuts alone
+gave 94 against 99). What remains beyond twice the text: the heap's 40 KiB beyond the text once,
+pymalloc's pinned pools and the 30 KiB malloc'd outside Python. Next cuts, if more margin is
+wanted: bare aiohttp instead of httpx on top would save httpx's `Request` and `Headers` (about
+2.5 KiB; estimated from the holders, not measured standalone); aiohttp's two buffer deques after
+a burst (2 KiB); the request's `input`/`params` decoded by the stdlib `json` (0.9 KiB)."""
 
 
 def render_memory(res: dict[str, Any], command: str) -> list[str]:

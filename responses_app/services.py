@@ -124,6 +124,12 @@ def request_acquire_lease(*, request_id: uuid.UUID, token: uuid.UUID, now: datet
     return won == 1
 
 
+_TABLE = f'"{ResponseRequest._meta.db_table}"'
+_PK = ResponseRequest._meta.pk.column if ResponseRequest._meta.pk else "id"
+_HELD_PAIRS = f"({_TABLE}.\"{_PK}\", {_TABLE}.runner_token) IN (SELECT * FROM unnest(%s::uuid[], %s::uuid[]))"
+_LISTED = f"{_TABLE}.\"{_PK}\" = ANY(%s::uuid[])"
+
+
 def leases_renew(*, leases: list[tuple[uuid.UUID, uuid.UUID]], renew: bool = True) -> dict[uuid.UUID, str]:
     """Extend the leases of every runner in a process at once (unless `renew` is false: a read
     only). Returns what happened meanwhile to some of them: "cancelled" (Stop pressed elsewhere)
@@ -132,14 +138,23 @@ def leases_renew(*, leases: list[tuple[uuid.UUID, uuid.UUID]], renew: bool = Tru
     news: dict[uuid.UUID, str] = {}
     for start in range(0, len(leases), 500):
         chunk = dict(leases[start:start + 500])
-        if renew:
-            held = Q()
+        streaming = ResponseRequest.objects.filter(status=Status.STREAMING)
+        if connection.vendor == "postgresql":
+            # One query text whatever the number of runners (arrays, not a parameter a runner):
+            # psycopg caches the texts of queries of up to 50 parameters, and a text per count
+            # grew that cache with the streams (bench storage, memory per in-flight stream).
+            ids, tokens = list(chunk), list(chunk.values())
+            held = streaming.extra(where=[_HELD_PAIRS], params=[ids, tokens])
+            listed = ResponseRequest.objects.extra(where=[_LISTED], params=[ids])
+        else:
+            pairs = Q()
             for request_id, token in chunk.items():
-                held |= Q(pk=request_id, runner_token=token)
-            ResponseRequest.objects.filter(held, status=Status.STREAMING).update(
-                lease_expires=timezone.now() + timedelta(seconds=LEASE_SECONDS))
-        rows = ResponseRequest.objects.filter(pk__in=list(chunk)).values_list(
-            "pk", "status", "runner_token", "cancel_requested")
+                pairs |= Q(pk=request_id, runner_token=token)
+            held = streaming.filter(pairs)
+            listed = ResponseRequest.objects.filter(pk__in=list(chunk))
+        if renew:
+            held.update(lease_expires=timezone.now() + timedelta(seconds=LEASE_SECONDS))
+        rows = listed.values_list("pk", "status", "runner_token", "cancel_requested")
         for pk, status, holder, cancel_requested in rows:
             if status == Status.STREAMING and holder != chunk[pk]:
                 news[pk] = "lost"

@@ -6,9 +6,10 @@ except the worker that starts it: no import circle.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, Protocol
 from uuid import UUID
+
+from .flag import Flag
 
 
 class Runner(Protocol):
@@ -17,7 +18,7 @@ class Runner(Protocol):
     uuid: UUID
     token: UUID
     status: str
-    cancel_requested: asyncio.Event
+    cancel_requested: Flag
 
     async def run(self) -> None: ...
 

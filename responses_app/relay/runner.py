@@ -40,6 +40,7 @@ from ..upstream import Upstream, UpstreamHTTPError, body_chunks
 from .bodies import build_body, continuation_body, full_context_body
 from .dbthreads import db
 from .delivery import Delivery
+from .flag import Flag
 from .hub import Hub
 from .outcomes import Ending, SegmentResult, connection_failure, describe_http_error
 from .precheck import precheck
@@ -71,8 +72,9 @@ class StreamRunner:
         self.hub = hub
         self._upstream_factory = upstream_factory
         self.token = uuid.uuid4()
-        self.cancel_requested = asyncio.Event()
-        self.finished = asyncio.Event()
+        # Flags, not asyncio.Events: an Event keeps a deque of waiters from the start (relay/flag.py).
+        self.cancel_requested = Flag()
+        self.finished = Flag()
         self.status: str = v.STREAMING
         self._loop = asyncio.get_running_loop()
         self.transcript = Transcript(max_event_bytes=settings.RELAY_MAX_EVENT_BYTES,

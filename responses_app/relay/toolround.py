@@ -21,6 +21,7 @@ from .. import selectors, services
 from ..streaming.transcript import Ops, Transcript
 from ..tools import ToolError, parse_arguments, run_tool
 from .dbthreads import db
+from .flag import Flag
 
 APPROVAL_POLL_S = 0.5  # how often a request waiting for an MCP approval looks for the answer
 
@@ -61,7 +62,7 @@ class ToolRound:
         return outputs
 
 
-    async def approvals(self, transcript: Transcript, stop: asyncio.Event) -> list[dict[str, Any]] | None:
+    async def approvals(self, transcript: Transcript, stop: Flag) -> list[dict[str, Any]] | None:
         """MCP approval requests wait for a person (any tab: services.mcp_approval_decide); their
         answers become `mcp_approval_response` inputs of the continuation. None: a Stop (or the
         deadline) came first."""
