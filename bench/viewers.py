@@ -35,6 +35,9 @@ def plain_text(view: dict[str, Any]) -> str:
     return STAMPED.sub("", "".join(b.get("text", "") for b in view.get("blocks", []) if b.get("kind") == "text"))
 
 
+SILENCE_S = 50.0  # the server pings every 20 s when idle: this much silence is a dead socket
+
+
 @dataclass
 class Viewer:
     request_id: str
@@ -155,10 +158,10 @@ class Load:
         wanted = -1  # a revision announced by terminal or ping, that the viewer must reach
         while (remaining := self.deadline - time.time()) > 0:
             try:
-                async with asyncio.timeout(min(remaining, 30)):
+                async with asyncio.timeout(min(remaining, SILENCE_S)):
                     raw = await ws.recv()
             except TimeoutError:
-                continue
+                return False  # as the browser does (follower.js SILENCE_MS): a silent socket is dead, reconnect
             now = time.time()
             message = decode(raw)
             kind = message["type"]

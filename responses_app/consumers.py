@@ -22,6 +22,7 @@ session's expiry or the next periodic check comes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import time
@@ -61,6 +62,7 @@ CANCEL_MEMORY_SECONDS = 24 * 3600
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_TOO_MANY = 4429
+CLOSE_WRITER_FAILED = 1011  # the server failed this socket: reconnect (and resync)
 
 
 def session_group(session_key: str) -> str:
@@ -291,6 +293,18 @@ class RequestConsumer(AsyncWebsocketConsumer):
             self.outbox.put_nowait(RESYNC)
 
     async def _write(self) -> None:
+        """The socket's one writer. If it fails (a database or layer error while it resyncs, say),
+        the socket is closed so the tab reconnects at once, never left open and silent."""
+        try:
+            await self._write_loop()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("the writer of a viewer of %s failed; closing its socket", self.request_id)
+            with contextlib.suppress(Exception):
+                await self.close(code=CLOSE_WRITER_FAILED)
+
+    async def _write_loop(self) -> None:
         # The hot path of every viewer: no task per message (as asyncio.wait_for would make) and
         # straight to the ASGI send, past the consumer's own send wrappers.
         outbox, send = self.outbox, self.base_send

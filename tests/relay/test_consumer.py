@@ -175,3 +175,24 @@ async def test_checkpoints_are_coarse_not_per_delta(owner: Any) -> None:
     assert saved.events > 500
     assert 1 <= checkpoints < saved.events / 20
     await communicator.disconnect()
+
+
+async def test_a_failing_writer_closes_its_socket_so_the_tab_reconnects(owner: Any, monkeypatch: Any) -> None:
+    """A viewer's writer that fails (here: the resync a `snapshot` message asks for) must not leave
+    the socket open and silent: it is closed with 1011, and the tab's reconnect resyncs it."""
+    from responses_app.consumers import RequestConsumer
+
+    request = await make_request(owner, "sim-text")
+    communicator = await connect(owner, request.pk)
+    assert (await communicator.connect())[0]
+    watcher = Watcher(communicator)
+    await watcher.until_terminal()
+
+    async def broken(self: Any) -> None:
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(RequestConsumer, "_send_snapshot", broken)
+    await communicator.send_to(text_data='{"type":"snapshot"}')
+    closed = await communicator.receive_output(timeout=10)
+    assert closed == {"type": "websocket.close", "code": 1011}
+    await communicator.disconnect()
