@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.loadgen import STAMP, Window
 from bench.relay_cpu import VIEWERS, per_delta
 from bench.relay_cpu import render as render_cpu
 from tests.servers import announced_address
@@ -49,7 +50,6 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results" / "relay.md"
 PY = sys.executable
 PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
-STAMP = re.compile(r"⟨(\d+\.\d+)⟩")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 LAG_LIMIT_MS = 250.0
 
@@ -253,24 +253,7 @@ def run_role(role: str, config: dict[str, Any], env: dict[str, str], procs: Proc
 # --- role: load (websocket viewers) -------------------------------------------------------------
 
 
-@dataclass
-class Window:
-    start: float = float("inf")  # wall-clock (time.time) bounds of the measurement
-    end: float = float("inf")
-    newest: list[float] = field(default_factory=list)  # ms, per message: receipt - emit of its newest delta
-    oldest: list[float] = field(default_factory=list)  # ms, per message: receipt - emit of its oldest delta
-    messages: int = 0
-    deltas: int = 0  # deltas received (stamps seen)
-    lost: int = 0  # deltas (naive: by sequence number) or revisions (ours) the viewer never got
-    resyncs: int = 0
-
-    def record(self, now: float, stamps: list[float]) -> None:
-        """One message received at `now`, carrying deltas emitted at `stamps`."""
-        if stamps:
-            self.messages += 1
-            self.deltas += len(stamps)
-            self.newest.append((now - max(stamps)) * 1000)
-            self.oldest.append((now - min(stamps)) * 1000)
+# The window and its record are the load generator's (bench/loadgen.py), shared by both generators.
 
 
 async def _received(ws: Any, win: Window) -> AsyncIterator[tuple[float, str | bytes]]:

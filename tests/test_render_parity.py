@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import random
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ from django.template.loader import render_to_string
 from responses_app import markdown
 from responses_app.simulator.texts import picture_png
 from responses_app.templatetags.relay_tags import badge_key, group_blocks, vocabulary
+from tests.node import node_or_skip
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tests" / "js" / "render_parity.mjs"
@@ -160,11 +159,7 @@ def server_entries(view: dict[str, Any], thought_s: int | None) -> list[str]:
 
 
 def run_node(corpus: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
-    node = shutil.which("node")
-    if node is None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("CI must have node for the render parity test")
-        pytest.skip("node is not installed")
+    node = node_or_skip("render parity")
     path = tmp_path / "corpus.json"
     path.write_text(json.dumps(corpus))
     done = subprocess.run([node, str(SCRIPT), str(path)], capture_output=True, text=True, timeout=60, check=False)

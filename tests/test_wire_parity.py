@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ from responses_app.streaming.pipeline import StreamPipeline
 from responses_app.streaming.policies import FlushPolicy
 from responses_app.streaming.view import apply_patch
 from responses_app.streaming.wire import WireError, decode, encode_patch
+from tests.node import node_or_skip
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tests" / "js" / "wire_parity.mjs"
@@ -102,11 +101,7 @@ def cases() -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    node = shutil.which("node")
-    if node is None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("CI must have node for the wire parity test")
-        pytest.skip("node is not installed")
+    node = node_or_skip("wire parity")
     corpus = cases()
     path = tmp_path_factory.mktemp("wire") / "cases.json"
     path.write_text(json.dumps(corpus))
