@@ -299,8 +299,8 @@ class RequestConsumer(AsyncWebsocketConsumer):
             await self._write_loop()
         except asyncio.CancelledError:
             raise
-        except Exception:
-            logger.exception("the writer of a viewer of %s failed; closing its socket", self.request_id)
+        except Exception as exc:  # often the client went away mid-send: no traceback for that
+            logger.warning("the writer of a viewer of %s failed (%r); closing its socket", self.request_id, exc)
             with contextlib.suppress(Exception):
                 await self.close(code=CLOSE_WRITER_FAILED)
 
