@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from typing import Any
 
 import pytest
@@ -214,11 +215,35 @@ def test_reasoning_images_tool_states_usage_and_times_read_honestly(sessions: An
     expect(turn(page, thought).locator("[data-usage=output]")).to_be_visible()
     expect(turn(page, thought).locator("[data-usage=reasoning]")).to_be_visible()
 
+    # The server rendering that replaces the live turn at the end is held back until the live image is marked.
+    rendering = re.compile(r"/turns/[0-9a-f-]+/$")
+    held: list[Any] = []
+    fetched: set[str] = set()
+
+    def hold_finished_rendering(route: Any) -> None:
+        if route.request.method == "GET" and route.request.url in fetched:
+            held.append(route)  # the second fetch of a turn: its rendering once finished (the first inserted it)
+        else:
+            fetched.add(route.request.url)
+            route.continue_()
+
+    page.route(rendering, hold_finished_rendering)
     image = send_reply(page, "Draw a sun", model="sim-image", metadata=FAST)
     wait_completed(page, image)
     img = turn(page, image).locator("figure.block-image img")
     expect(img).to_have_count(1)
     expect(img).to_be_visible()
+    img.evaluate("i => { i.dataset.liveNode = '1'; }")
+    deadline = time.monotonic() + 30
+    while not held and time.monotonic() < deadline:
+        page.wait_for_timeout(20)
+    assert held, "the finished turn fetches its server rendering"
+    for route in held:
+        route.continue_()
+    page.unroute(rendering)
+    expect(turn(page, image)).to_have_attribute("data-finished", "1")
+    # The decoded picture moved across into the server rendering instead of blinking out while a copy decodes.
+    expect(img).to_have_attribute("data-live-node", "1")
     # Measured in one step in the page (a bounding box read across a re-render can find no box).
     natural, shown = img.evaluate("i => [i.naturalWidth, i.getBoundingClientRect().width]")
     assert natural == 256 and shown >= min(256, width - 80), (natural, shown)

@@ -366,6 +366,7 @@ class Follower {
           await new Promise((resolve) => setTimeout(resolve, 300));
           continue;
         }
+        keepDecodedImages(this.turn, fresh);
         this.turn.replaceWith(fresh);
         this.turn = fresh;
         fresh.dataset.finished = "1";
@@ -398,3 +399,13 @@ export function follow(turn) {
   return new Follower(turn);
 }
 
+// A fresh <img> with the same data URL lays out at 0×0 until it decodes again: the picture would blink out
+// when the server rendering replaces the live turn. The live tab's decoded image moves across instead.
+function keepDecodedImages(live, fresh) {
+  const decoded = new Map();
+  for (const img of live.querySelectorAll("img")) if (img.complete && img.naturalWidth) decoded.set(img.src, img);
+  for (const img of fresh.querySelectorAll("img")) {
+    const kept = decoded.get(img.src);
+    if (kept) { decoded.delete(img.src); img.replaceWith(kept); }
+  }
+}
