@@ -1,4 +1,5 @@
-"""Shared fixtures. Real-stream captures are read from ../shared and skipped cleanly without it."""
+"""Shared fixtures: users by role, the relay pointed at the simulator. Real-stream captures are read
+from ../shared and skipped cleanly without it."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 
 pytest_plugins = ["tests.servers"]
 
@@ -37,6 +39,50 @@ def relay_settings(settings: Any, simulator_url: str) -> Any:
     settings.RELAY_FLUSH_INTERVAL_MS = 20
     settings.RELAY_CHECKPOINT_INTERVAL_MS = 100
     return settings
+
+
+@pytest.fixture
+def owner(db: Any) -> Any:
+    return get_user_model().objects.create_user("owner", password="pw")
+
+
+@pytest.fixture
+def teammate(db: Any) -> Any:
+    return get_user_model().objects.create_user("teammate", password="pw")
+
+
+@pytest.fixture
+def outsider(db: Any) -> Any:
+    return get_user_model().objects.create_user("outsider", password="pw")
+
+
+@pytest.fixture
+def staff(db: Any) -> Any:
+    return get_user_model().objects.create_user("staff", password="pw", is_staff=True)
+
+
+@pytest.fixture
+def no_upstream(settings: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """No runner is started and no upstream is reached: starts and cancels are recorded instead
+    (a cancel as `cancel:<id>`)."""
+    from django.core.cache import cache
+
+    settings.OPENAI_BASE_URL = ""
+    settings.OPENAI_API_KEY = ""
+    settings.SIMULATOR_BASE_URL = "http://127.0.0.1:9/simulator/v1"  # nothing listens: the fallback list
+    cache.clear()
+    started: list[str] = []
+
+    async def fake_start(request_id: str) -> None:
+        started.append(request_id)
+
+    async def fake_cancel(request_id: str) -> None:
+        started.append(f"cancel:{request_id}")
+
+    for module in ("responses_app.relay.worker", "responses_app.api"):
+        monkeypatch.setattr(f"{module}.start_request", fake_start)
+        monkeypatch.setattr(f"{module}.cancel_request", fake_cancel)
+    return started
 
 
 @pytest.fixture(scope="session", autouse=True)

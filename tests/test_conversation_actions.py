@@ -15,7 +15,6 @@ import pytest
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -26,38 +25,7 @@ from responses_app.routing import websocket_urlpatterns
 from responses_app.templatetags.relay_tags import ago_text, group_blocks, usage_line
 from tests.test_views import client_for, make_turn
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def no_upstream(settings: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """No runner is started and no upstream is reached; starts are recorded instead."""
-    settings.OPENAI_BASE_URL = ""
-    settings.SIMULATOR_BASE_URL = "http://127.0.0.1:9/simulator/v1"  # nothing listens: the fallback list
-    cache.clear()
-    started: list[str] = []
-
-    async def fake_start(request_id: str) -> None:
-        started.append(request_id)
-
-    monkeypatch.setattr("responses_app.relay.worker.start_request", fake_start)
-    monkeypatch.setattr("responses_app.api.start_request", fake_start)
-    return started
-
-
-@pytest.fixture
-def owner(db: Any) -> Any:
-    return get_user_model().objects.create_user("owner", password="pw")
-
-
-@pytest.fixture
-def teammate(db: Any) -> Any:
-    return get_user_model().objects.create_user("teammate", password="pw")
-
-
-@pytest.fixture
-def staff(db: Any) -> Any:
-    return get_user_model().objects.create_user("staff", password="pw", is_staff=True)
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_upstream")]
 
 
 def complete(request: ResponseRequest, response_id: str) -> None:

@@ -9,29 +9,17 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.test import Client
 from django.urls import reverse
 
 from responses_app.models import ResponseRequest
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_upstream")]
 
 
 @pytest.fixture(autouse=True)
-def no_upstream(settings: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    settings.OPENAI_BASE_URL = ""
+def upstream_is_simulator(settings: Any) -> None:
     settings.UPSTREAM_IS_SIMULATOR = True
-    settings.SIMULATOR_BASE_URL = "http://127.0.0.1:9/simulator/v1"
-    cache.clear()
-    started: list[str] = []
-
-    async def fake_start(request_id: str) -> None:
-        started.append(request_id)
-
-    monkeypatch.setattr("responses_app.relay.worker.start_request", fake_start)
-    monkeypatch.setattr("responses_app.api.start_request", fake_start)
-    return started
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from typing import Any
 import httpx
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
@@ -22,47 +21,10 @@ from responses_app.models import Checkpoint, Conversation, ResponseRequest
 from responses_app.templatetags.relay_tags import badge_key
 from responses_app.views import FALLBACK_MODELS
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_upstream")]
 
 
 # --- personas and helpers ------------------------------------------------------------------------
-
-@pytest.fixture(autouse=True)
-def no_upstream(settings: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """No runner is started and no upstream is reached; starts are recorded instead."""
-    settings.OPENAI_BASE_URL = ""
-    settings.OPENAI_API_KEY = ""
-    settings.SIMULATOR_BASE_URL = "http://127.0.0.1:9/simulator/v1"  # nothing listens: the fallback list
-    cache.clear()
-    started: list[str] = []
-
-    async def fake_start(request_id: str) -> None:
-        started.append(request_id)
-
-    async def fake_cancel(request_id: str) -> None:
-        started.append(f"cancel:{request_id}")
-
-    monkeypatch.setattr("responses_app.relay.worker.start_request", fake_start)
-    monkeypatch.setattr("responses_app.relay.worker.cancel_request", fake_cancel)
-    monkeypatch.setattr("responses_app.api.start_request", fake_start)
-    monkeypatch.setattr("responses_app.api.cancel_request", fake_cancel)
-    return started
-
-
-@pytest.fixture
-def owner(db: Any) -> Any:
-    return get_user_model().objects.create_user("owner", password="pw")
-
-
-@pytest.fixture
-def teammate(db: Any) -> Any:
-    return get_user_model().objects.create_user("teammate", password="pw")
-
-
-@pytest.fixture
-def staff(db: Any) -> Any:
-    return get_user_model().objects.create_user("staff", password="pw", is_staff=True)
-
 
 def client_for(user: Any, **kwargs: Any) -> Client:
     client = Client(**kwargs)
