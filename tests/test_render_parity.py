@@ -25,6 +25,7 @@ from tests.node import node_or_skip
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tests" / "js" / "render_parity.mjs"
 PNG = picture_png(random.Random(7), size=8)
+PARTIAL_PNG = picture_png(random.Random(7), size=8, fill=0.5)
 
 HOSTILE = [
     "<script>alert('x')</script> and <img src=x onerror=alert(1)>",
@@ -105,6 +106,9 @@ case("image", [
     {"id": "ig2", "kind": "image", "tool": "image_generation_call", "state": "completed",
      "result": "not base64 <script>"},
     {"id": "ig3", "kind": "image", "tool": "image_generation_call", "state": "in_progress"},
+    # as the assembler leaves it: the last partial stays beside the final image
+    {"id": "ig4", "kind": "image", "tool": "image_generation_call", "state": "completed", "image_b64": PARTIAL_PNG,
+     "partial_index": 1, "result": PNG},
 ])
 case("audio", [{"id": "audio", "kind": "audio", "state": "completed", "text": "Hello <there>"}])
 case("shell and apply_patch", [
@@ -207,6 +211,8 @@ def test_the_corpus_holds_every_kind_and_the_hostile_input_is_inert(rendered: di
     assert html.count('<div class="approval"') == 2, "Approve/Deny only while an approval is awaited"
     assert 'data-approval-id="mcpr_&lt;1&gt;"' in html
     assert base64.b64decode(PNG).startswith(b"\x89PNG")
+    (final,) = [e for c in rendered["node"]["cases"] for e in c["entries"] if 'data-block-id="ig4"' in e]
+    assert PNG in final and PARTIAL_PNG not in final, "a finished image shows the final picture, not the last partial"
 
 
 def test_the_badge_tells_a_working_tool_and_an_awaited_approval_from_silence() -> None:

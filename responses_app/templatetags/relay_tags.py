@@ -297,9 +297,10 @@ _IMAGE_PREFIXES = (("iVBOR", "image/png"), ("/9j/", "image/jpeg"), ("UklGR", "im
 
 @register.filter
 def image_src(block: dict[str, Any]) -> str:
-    """A data: URL for a (partial) generated image, only when it is plain base64 image data
-    (the same rule as `imageSrc` in render.js)."""
-    data = block.get("image_b64") or block.get("result")
+    """A data: URL for a generated image, only when it is plain base64 image data (the same rule
+    as `imageSrc` in render.js): the final image once there is one, else the latest partial (the
+    block keeps its last partial after the final arrives)."""
+    data = block.get("result") or block.get("image_b64")
     if not isinstance(data, str) or not data or len(data) > 8_000_000 or not _B64.match(data):
         return ""
     mime = next((m for prefix, m in _IMAGE_PREFIXES if data.startswith(prefix)), "")

@@ -247,6 +247,14 @@ def test_reasoning_images_tool_states_usage_and_times_read_honestly(sessions: An
     # Measured in one step in the page (a bounding box read across a re-render can find no box).
     natural, shown = img.evaluate("i => [i.naturalWidth, i.getBoundingClientRect().width]")
     assert natural == 256 and shown >= min(256, width - 80), (natural, shown)
+    bottom = img.evaluate("""i => {
+        const canvas = document.createElement("canvas");
+        canvas.width = i.naturalWidth; canvas.height = i.naturalHeight;
+        const g = canvas.getContext("2d");
+        g.drawImage(i, 0, 0);
+        return Array.from(g.getImageData(i.naturalWidth / 2, i.naturalHeight - 1, 1, 1).data.slice(0, 3));
+    }""")
+    assert bottom != [255, 255, 255], "the final picture (hills at the bottom), not a partial with blank lower rows"
     page.get_by_role("button", name="Enlarge image").click()
     expect(turn(page, image).locator("figure.block-image")).to_have_class(re.compile("zoomed"))
     page.get_by_role("button", name="Enlarge image").click()

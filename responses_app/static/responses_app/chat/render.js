@@ -149,7 +149,7 @@ export function toolDetails(block) {
 const IMAGE_PREFIXES = [["iVBOR", "image/png"], ["/9j/", "image/jpeg"], ["UklGR", "image/webp"], ["R0lGOD", "image/gif"]];
 
 export function imageSrc(block) {
-  const data = block.image_b64 || block.result;
+  const data = block.result || block.image_b64; // the final image once there is one, else the latest partial
   if (typeof data !== "string" || !data || data.length > 8000000 || !/^[A-Za-z0-9+/=\s]+$/.test(data)) return "";
   const found = IMAGE_PREFIXES.find(([prefix]) => data.startsWith(prefix));
   return found ? `data:${found[1]};base64,${data}` : "";
