@@ -255,8 +255,10 @@ class StreamRunner:
         if self.transcript.terminal:  # it ended; only the tool step may be left
             body = await self._next_round(request)
             return await self._drive(upstream, Kind.CONTINUATION, body) if body else self._response_status()
-        if not self.transcript.response_id:
-            return v.UNKNOWN  # a POST may have reached the upstream: do not send it again
+        if not self.transcript.response_id:  # a POST may have reached the upstream: do not send it again
+            self._error = ("outcome_unknown", "The relay restarted before the model provider confirmed the "
+                           "request; it may have run, so it is not sent again.")
+            return v.UNKNOWN
         if (request.params or {}).get("background"):
             return await self._drive(upstream, Kind.RESUME, None)
         return await self._reconcile(upstream)
@@ -461,17 +463,32 @@ class StreamRunner:
                                                    kind=Kind.RECONCILE, response_id=response_id)
         self._segment_index += 1
         outcome = v.UNKNOWN
+        why = ""
         try:
             final = await upstream.retrieve(response_id)
-        except (UpstreamHTTPError, httpx.HTTPError, OSError) as exc:
+        except UpstreamHTTPError as exc:
             final = None
             outcome = f"unreachable: {exc}"[:32]
+            why = ("it no longer knows this response (HTTP 404)" if exc.status == 404
+                   else f"it answered HTTP {exc.status} when asked")
+        except (httpx.HTTPError, OSError) as exc:
+            final = None
+            outcome = f"unreachable: {exc}"[:32]
+            why = f"it could not be reached ({type(exc).__name__})"
         if final and final.get("status") in v.RESPONSE_FINAL_STATUSES:
             self.delivery.changed(self.transcript.apply_final(final), boundary=True)
             outcome = self.transcript.status or v.UNKNOWN
+        elif final:
+            status = str(final.get("status") or "unfinished")[:40]
+            why = f"it reports the response as {status}, which cannot be streamed again"
         await db(services.segment_end)(segment_id=segment.pk, outcome=outcome, events=0, response_id=response_id)
         self.count_write(2)
-        return (self.transcript.status or v.UNKNOWN) if self.transcript.terminal else v.UNKNOWN
+        if self.transcript.terminal:
+            return self.transcript.status or v.UNKNOWN
+        self._error = ("outcome_unknown", "The stream from the model provider broke off before the response ended, "
+                       f"and the provider cannot say how it ended: {why or 'no answer'}. What arrived is shown; "
+                       "it may be cut short.")
+        return v.UNKNOWN
 
     async def _finish(self, status: str, error: tuple[str, str] | None = None, *, reason: str | None = None) -> None:
         error = error or self._error

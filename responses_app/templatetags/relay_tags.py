@@ -43,6 +43,7 @@ TERMINAL_BADGES = {status: FAILED if status == ERROR else status for status in s
 # unknown reason as "Stopped early: <reason>"): the safety policy's outcomes say what happened.
 ERROR_LABELS = {
     "input_flagged": "Not sent",  # RELAY_SAFETY_PRECHECK: no upstream request was made
+    "outcome_unknown": "Connection lost",  # the stream broke off and nobody can say how it ended
 }
 # "<reason>:<notice state>" words the line as the safety notice in the view stands (see reason_key).
 REASON_SENTENCES = {

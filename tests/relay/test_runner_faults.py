@@ -95,6 +95,36 @@ async def test_dropped_stream_that_cannot_be_reconciled_is_unknown(owner: Any) -
     assert saved.response_id, "the id was stored before the drop"
     assert runner.view.meta["status"] == "unknown"
     assert [s.outcome for s in await segments_of(saved)][0] == "dropped"
+    # The page says why, not just "unknown": the stream broke off and the provider could not say.
+    assert saved.error_code == "outcome_unknown"
+    assert "broke off" in saved.error_message and "HTTP 503" in saved.error_message
+
+
+async def test_a_response_the_provider_forgot_is_unknown_and_says_so(owner: Any) -> None:
+    blocks = fixture_events("sim-text.sse")[:8]
+    saved, runner = await run_runner(owner, mock_upstream(blocks, httpx.Response(404, json={"error": {}})))
+    assert saved.status == "unknown" and saved.error_code == "outcome_unknown"
+    assert "no longer knows this response" in saved.error_message
+    assert runner.view.meta["error"]["code"] == "outcome_unknown"
+
+
+async def test_a_takeover_before_the_provider_confirmed_is_unknown_never_resent(owner: Any) -> None:
+    """The runner before died after its POST went out but before `response.created`: it may have
+    run upstream, so it is not sent again, and the page says so."""
+    request = await make_request(owner, "sim-text")
+    await sync_to_async(services.segment_start)(request_id=request.pk, index=0, kind="initial")
+    sent: list[str] = []
+
+    async def handler(http: httpx.Request) -> httpx.Response:
+        sent.append(http.method)
+        return httpx.Response(500)
+
+    runner = StreamRunner(str(request.pk), get_hub(), upstream_factory=lambda: Upstream(
+        base="http://upstream.test/v1", api_key="", transport=httpx.MockTransport(handler)))
+    await runner.run()
+    saved = await reload(request)
+    assert saved.status == "unknown" and sent == [], "nothing is sent again"
+    assert saved.error_code == "outcome_unknown" and "not sent again" in saved.error_message
 
 
 async def test_dropped_stream_reconciled_from_the_final_response(owner: Any) -> None:
