@@ -45,7 +45,9 @@ async def test_a_slow_stream_is_checkpointed_by_amount_not_every_interval(owner:
     saved, runner = await run(owner, pace=80)
     assert saved.status == "completed"
     reasons, batches = await writes_of(saved)
-    assert 2 <= reasons.count("interval") <= 5, reasons
+    # By amount: at most one per 64 events (plus one per max interval, should a busy machine stretch it).
+    most = saved.events // 64 + 1 + saved.duration_ms // 10_000
+    assert 2 <= reasons.count("interval") <= most, (reasons, saved.events, saved.duration_ms)
     latest = await sync_to_async(Checkpoint.objects.filter(request=saved).order_by("-revision").first)()
     assert latest is not None and latest.revision == runner.view.revision
     assert len(batches) <= len(reasons) + 1
@@ -58,7 +60,9 @@ async def test_the_max_interval_bounds_how_stale_a_slow_stream_gets(owner: Any, 
     settings.RELAY_CHECKPOINT_MAX_INTERVAL_MS = 600
     saved, _runner = await run(owner, pace=80)
     reasons, _batches = await writes_of(saved)
-    assert 3 <= reasons.count("interval") <= 7, reasons  # 3 s at one per 600 ms
+    # About 3 s at one per 600 ms; bounded by the time it really took (a busy machine stretches it).
+    expected = saved.duration_ms / 600
+    assert max(2, expected - 3) <= reasons.count("interval") <= expected + 1, (reasons, saved.duration_ms)
 
 
 async def test_a_fast_stream_hands_its_log_over_in_bounded_batches(owner: Any, settings: Any,
