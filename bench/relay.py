@@ -220,7 +220,7 @@ def database(use_postgres: bool) -> Iterator[tuple[str, str]]:
             yield f"sqlite:///{tmp}/bench.sqlite3", "SQLite (temp file)"
 
 
-def make_session(env: dict[str, str]) -> str:
+def make_session(env: dict[str, str], cwd: Path = ROOT) -> str:
     script = (
         "from django.contrib.auth import get_user_model; from django.contrib.sessions.backends.db import SessionStore;"
         "u = get_user_model().objects.create_user('bench', password='pw');"
@@ -228,7 +228,7 @@ def make_session(env: dict[str, str]) -> str:
         "s['_auth_user_backend'] = 'django.contrib.auth.backends.ModelBackend';"
         "s['_auth_user_hash'] = u.get_session_auth_hash(); s.create(); print(s.session_key)"
     )
-    out = subprocess.run([PY, "manage.py", "shell", "-c", script], cwd=ROOT, env=env, check=True,
+    out = subprocess.run([PY, "manage.py", "shell", "-c", script], cwd=cwd, env=env, check=True,
                          capture_output=True, text=True).stdout
     return out.strip().splitlines()[-1]
 
@@ -836,7 +836,7 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
     base_env["PYTHONUNBUFFERED"] = "1"
     tokens = int(plan.tokens_per_s * 120)  # lasts far beyond any step; every step stops its streams
     t_start = time.monotonic()
-    with database(use_postgres) as (db_url, db_desc):
+    with database(use_postgres) as (db_url, db_desc), contextlib.ExitStack() as databases:
         results["database"] = db_desc
         try:
             sim, sim_url = start_simulator(procs, base_env)
@@ -861,26 +861,41 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
             naive, naive_port = start_server(procs, "bench.naive_relay:application", naive_env,
                                              log_dir / "naive.log")
             servers = {"ours": (ours, ours_port), "naive": (naive, naive_port)}
+            sessions = {"ours": session}
+
+            def own_database(cwd: Path) -> dict[str, str]:
+                """Every relay server a database of its own: with the in-memory layer a server's
+                sweep would otherwise take another's requests whose start is late (pending over
+                10 s) and stream them where their viewers never hear of them (issue #13)."""
+                extra_env = dict(env, DATABASE_URL=databases.enter_context(database(use_postgres))[0])
+                subprocess.run([PY, "manage.py", "migrate", "--noinput"], cwd=cwd, env=extra_env, check=True,
+                               capture_output=True)
+                return extra_env
 
             def start_extra(target: str) -> None:
                 """A server the CPU section compares ours with, one at a time (each holds a database pool)."""
                 if target == "before":
-                    before_env = env
+                    before_env = own_database(Path(plan.baseline))
+                    sessions[target] = make_session(before_env, cwd=Path(plan.baseline))
                     if plan.gc_log:
-                        before_env = dict(server_env, RELAY_BENCH_GC_LOG=str(log_dir / "gc-before.log"))
+                        before_env = dict(server_env, RELAY_BENCH_GC_LOG=str(log_dir / "gc-before.log"),
+                                          DATABASE_URL=before_env["DATABASE_URL"])
                         results["gc_log_before"] = str(log_dir / "gc-before.log")
                     servers[target] = start_server(procs, "project.asgi:application", before_env,
                                                    log_dir / "before.log",
                                                    cwd=Path(plan.baseline), server=plan.baseline_server)
                 else:
-                    servers[target] = start_server(procs, "project.asgi:application", env,
+                    extra_env = own_database(ROOT)
+                    sessions[target] = make_session(extra_env)
+                    servers[target] = start_server(procs, "project.asgi:application", extra_env,
                                                    log_dir / f"{target}.log", server=target)
 
             def step(target: str, streams: int, window: float, warmup: float, viewers: int = 1,
                      profile: dict[str, str] | None = None) -> dict[str, Any]:
                 proc, port = servers[target]
                 wait_idle(proc.pid)
-                cfg = {"target": "naive" if target == "naive" else "ours", "port": port, "session": session,
+                cfg = {"target": "naive" if target == "naive" else "ours", "port": port,
+                       "session": sessions.get(target, session),
                        "streams": streams, "viewers": viewers,
                        "tokens_per_s": plan.tokens_per_s, "tokens": tokens, "seed": uuid.uuid4().int >> 80,
                        "background": plan.background, "window": window, "warmup": warmup,
