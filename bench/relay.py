@@ -220,6 +220,21 @@ def database(use_postgres: bool) -> Iterator[tuple[str, str]]:
             yield f"sqlite:///{tmp}/bench.sqlite3", "SQLite (temp file)"
 
 
+def to_created(db_url: str, since: float) -> dict[str, Any]:
+    """Each request of a step, from its creation to the upstream's response.created (its start
+    message, the lease, the POST upstream): whether a created request started at once (#13)."""
+    if not db_url.startswith("postgres"):
+        return {}
+    import psycopg
+
+    with psycopg.connect(dbname=db_url.rsplit("/", 1)[1], **PG) as conn:  # type: ignore[arg-type]
+        rows = conn.execute("SELECT EXTRACT(EPOCH FROM upstream_created_at - created) FROM "
+                            "responses_app_responserequest WHERE created >= to_timestamp(%s)", (since,)).fetchall()
+    waits = [float(r[0]) for r in rows if r[0] is not None]
+    return {"requests": len(rows), "never": len(rows) - len(waits), "p50": pct(waits, 50), "p99": pct(waits, 99),
+            "max": max(waits, default=float("nan"))}
+
+
 def make_session(env: dict[str, str], cwd: Path = ROOT) -> str:
     script = (
         "from django.contrib.auth import get_user_model; from django.contrib.sessions.backends.db import SessionStore;"
@@ -862,6 +877,7 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
                                              log_dir / "naive.log")
             servers = {"ours": (ours, ours_port), "naive": (naive, naive_port)}
             sessions = {"ours": session}
+            db_urls = {"ours": db_url}
 
             def own_database(cwd: Path) -> dict[str, str]:
                 """Every relay server a database of its own: with the in-memory layer a server's
@@ -877,6 +893,7 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
                 if target == "before":
                     before_env = own_database(Path(plan.baseline))
                     sessions[target] = make_session(before_env, cwd=Path(plan.baseline))
+                    db_urls[target] = before_env["DATABASE_URL"]
                     if plan.gc_log:
                         before_env = dict(server_env, RELAY_BENCH_GC_LOG=str(log_dir / "gc-before.log"),
                                           DATABASE_URL=before_env["DATABASE_URL"])
@@ -887,6 +904,7 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
                 else:
                     extra_env = own_database(ROOT)
                     sessions[target] = make_session(extra_env)
+                    db_urls[target] = extra_env["DATABASE_URL"]
                     servers[target] = start_server(procs, "project.asgi:application", extra_env,
                                                    log_dir / f"{target}.log", server=target)
 
@@ -902,9 +920,12 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
                        "pids": {"server": proc.pid, "simulator": sim.pid}, "profile": profile,
                        "loadgen": "tasks" if profile else plan.loadgen, "load_procs": plan.load_procs,
                        "simulator": sim_url, "control": plan.control}
+                since = time.time()
                 result = run_role("load", cfg, base_env, procs, timeout=window + warmup + 160)
                 if proc.poll() is not None:
                     raise RuntimeError(f"the {target} server died; see {log_dir}")
+                if target in db_urls:
+                    result["to_created"] = to_created(db_urls[target], since)
                 return result
 
             # 1. Added latency at light load.
@@ -975,7 +996,10 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
                           f"sim {r['run_delay']['simulator']:.0%} load {r['run_delay']['load']:.0%}; load loop lag "
                           f"p99 {fmt_ms(r['load_loop_lag_ms']['p99'])} ms, {r['load_us_per_frame']:.0f} µs/frame"
                           + (f"; server loop lag gauge p50 {fmt_ms(r['server_loop_lag_ms']['p50'])} max "
-                             f"{fmt_ms(r['server_loop_lag_ms']['max'])} ms" if "server_loop_lag_ms" in r else ""),
+                             f"{fmt_ms(r['server_loop_lag_ms']['max'])} ms" if "server_loop_lag_ms" in r else "")
+                          + (f"; created to response.created p50 {r['to_created']['p50']:.2f} p99 "
+                             f"{r['to_created']['p99']:.2f} max {r['to_created']['max']:.2f} s"
+                             f" ({r['to_created']['never']} never)" if r.get("to_created") else ""),
                           flush=True)
             for proc, _ in servers.values():
                 procs.stop(proc)
