@@ -220,7 +220,22 @@ def database(use_postgres: bool) -> Iterator[tuple[str, str]]:
             yield f"sqlite:///{tmp}/bench.sqlite3", "SQLite (temp file)"
 
 
-def make_session(env: dict[str, str]) -> str:
+def to_created(db_url: str, since: float) -> dict[str, Any]:
+    """Each request of a step, from its creation to the upstream's response.created (its start
+    message, the lease, the POST upstream): whether a created request started at once (#13)."""
+    if not db_url.startswith("postgres"):
+        return {}
+    import psycopg
+
+    with psycopg.connect(dbname=db_url.rsplit("/", 1)[1], **PG) as conn:  # type: ignore[arg-type]
+        rows = conn.execute("SELECT EXTRACT(EPOCH FROM upstream_created_at - created) FROM "
+                            "responses_app_responserequest WHERE created >= to_timestamp(%s)", (since,)).fetchall()
+    waits = [float(r[0]) for r in rows if r[0] is not None]
+    return {"requests": len(rows), "never": len(rows) - len(waits), "p50": pct(waits, 50), "p99": pct(waits, 99),
+            "max": max(waits, default=float("nan"))}
+
+
+def make_session(env: dict[str, str], cwd: Path = ROOT) -> str:
     script = (
         "from django.contrib.auth import get_user_model; from django.contrib.sessions.backends.db import SessionStore;"
         "u = get_user_model().objects.create_user('bench', password='pw');"
@@ -228,7 +243,7 @@ def make_session(env: dict[str, str]) -> str:
         "s['_auth_user_backend'] = 'django.contrib.auth.backends.ModelBackend';"
         "s['_auth_user_hash'] = u.get_session_auth_hash(); s.create(); print(s.session_key)"
     )
-    out = subprocess.run([PY, "manage.py", "shell", "-c", script], cwd=ROOT, env=env, check=True,
+    out = subprocess.run([PY, "manage.py", "shell", "-c", script], cwd=cwd, env=env, check=True,
                          capture_output=True, text=True).stdout
     return out.strip().splitlines()[-1]
 
@@ -836,7 +851,7 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
     base_env["PYTHONUNBUFFERED"] = "1"
     tokens = int(plan.tokens_per_s * 120)  # lasts far beyond any step; every step stops its streams
     t_start = time.monotonic()
-    with database(use_postgres) as (db_url, db_desc):
+    with database(use_postgres) as (db_url, db_desc), contextlib.ExitStack() as databases:
         results["database"] = db_desc
         try:
             sim, sim_url = start_simulator(procs, base_env)
@@ -861,35 +876,56 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
             naive, naive_port = start_server(procs, "bench.naive_relay:application", naive_env,
                                              log_dir / "naive.log")
             servers = {"ours": (ours, ours_port), "naive": (naive, naive_port)}
+            sessions = {"ours": session}
+            db_urls = {"ours": db_url}
+
+            def own_database(cwd: Path) -> dict[str, str]:
+                """Every relay server a database of its own: with the in-memory layer a server's
+                sweep would otherwise take another's requests whose start is late (pending over
+                10 s) and stream them where their viewers never hear of them (issue #13)."""
+                extra_env = dict(env, DATABASE_URL=databases.enter_context(database(use_postgres))[0])
+                subprocess.run([PY, "manage.py", "migrate", "--noinput"], cwd=cwd, env=extra_env, check=True,
+                               capture_output=True)
+                return extra_env
 
             def start_extra(target: str) -> None:
                 """A server the CPU section compares ours with, one at a time (each holds a database pool)."""
                 if target == "before":
-                    before_env = env
+                    before_env = own_database(Path(plan.baseline))
+                    sessions[target] = make_session(before_env, cwd=Path(plan.baseline))
+                    db_urls[target] = before_env["DATABASE_URL"]
                     if plan.gc_log:
-                        before_env = dict(server_env, RELAY_BENCH_GC_LOG=str(log_dir / "gc-before.log"))
+                        before_env = dict(server_env, RELAY_BENCH_GC_LOG=str(log_dir / "gc-before.log"),
+                                          DATABASE_URL=before_env["DATABASE_URL"])
                         results["gc_log_before"] = str(log_dir / "gc-before.log")
                     servers[target] = start_server(procs, "project.asgi:application", before_env,
                                                    log_dir / "before.log",
                                                    cwd=Path(plan.baseline), server=plan.baseline_server)
                 else:
-                    servers[target] = start_server(procs, "project.asgi:application", env,
+                    extra_env = own_database(ROOT)
+                    sessions[target] = make_session(extra_env)
+                    db_urls[target] = extra_env["DATABASE_URL"]
+                    servers[target] = start_server(procs, "project.asgi:application", extra_env,
                                                    log_dir / f"{target}.log", server=target)
 
             def step(target: str, streams: int, window: float, warmup: float, viewers: int = 1,
                      profile: dict[str, str] | None = None) -> dict[str, Any]:
                 proc, port = servers[target]
                 wait_idle(proc.pid)
-                cfg = {"target": "naive" if target == "naive" else "ours", "port": port, "session": session,
+                cfg = {"target": "naive" if target == "naive" else "ours", "port": port,
+                       "session": sessions.get(target, session),
                        "streams": streams, "viewers": viewers,
                        "tokens_per_s": plan.tokens_per_s, "tokens": tokens, "seed": uuid.uuid4().int >> 80,
                        "background": plan.background, "window": window, "warmup": warmup,
                        "pids": {"server": proc.pid, "simulator": sim.pid}, "profile": profile,
                        "loadgen": "tasks" if profile else plan.loadgen, "load_procs": plan.load_procs,
                        "simulator": sim_url, "control": plan.control}
+                since = time.time()
                 result = run_role("load", cfg, base_env, procs, timeout=window + warmup + 160)
                 if proc.poll() is not None:
                     raise RuntimeError(f"the {target} server died; see {log_dir}")
+                if target in db_urls:
+                    result["to_created"] = to_created(db_urls[target], since)
                 return result
 
             # 1. Added latency at light load.
@@ -960,7 +996,10 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
                           f"sim {r['run_delay']['simulator']:.0%} load {r['run_delay']['load']:.0%}; load loop lag "
                           f"p99 {fmt_ms(r['load_loop_lag_ms']['p99'])} ms, {r['load_us_per_frame']:.0f} µs/frame"
                           + (f"; server loop lag gauge p50 {fmt_ms(r['server_loop_lag_ms']['p50'])} max "
-                             f"{fmt_ms(r['server_loop_lag_ms']['max'])} ms" if "server_loop_lag_ms" in r else ""),
+                             f"{fmt_ms(r['server_loop_lag_ms']['max'])} ms" if "server_loop_lag_ms" in r else "")
+                          + (f"; created to response.created p50 {r['to_created']['p50']:.2f} p99 "
+                             f"{r['to_created']['p99']:.2f} max {r['to_created']['max']:.2f} s"
+                             f" ({r['to_created']['never']} never)" if r.get("to_created") else ""),
                           flush=True)
             for proc, _ in servers.values():
                 procs.stop(proc)

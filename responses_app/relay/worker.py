@@ -23,8 +23,8 @@ import contextvars
 import logging
 from typing import Any
 
-from asgiref.sync import sync_to_async
-from channels.consumer import AsyncConsumer
+from channels.consumer import AsyncConsumer, get_handler_name
+from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.routing import ChannelNameRouter
 from channels.worker import Worker
@@ -42,6 +42,18 @@ BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)  # between restarts of a Worker whose chan
 
 class RunnerConsumer(AsyncConsumer):
     """Starts runners; each runs as its own task, so one slow stream never blocks the next start."""
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Channels' own dispatch first awaits `aclose_old_connections()` on the process's one
+        thread-sensitive thread, where every websocket consumer's database calls queue too: in a
+        burst of connects each start waited its turn there (0.1-0.2 s), starts were handled about
+        10 a second, and some waited past the sweep's 10 s ("never started"; issue #13). This
+        consumer touches no database: runners use their own threads (dbthreads.py), so a start
+        spawns its runner at once."""
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
 
     async def relay_start(self, message: dict[str, Any]) -> None:
         request_id = str(message["request_id"])
@@ -94,7 +106,9 @@ async def _sweep_forever() -> None:
 async def sweep() -> int:
     """Take over what died: streaming requests whose lease ran out, pending ones nobody started.
     Single-flight holds: each is started through the channel, and only one runner wins its lease."""
-    stale = await sync_to_async(selectors.requests_to_take_over)()
+    # Stale connections of this thread are closed around the query (the runner consumer's
+    # dispatch no longer does it): after a database restart the next sweep reconnects.
+    stale = await database_sync_to_async(selectors.requests_to_take_over)()
     if not stale:
         return 0
     hub = get_hub()
