@@ -288,10 +288,12 @@ def checkpoints_commit_many(
     Event batches are stored compressed (models.EventRecord).
 
     Returns the requests whose rows the database refused, with the error; every other request's
-    rows are committed. A round first tries all rows at once inside a savepoint; if that fails
-    for a reason other than the connection, each request gets a savepoint of its own, so one bad
-    row never drops another request's checkpoint or events. A connection error (the database
-    went away) raises: nothing was committed, and the caller retries the whole round."""
+    rows are committed. A round first tries all rows at once in one plain transaction (four
+    statements with BEGIN and COMMIT: most rounds); if that fails for a reason other than the
+    connection, it is rolled back and done again with each request in a savepoint of its own and
+    the foreign keys checked at once, so one bad row never drops another request's checkpoint or
+    events. A connection error (the database went away) raises: nothing was committed, and the
+    caller retries the whole round."""
     now = timezone.now()
 
     def rows(chosen: list[tuple[uuid.UUID, dict[str, Any] | None, list[dict[str, Any]]]]) -> tuple[
@@ -306,13 +308,12 @@ def checkpoints_commit_many(
         return records, checkpoints
 
     failed: dict[uuid.UUID, Exception] = {}
-    with transaction.atomic():
-        if connection.vendor == "postgresql":
-            # Django's foreign keys are DEFERRABLE INITIALLY DEFERRED: a row of a request deleted
-            # meanwhile would fail at COMMIT, taking every request's rows with it. Checked now,
-            # it fails inside its own savepoint instead.
-            with connection.cursor() as cursor:
-                cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+    nested = connection.in_atomic_block  # called inside a transaction: savepoints only
+    if not nested:
+        # The common round: BEGIN, two INSERTs, COMMIT. A row the database refuses, now or at
+        # COMMIT (Django's foreign keys are DEFERRABLE INITIALLY DEFERRED: a row of a request
+        # deleted meanwhile fails there), rolls the whole round back, and it is done again below,
+        # each request on its own.
         try:
             with transaction.atomic():
                 records, checkpoints = rows(items)
@@ -323,6 +324,23 @@ def checkpoints_commit_many(
             raise
         except Exception:  # one request's row, most likely: find which
             pass
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            # Foreign keys checked at each INSERT, inside its request's savepoint, not at COMMIT
+            # where one bad row would take every request's rows with it.
+            with connection.cursor() as cursor:
+                cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        if nested:
+            try:
+                with transaction.atomic():
+                    records, checkpoints = rows(items)
+                    _insert_rows(EventRecord, records)
+                    _insert_rows(Checkpoint, checkpoints)
+                return failed
+            except (OperationalError, InterfaceError):
+                raise
+            except Exception:
+                pass
         for item in items:
             try:
                 with transaction.atomic():
