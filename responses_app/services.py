@@ -9,7 +9,16 @@ from typing import Any, cast
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import IntegrityError, InterfaceError, OperationalError, connection, models, transaction
+from django.db import (
+    DEFAULT_DB_ALIAS,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    connection,
+    connections,
+    models,
+    transaction,
+)
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -367,15 +376,18 @@ def _insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
         return
     if not rows:
         return
+    # This thread's connection itself: through the `connection` proxy every attribute read (one
+    # or two per parameter, in the fields' adapters) was a lookup in asgiref's Local.
+    db = connections[DEFAULT_DB_ALIAS]
     names = list(rows[0])
     # "request_id" finds the foreign key
     fields = [cast("models.Field[Any, Any]", model._meta.get_field(name)) for name in names]
-    columns = ", ".join(connection.ops.quote_name(f.column or f.name) for f in fields)
+    columns = ", ".join(db.ops.quote_name(f.column or f.name) for f in fields)
     row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    params = [f.get_db_prep_save(row[name], connection) for row in rows for name, f in zip(names, fields, strict=True)]
-    sql = f"INSERT INTO {connection.ops.quote_name(model._meta.db_table)} ({columns}) VALUES " + ", ".join(
+    params = [f.get_db_prep_save(row[name], db) for row in rows for name, f in zip(names, fields, strict=True)]
+    sql = f"INSERT INTO {db.ops.quote_name(model._meta.db_table)} ({columns}) VALUES " + ", ".join(
         [row_sql] * len(rows))
-    if connection.vendor == "postgresql":
+    if db.vendor == "postgresql":
         # Server-side binding for this statement: the parameters (a round's views, snapshots and
         # raw events, most of its bytes) travel as they are. Django's client-side binding would
         # quote and copy each into one query string in Python first, holding the GIL: measured
@@ -383,12 +395,12 @@ def _insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
         from django.db.backends.postgresql.base import ServerBindingCursor
         from django.db.backends.utils import CursorWrapper
 
-        connection.ensure_connection()
-        raw = ServerBindingCursor(connection.connection)  # type: ignore[call-arg]  # psycopg.Cursor(conn)
-        with CursorWrapper(raw, connection) as cursor:
+        db.ensure_connection()
+        raw = ServerBindingCursor(db.connection)  # type: ignore[call-arg]  # psycopg.Cursor(conn)
+        with CursorWrapper(raw, db) as cursor:
             cursor.execute(sql, params)
         return
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(sql, params)
 
 
