@@ -35,6 +35,7 @@ from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.layers import get_channel_layer
+from channels.sessions import InstanceSessionWrapper
 from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
 from django.contrib.auth.signals import user_logged_out
@@ -56,6 +57,7 @@ OUTBOX_SIZE = 64  # messages; a viewer further behind than this drops patches an
 PING_SECONDS = 20.0
 RESYNC_MIN_S = 1.0  # at most one snapshot per viewer per second (about a checkpoint interval)
 RESYNC = "resync"  # outbox marker: send a fresh snapshot instead of the patches dropped before it
+IDLE = "idle"  # outbox marker: nothing sent for PING_SECONDS (see _idle_check)
 MAX_FRAME_CHARS = 4096  # every client message is a few dozen bytes
 SESSION_CHECK_SECONDS = 60.0  # a session deleted or invalidated elsewhere is noticed this soon
 CANCEL_MEMORY_SECONDS = 24 * 3600
@@ -304,27 +306,56 @@ class RequestConsumer(AsyncWebsocketConsumer):
             with contextlib.suppress(Exception):
                 await self.close(code=CLOSE_WRITER_FAILED)
 
+    def _frame_send(self) -> Any:
+        """The ASGI send for the writer's frames: past Channels' session wrapper, which does
+        nothing for a websocket frame (it saves the session only on the message types in its
+        `save_message_types`, i.e. `http.response.start`) but read the lazy session twice per
+        frame. Every other layer (the origin check, authentication) acts at connect only."""
+        send = self.base_send
+        wrapper = getattr(send, "__self__", None)
+        while isinstance(wrapper, InstanceSessionWrapper) and getattr(send, "__func__", None) is \
+                InstanceSessionWrapper.send and "websocket.send" not in wrapper.save_message_types:
+            send = wrapper.real_send
+            wrapper = getattr(send, "__self__", None)
+        return send
+
     async def _write_loop(self) -> None:
-        # The hot path of every viewer: no task per message (as asyncio.wait_for would make) and
-        # straight to the ASGI send, past the consumer's own send wrappers.
-        outbox, send = self.outbox, self.base_send
-        while True:
-            if outbox.empty():
-                try:
-                    async with asyncio.timeout(PING_SECONDS):
-                        text = await outbox.get()
-                except TimeoutError:
+        # The hot path of every viewer: no task and no timer per message (one idle timer per
+        # socket, re-armed lazily by _idle_check) and straight to the ASGI send, past the
+        # consumer's own send wrappers and the session's.
+        outbox, send = self.outbox, self._frame_send()
+        loop = asyncio.get_running_loop()
+        self._sent_at = loop.time()
+        self._idle_timer = loop.call_at(self._sent_at + PING_SECONDS, self._idle_check)
+        try:
+            while True:
+                text = outbox.get_nowait() if not outbox.empty() else await outbox.get()
+                if text is IDLE:
+                    if loop.time() - self._sent_at < PING_SECONDS:
+                        continue  # something went out since it was queued
                     text = await self._idle()
-            else:
-                text = outbox.get_nowait()
-            if text is RESYNC:
-                self._resync_queued = False
-                await self._send_snapshot()
-            else:
-                await send({"type": "websocket.send", "text": text})
-                if text is self._lag_text:
-                    self._lag_text = None
-                    metrics.patch_sent(self._lag_at)
+                if text is RESYNC:
+                    self._resync_queued = False
+                    await self._send_snapshot()
+                else:
+                    await send({"type": "websocket.send", "text": text})
+                    if text is self._lag_text:
+                        self._lag_text = None
+                        metrics.patch_sent(self._lag_at)
+                self._sent_at = loop.time()
+        finally:
+            self._idle_timer.cancel()
+
+    def _idle_check(self) -> None:
+        """Nothing sent for PING_SECONDS (the last send ended that long ago): the writer sends a ping."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        due = self._sent_at + PING_SECONDS
+        if now >= due:
+            if self.outbox.empty():  # else the writer is busy: it sends first, and is checked again
+                self.outbox.put_nowait(IDLE)
+            due = now + PING_SECONDS
+        self._idle_timer = loop.call_at(due, self._idle_check)
 
     async def _idle(self) -> str:
         """Nothing sent for PING_SECONDS: a ping (it keeps proxies from cutting a long silent

@@ -9,7 +9,16 @@ from typing import Any, cast
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import IntegrityError, InterfaceError, OperationalError, connection, models, transaction
+from django.db import (
+    DEFAULT_DB_ALIAS,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    connection,
+    connections,
+    models,
+    transaction,
+)
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -288,10 +297,12 @@ def checkpoints_commit_many(
     Event batches are stored compressed (models.EventRecord).
 
     Returns the requests whose rows the database refused, with the error; every other request's
-    rows are committed. A round first tries all rows at once inside a savepoint; if that fails
-    for a reason other than the connection, each request gets a savepoint of its own, so one bad
-    row never drops another request's checkpoint or events. A connection error (the database
-    went away) raises: nothing was committed, and the caller retries the whole round."""
+    rows are committed. A round first tries all rows at once in one plain transaction (four
+    statements with BEGIN and COMMIT: most rounds); if that fails for a reason other than the
+    connection, it is rolled back and done again with each request in a savepoint of its own and
+    the foreign keys checked at once, so one bad row never drops another request's checkpoint or
+    events. A connection error (the database went away) raises: nothing was committed, and the
+    caller retries the whole round."""
     now = timezone.now()
 
     def rows(chosen: list[tuple[uuid.UUID, dict[str, Any] | None, list[dict[str, Any]]]]) -> tuple[
@@ -306,13 +317,12 @@ def checkpoints_commit_many(
         return records, checkpoints
 
     failed: dict[uuid.UUID, Exception] = {}
-    with transaction.atomic():
-        if connection.vendor == "postgresql":
-            # Django's foreign keys are DEFERRABLE INITIALLY DEFERRED: a row of a request deleted
-            # meanwhile would fail at COMMIT, taking every request's rows with it. Checked now,
-            # it fails inside its own savepoint instead.
-            with connection.cursor() as cursor:
-                cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+    nested = connection.in_atomic_block  # called inside a transaction: savepoints only
+    if not nested:
+        # The common round: BEGIN, two INSERTs, COMMIT. A row the database refuses, now or at
+        # COMMIT (Django's foreign keys are DEFERRABLE INITIALLY DEFERRED: a row of a request
+        # deleted meanwhile fails there), rolls the whole round back, and it is done again below,
+        # each request on its own.
         try:
             with transaction.atomic():
                 records, checkpoints = rows(items)
@@ -323,6 +333,23 @@ def checkpoints_commit_many(
             raise
         except Exception:  # one request's row, most likely: find which
             pass
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            # Foreign keys checked at each INSERT, inside its request's savepoint, not at COMMIT
+            # where one bad row would take every request's rows with it.
+            with connection.cursor() as cursor:
+                cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        if nested:
+            try:
+                with transaction.atomic():
+                    records, checkpoints = rows(items)
+                    _insert_rows(EventRecord, records)
+                    _insert_rows(Checkpoint, checkpoints)
+                return failed
+            except (OperationalError, InterfaceError):
+                raise
+            except Exception:
+                pass
         for item in items:
             try:
                 with transaction.atomic():
@@ -349,15 +376,18 @@ def _insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
         return
     if not rows:
         return
+    # This thread's connection itself: through the `connection` proxy every attribute read (one
+    # or two per parameter, in the fields' adapters) was a lookup in asgiref's Local.
+    db = connections[DEFAULT_DB_ALIAS]
     names = list(rows[0])
     # "request_id" finds the foreign key
     fields = [cast("models.Field[Any, Any]", model._meta.get_field(name)) for name in names]
-    columns = ", ".join(connection.ops.quote_name(f.column or f.name) for f in fields)
+    columns = ", ".join(db.ops.quote_name(f.column or f.name) for f in fields)
     row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    params = [f.get_db_prep_save(row[name], connection) for row in rows for name, f in zip(names, fields, strict=True)]
-    sql = f"INSERT INTO {connection.ops.quote_name(model._meta.db_table)} ({columns}) VALUES " + ", ".join(
+    params = [f.get_db_prep_save(row[name], db) for row in rows for name, f in zip(names, fields, strict=True)]
+    sql = f"INSERT INTO {db.ops.quote_name(model._meta.db_table)} ({columns}) VALUES " + ", ".join(
         [row_sql] * len(rows))
-    if connection.vendor == "postgresql":
+    if db.vendor == "postgresql":
         # Server-side binding for this statement: the parameters (a round's views, snapshots and
         # raw events, most of its bytes) travel as they are. Django's client-side binding would
         # quote and copy each into one query string in Python first, holding the GIL: measured
@@ -365,12 +395,12 @@ def _insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
         from django.db.backends.postgresql.base import ServerBindingCursor
         from django.db.backends.utils import CursorWrapper
 
-        connection.ensure_connection()
-        raw = ServerBindingCursor(connection.connection)  # type: ignore[call-arg]  # psycopg.Cursor(conn)
-        with CursorWrapper(raw, connection) as cursor:
+        db.ensure_connection()
+        raw = ServerBindingCursor(db.connection)  # type: ignore[call-arg]  # psycopg.Cursor(conn)
+        with CursorWrapper(raw, db) as cursor:
             cursor.execute(sql, params)
         return
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(sql, params)
 
 

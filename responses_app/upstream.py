@@ -170,8 +170,13 @@ class _AiohttpChunks:
         return self
 
     async def __anext__(self) -> bytes:
-        with map_aiohttp_exceptions():
+        try:
             chunk: bytes = await self._content.read(CHUNK_BYTES)
+        except Exception:
+            # mapped as the transport maps them; the context manager only on this path (a
+            # generator built and closed per chunk was a measurable share of the read)
+            with map_aiohttp_exceptions():
+                raise
         if not chunk:
             raise StopAsyncIteration
         return chunk

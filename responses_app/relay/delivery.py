@@ -125,13 +125,18 @@ class Delivery:
 
     def _arm(self, now: float) -> None:
         """One timer for whichever falls due first: pending patches, or a quiet stream's commit."""
+        # (called for every chunk: no list, no min() over it)
+        at = self.patches.next_deadline()
+        commit = self.checkpoints.policy.next_deadline(now, not_before=self.patches.policy.interval)
+        if commit is not None and (at is None or commit < at):
+            at = commit
         gate = self.transcript.gate
-        deadlines = [at for at in (self.patches.next_deadline(), self.checkpoints.policy.next_deadline(
-            now, not_before=self.patches.policy.interval), gate.next_deadline() if gate else None)
-            if at is not None]
-        if not deadlines:
+        if gate is not None:
+            window = gate.next_deadline()
+            if window is not None and (at is None or window < at):
+                at = window
+        if at is None:
             return
-        at = min(deadlines)
         if self._timer is not None:
             if self._timer_at <= at:
                 return  # it fires first, and re-arms

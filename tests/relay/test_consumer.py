@@ -196,3 +196,51 @@ async def test_a_failing_writer_closes_its_socket_so_the_tab_reconnects(owner: A
     closed = await communicator.receive_output(timeout=10)
     assert closed == {"type": "websocket.close", "code": 1011}
     await communicator.disconnect()
+
+
+async def test_a_quiet_socket_gets_a_ping_carrying_its_revision_after_ping_seconds_of_silence(
+        owner: Any, monkeypatch: Any) -> None:
+    """The writer's one idle timer: nothing sent for PING_SECONDS (a stream stalled mid-answer),
+    a ping with the revision the client holds; none while frames flow."""
+    from responses_app import consumers
+
+    monkeypatch.setattr(consumers, "PING_SECONDS", 0.4)
+    request = await make_request(owner, "sim-text", {"sim.stall_at": "8", "sim.stall_ms": "1500"})
+    communicator = await connect(owner, request.pk)
+    assert (await communicator.connect())[0]
+    watcher = Watcher(communicator)
+    last = time.monotonic()
+    ping = None
+    while watcher.terminal is None:
+        message = await watcher.receive()
+        now = time.monotonic()
+        if message["type"] == "ping" and ping is None:
+            ping, silence = message, now - last
+            assert watcher.view is not None and ping["revision"] == watcher.view["revision"]
+        last = now
+    assert ping is not None, "a stall of 1.5 s: at least one ping"
+    assert silence >= 0.35, "a ping only after PING_SECONDS of silence"
+    await communicator.disconnect()
+
+
+def test_frames_go_past_the_session_wrapper_only_where_it_does_nothing() -> None:
+    """Channels' InstanceSessionWrapper saves the session on `http.response.start` only: the writer's
+    frames skip it (it read the lazy session twice per frame); a wrapper that would act is kept."""
+    from channels.sessions import InstanceSessionWrapper
+
+    from responses_app.consumers import RequestConsumer
+
+    async def inner(message: dict[str, Any]) -> None:
+        pass
+
+    consumer = RequestConsumer()
+    wrapper = InstanceSessionWrapper({"type": "websocket", "cookies": {}}, inner)
+    consumer.base_send = wrapper.send
+    assert consumer._frame_send() is inner
+
+    class Saving(InstanceSessionWrapper):
+        save_message_types = ["http.response.start", "websocket.send"]
+
+    saving = Saving({"type": "websocket", "cookies": {}}, inner)
+    consumer.base_send = saving.send
+    assert consumer._frame_send() == saving.send
