@@ -76,6 +76,8 @@ class Viewer(asyncio.Protocol):
         self.flowing = False
         self.revision: int | None = None
         self.last_seq: int | None = None
+        self.t_connect = 0.0  # wall clock: when the TCP connect began
+        self.first_view: float | None = None  # s, from then to the first snapshot (ours) or message
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -144,8 +146,10 @@ class Viewer(asyncio.Protocol):
 async def open_viewer(port: int, path: str, on_message: Callable[[Viewer, float, bytes], None],
                       headers: dict[str, str] | None = None, origin: str | None = None) -> Viewer:
     loop = asyncio.get_running_loop()
+    t_connect = time.time()
     _, viewer = await loop.create_connection(
         lambda: Viewer(f"ws://127.0.0.1:{port}{path}", headers or {}, origin, on_message), "127.0.0.1", port)
+    viewer.t_connect = t_connect
     async with asyncio.timeout(30):
         await viewer.opened
     return viewer
@@ -188,6 +192,8 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
             kind = message.get("type")
             if kind == "snapshot":
                 v.revision = message["revision"]
+                if v.first_view is None:
+                    v.first_view = now - v.t_connect
                 return
             if kind != "patch":
                 return
@@ -218,6 +224,8 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
             if measuring and v.last_seq is not None and seq > v.last_seq + 1:
                 win.lost += seq - v.last_seq - 1
             v.last_seq = seq
+            if v.first_view is None:
+                v.first_view = now - v.t_connect
             if not v.flowing:
                 v.flowing = True
                 ready.append(v.index)
@@ -301,6 +309,9 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
         "streams": n, "connected": len(ready), "ramp_s": ramp, "window_s": elapsed, "start": win.start,
         "messages": win.messages, "deltas": win.deltas, "lost": win.lost, "resyncs": win.resyncs,
         "newest_ms": win.newest, "oldest_ms": win.oldest, "at": win.at, "cpu": cpu,
+        # Each socket, from its connect to its first view (the snapshot; naive: its first message), s.
+        "first_view_s": [v.first_view for v in viewers if v.first_view is not None],
+        "no_first_view": sum(v.first_view is None for v in viewers),
         "loop_lag_ms": {"p50": lags[len(lags) // 2] if lags else float("nan"),
                         "p99": lags[int(len(lags) * 0.99)] if lags else float("nan"),
                         "max": lags[-1] if lags else float("nan")},

@@ -585,6 +585,7 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
     oldest = [x for p in parts for x in p["oldest_ms"]]
     deltas, lost = sum(p["deltas"] for p in parts), sum(p["lost"] for p in parts)
     connected = sum(p["connected"] for p in parts)
+    first_views = [x for p in parts for x in p["first_view_s"]]
     errors = [e for p in parts for e in p["errors"]]
     expected = connected * cfg["tokens_per_s"] * cfg["window"]
     # When the lag happened: per 100 ms of receipt time, the messages and their worst lag (a stall of
@@ -618,6 +619,9 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
                     "p99": pct(control_lags, 99), "max": max(control_lags, default=float("nan")),
                     "worst": control_worst},
         "ready": readies, "errors": errors[:5], "error_count": len(errors),
+        "first_view": {"sockets": len(first_views), "none": sum(p["no_first_view"] for p in parts),
+                       "p50": pct(first_views, 50), "p99": pct(first_views, 99),
+                       "max": max(first_views, default=float("nan"))},
     }
 
 
@@ -999,7 +1003,10 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
                              f"{fmt_ms(r['server_loop_lag_ms']['max'])} ms" if "server_loop_lag_ms" in r else "")
                           + (f"; created to response.created p50 {r['to_created']['p50']:.2f} p99 "
                              f"{r['to_created']['p99']:.2f} max {r['to_created']['max']:.2f} s"
-                             f" ({r['to_created']['never']} never)" if r.get("to_created") else ""),
+                             f" ({r['to_created']['never']} never)" if r.get("to_created") else "")
+                          + (f"; connect to first view p50 {r['first_view']['p50']:.2f} p99 "
+                             f"{r['first_view']['p99']:.2f} max {r['first_view']['max']:.2f} s"
+                             f" ({r['first_view']['none']} none)" if r.get("first_view") else ""),
                           flush=True)
             for proc, _ in servers.values():
                 procs.stop(proc)
