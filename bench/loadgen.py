@@ -147,9 +147,13 @@ async def open_viewer(port: int, path: str, on_message: Callable[[Viewer, float,
                       headers: dict[str, str] | None = None, origin: str | None = None) -> Viewer:
     loop = asyncio.get_running_loop()
     t_connect = time.time()
-    _, viewer = await loop.create_connection(
-        lambda: Viewer(f"ws://127.0.0.1:{port}{path}", headers or {}, origin, on_message), "127.0.0.1", port)
-    viewer.t_connect = t_connect
+
+    def made() -> Viewer:  # stamped here: its first message may be handled before create_connection returns
+        v = Viewer(f"ws://127.0.0.1:{port}{path}", headers or {}, origin, on_message)
+        v.t_connect = t_connect
+        return v
+
+    _, viewer = await loop.create_connection(made, "127.0.0.1", port)
     async with asyncio.timeout(30):
         await viewer.opened
     return viewer
