@@ -189,6 +189,7 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
     port = cfg["port"]
     findall = STAMP.findall
     viewers: list[Viewer] = []
+    paths: list[str] = []  # every stream's socket path (ours)
 
     def on_ours(v: Viewer, now: float, raw: bytes) -> None:
         try:
@@ -255,6 +256,7 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
                         "metadata": metadata})
                     created.raise_for_status()
                     path = f"/ws/requests/{created.json()['id']}/?v={PROTOCOL}"
+                    paths.append(path)
                     for k in range(cfg.get("viewers", 1)):
                         v = await open_viewer(port, path, on_ours, {"Cookie": f"sessionid={cfg['session']}"},
                                               origin=f"http://127.0.0.1:{port}")
@@ -276,6 +278,7 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
     while len(ready) + len([e for e in errors if e.startswith("setup")]) < n and time.time() < deadline:
         await asyncio.sleep(0.05)
     ramp = time.time() - t_ramp
+    burst = await _burst(port, paths, cfg) if cfg.get("burst") and cfg["target"] == "ours" else {}
     # The window: from the start the coordinator sends every load process alike, once all are ramped up
     # (bench/relay.py, `load`); run alone, after this process's own warm-up.
     start_at = time.time() + cfg["warmup"]
@@ -319,8 +322,33 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
         "loop_lag_ms": {"p50": lags[len(lags) // 2] if lags else float("nan"),
                         "p99": lags[int(len(lags) * 0.99)] if lags else float("nan"),
                         "max": lags[-1] if lags else float("nan")},
-        "errors": errors[:5], "error_count": len(errors),
+        "errors": errors[:5], "error_count": len(errors), "burst": burst,
     }
+
+
+async def _burst(port: int, paths: list[str], cfg: dict[str, Any]) -> dict[str, Any]:
+    """A burst of connects with the streams running: one more socket to each stream, all opened at
+    once (as every tab reconnecting after a blip would), each closed once it has its first view.
+    Returns each one's connect to first view (s), and how many got none within 30 s."""
+    from responses_app.streaming.wire import decode
+
+    def on_burst(v: Viewer, now: float, raw: bytes) -> None:
+        if v.first_view is None and decode(raw).get("type") == "snapshot":
+            v.first_view = now - v.t_connect
+            if not v.terminal.done():
+                v.terminal.set_result(None)  # here: its first view came
+
+    headers = {"Cookie": f"sessionid={cfg['session']}"}
+    opened = await asyncio.gather(*(open_viewer(port, path, on_burst, headers, origin=f"http://127.0.0.1:{port}")
+                                    for path in paths), return_exceptions=True)
+    tabs = [v for v in opened if isinstance(v, Viewer)]
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(30):
+            await asyncio.gather(*(v.terminal for v in tabs), return_exceptions=True)
+    for v in tabs:
+        v.close()
+    return {"first_view_s": [v.first_view for v in tabs if v.first_view is not None],
+            "failed": len(opened) - len(tabs) + sum(v.first_view is None for v in tabs)}
 
 
 def cpu_seconds(pid: int) -> float:
