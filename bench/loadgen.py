@@ -76,6 +76,8 @@ class Viewer(asyncio.Protocol):
         self.flowing = False
         self.revision: int | None = None
         self.last_seq: int | None = None
+        self.t_connect = 0.0  # wall clock: when the TCP connect began
+        self.first_view: float | None = None  # s, from then to the first snapshot (ours) or message
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -144,8 +146,14 @@ class Viewer(asyncio.Protocol):
 async def open_viewer(port: int, path: str, on_message: Callable[[Viewer, float, bytes], None],
                       headers: dict[str, str] | None = None, origin: str | None = None) -> Viewer:
     loop = asyncio.get_running_loop()
-    _, viewer = await loop.create_connection(
-        lambda: Viewer(f"ws://127.0.0.1:{port}{path}", headers or {}, origin, on_message), "127.0.0.1", port)
+    t_connect = time.time()
+
+    def made() -> Viewer:  # stamped here: its first message may be handled before create_connection returns
+        v = Viewer(f"ws://127.0.0.1:{port}{path}", headers or {}, origin, on_message)
+        v.t_connect = t_connect
+        return v
+
+    _, viewer = await loop.create_connection(made, "127.0.0.1", port)
     async with asyncio.timeout(30):
         await viewer.opened
     return viewer
@@ -181,6 +189,7 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
     port = cfg["port"]
     findall = STAMP.findall
     viewers: list[Viewer] = []
+    paths: list[str] = []  # every stream's socket path (ours)
 
     def on_ours(v: Viewer, now: float, raw: bytes) -> None:
         try:
@@ -188,6 +197,8 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
             kind = message.get("type")
             if kind == "snapshot":
                 v.revision = message["revision"]
+                if v.first_view is None:
+                    v.first_view = now - v.t_connect
                 return
             if kind != "patch":
                 return
@@ -218,6 +229,8 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
             if measuring and v.last_seq is not None and seq > v.last_seq + 1:
                 win.lost += seq - v.last_seq - 1
             v.last_seq = seq
+            if v.first_view is None:
+                v.first_view = now - v.t_connect
             if not v.flowing:
                 v.flowing = True
                 ready.append(v.index)
@@ -243,6 +256,7 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
                         "metadata": metadata})
                     created.raise_for_status()
                     path = f"/ws/requests/{created.json()['id']}/?v={PROTOCOL}"
+                    paths.append(path)
                     for k in range(cfg.get("viewers", 1)):
                         v = await open_viewer(port, path, on_ours, {"Cookie": f"sessionid={cfg['session']}"},
                                               origin=f"http://127.0.0.1:{port}")
@@ -264,6 +278,7 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
     while len(ready) + len([e for e in errors if e.startswith("setup")]) < n and time.time() < deadline:
         await asyncio.sleep(0.05)
     ramp = time.time() - t_ramp
+    burst = await _burst(port, paths, cfg) if cfg.get("burst") and cfg["target"] == "ours" else {}
     # The window: from the start the coordinator sends every load process alike, once all are ramped up
     # (bench/relay.py, `load`); run alone, after this process's own warm-up.
     start_at = time.time() + cfg["warmup"]
@@ -301,11 +316,39 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
         "streams": n, "connected": len(ready), "ramp_s": ramp, "window_s": elapsed, "start": win.start,
         "messages": win.messages, "deltas": win.deltas, "lost": win.lost, "resyncs": win.resyncs,
         "newest_ms": win.newest, "oldest_ms": win.oldest, "at": win.at, "cpu": cpu,
+        # Each socket, from its connect to its first view (the snapshot; naive: its first message), s.
+        "first_view_s": [v.first_view for v in viewers if v.first_view is not None],
+        "no_first_view": sum(v.first_view is None for v in viewers),
         "loop_lag_ms": {"p50": lags[len(lags) // 2] if lags else float("nan"),
                         "p99": lags[int(len(lags) * 0.99)] if lags else float("nan"),
                         "max": lags[-1] if lags else float("nan")},
-        "errors": errors[:5], "error_count": len(errors),
+        "errors": errors[:5], "error_count": len(errors), "burst": burst,
     }
+
+
+async def _burst(port: int, paths: list[str], cfg: dict[str, Any]) -> dict[str, Any]:
+    """A burst of connects with the streams running: one more socket to each stream, all opened at
+    once (as every tab reconnecting after a blip would), each closed once it has its first view.
+    Returns each one's connect to first view (s), and how many got none within 30 s."""
+    from responses_app.streaming.wire import decode
+
+    def on_burst(v: Viewer, now: float, raw: bytes) -> None:
+        if v.first_view is None and decode(raw).get("type") == "snapshot":
+            v.first_view = now - v.t_connect
+            if not v.terminal.done():
+                v.terminal.set_result(None)  # here: its first view came
+
+    headers = {"Cookie": f"sessionid={cfg['session']}"}
+    opened = await asyncio.gather(*(open_viewer(port, path, on_burst, headers, origin=f"http://127.0.0.1:{port}")
+                                    for path in paths), return_exceptions=True)
+    tabs = [v for v in opened if isinstance(v, Viewer)]
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(30):
+            await asyncio.gather(*(v.terminal for v in tabs), return_exceptions=True)
+    for v in tabs:
+        v.close()
+    return {"first_view_s": [v.first_view for v in tabs if v.first_view is not None],
+            "failed": len(opened) - len(tabs) + sum(v.first_view is None for v in tabs)}
 
 
 def cpu_seconds(pid: int) -> float:

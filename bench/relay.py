@@ -585,6 +585,8 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
     oldest = [x for p in parts for x in p["oldest_ms"]]
     deltas, lost = sum(p["deltas"] for p in parts), sum(p["lost"] for p in parts)
     connected = sum(p["connected"] for p in parts)
+    first_views = [x for p in parts for x in p["first_view_s"]]
+    bursts = [x for p in parts for x in (p.get("burst") or {}).get("first_view_s", [])]
     errors = [e for p in parts for e in p["errors"]]
     expected = connected * cfg["tokens_per_s"] * cfg["window"]
     # When the lag happened: per 100 ms of receipt time, the messages and their worst lag (a stall of
@@ -618,6 +620,12 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
                     "p99": pct(control_lags, 99), "max": max(control_lags, default=float("nan")),
                     "worst": control_worst},
         "ready": readies, "errors": errors[:5], "error_count": len(errors),
+        "first_view": {"sockets": len(first_views), "none": sum(p["no_first_view"] for p in parts),
+                       "p50": pct(first_views, 50), "p99": pct(first_views, 99),
+                       "max": max(first_views, default=float("nan"))},
+        "burst": {"sockets": len(bursts), "failed": sum((p.get("burst") or {}).get("failed", 0) for p in parts),
+                  "p50": pct(bursts, 50), "p99": pct(bursts, 99), "max": max(bursts, default=float("nan"))}
+        if cfg.get("burst") else {},
     }
 
 
@@ -838,6 +846,7 @@ class Plan:
     load_procs: int = 2  # load processes per step (loadgen "loop")
     gc_log: bool = False  # log our server's slow garbage collections (bench/gcprobe)
     control: int = 8  # streams the load coordinator reads straight from the simulator, beside the relay's
+    burst: bool = False  # after each capacity step's ramp-up, one more socket per stream, all at once
     profile: bool = False  # py-spy flame graph + collapsed stacks of our server, 1 viewer, CPU section's load
 
 
@@ -919,7 +928,7 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
                        "background": plan.background, "window": window, "warmup": warmup,
                        "pids": {"server": proc.pid, "simulator": sim.pid}, "profile": profile,
                        "loadgen": "tasks" if profile else plan.loadgen, "load_procs": plan.load_procs,
-                       "simulator": sim_url, "control": plan.control}
+                       "simulator": sim_url, "control": plan.control, "burst": plan.burst}
                 since = time.time()
                 result = run_role("load", cfg, base_env, procs, timeout=window + warmup + 160)
                 if proc.poll() is not None:
@@ -999,7 +1008,13 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
                              f"{fmt_ms(r['server_loop_lag_ms']['max'])} ms" if "server_loop_lag_ms" in r else "")
                           + (f"; created to response.created p50 {r['to_created']['p50']:.2f} p99 "
                              f"{r['to_created']['p99']:.2f} max {r['to_created']['max']:.2f} s"
-                             f" ({r['to_created']['never']} never)" if r.get("to_created") else ""),
+                             f" ({r['to_created']['never']} never)" if r.get("to_created") else "")
+                          + (f"; connect to first view p50 {r['first_view']['p50']:.2f} p99 "
+                             f"{r['first_view']['p99']:.2f} max {r['first_view']['max']:.2f} s"
+                             f" ({r['first_view']['none']} none)" if r.get("first_view") else "")
+                          + (f"; a burst of {r['burst']['sockets']} more connects at once: first view p50 "
+                             f"{r['burst']['p50']:.2f} p99 {r['burst']['p99']:.2f} max {r['burst']['max']:.2f} s"
+                             f" ({r['burst']['failed']} failed)" if r.get("burst") else ""),
                           flush=True)
             for proc, _ in servers.values():
                 procs.stop(proc)
@@ -1248,6 +1263,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="load generator: one receive loop per process (default) or the previous task per socket")
     parser.add_argument("--load-procs", type=int, default=2, help="load processes per step (--loadgen loop)")
     parser.add_argument("--gc-log", action="store_true", help="log our server's garbage collections over 5 ms")
+    parser.add_argument("--burst", action="store_true",
+                        help="after each step's ramp-up, one more socket per stream, opened at once (first view)")
     parser.add_argument("--role", help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -1268,6 +1285,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cpu_streams:
         plan.cpu_streams = args.cpu_streams
     plan.baseline = args.baseline
+    plan.burst = args.burst
     plan.profile = args.profile
     plan.loadgen, plan.load_procs, plan.gc_log = args.loadgen, args.load_procs, args.gc_log
     plan.asgi = tuple(a for a in args.asgi.split(",") if a)
@@ -1286,8 +1304,15 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     if not args.quick and not args.steps and not args.only:
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        # The notes under the generated tables (level-2 headings: investigations, side-by-side runs
+        # of one section) stay; a run replaces only what it generates.
+        notes = ""
+        if RESULTS.exists():
+            old = RESULTS.read_text()
+            at = old.find("\n## ")
+            notes = "\n" + old[at + 1:] if at >= 0 else ""
         RESULTS.write_text(HEADER.format(env=environment(), db=res["database"], seconds=res["seconds"],
-                                         background=str(plan.background).lower()) + table + "\n")
+                                         background=str(plan.background).lower()) + table + "\n" + notes)
         print(f"\nwrote {RESULTS.relative_to(ROOT)}")
     return 0
 

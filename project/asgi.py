@@ -16,12 +16,12 @@ from responses_app.checks import refuse_bad_safety_settings  # noqa: E402
 
 refuse_bad_safety_settings()  # Daphne runs no system checks: a checker that cannot work stops it here
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 
 from responses_app.relay.worker import runner_application  # noqa: E402
 from responses_app.routing import ExactOriginValidator, host_allowed, websocket_urlpatterns  # noqa: E402
+from responses_app.wsthreads import AuthMiddlewareStack  # noqa: E402 - Channels' stack, on the websocket pool
 
 SIMULATOR_PREFIX = "/simulator/v1"
 _BAD_HOST = (b'{"error":{"message":"Invalid Host header.","type":"invalid_request_error",'

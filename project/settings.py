@@ -160,10 +160,10 @@ elif env.bool("DATABASE_POOL", default=True):
     # thread kept its own connection for CONN_MAX_AGE (26-47 per web process measured) and two
     # web processes and two workers exhausted max_connections=100. Each of the runner's
     # RELAY_DB_THREADS threads and its checkpoint writer keeps one connection checked out while
-    # the process runs streams; the rest serve pages, the API and websocket consumers, which
-    # return theirs after every call. A caller finding the pool empty waits up to
-    # DATABASE_POOL_TIMEOUT seconds, then fails (a 500 or a retried runner write), never a new
-    # connection beyond the bound.
+    # the process runs streams; the rest serve pages, the API and websocket consumers (at most
+    # RELAY_WS_DB_THREADS at once), which return theirs after every call. A caller finding the
+    # pool empty waits up to DATABASE_POOL_TIMEOUT seconds, then fails (a 500 or a retried
+    # runner write), never a new connection beyond the bound.
     _runner_connections = _positive_int("RELAY_DB_THREADS", 8) + 1
     _pool_max = _positive_int("DATABASE_POOL_MAX", _runner_connections + 8)
     if _pool_max < _runner_connections + 2:
@@ -348,6 +348,11 @@ RELAY_IDLE_TIMEOUT_S = _positive_int("RELAY_IDLE_TIMEOUT_S", 120)
 # upstream is cancelled and the request ends incomplete with reason "deadline", keeping its text.
 RELAY_REQUEST_DEADLINE_S = _positive_int("RELAY_REQUEST_DEADLINE_S", 900)
 RELAY_DB_THREADS = _positive_int("RELAY_DB_THREADS", 8)
+# PostgreSQL: the threads websocket consumers and the websocket auth path run their database and
+# cache calls on (relay/dbthreads.py `ws_call`), instead of asgiref's one thread-sensitive thread.
+# They take a connection from the process's pool for each call and return it after: they share
+# the DATABASE_POOL_MAX bound with pages and the API, and add none to it.
+RELAY_WS_DB_THREADS = _positive_int("RELAY_WS_DB_THREADS", 4)
 RELAY_UPSTREAM_MAX_CONNECTIONS = _positive_int("RELAY_UPSTREAM_MAX_CONNECTIONS", 2000)
 # The runner consumer listens inside each web process (default); false when runworker processes do.
 RELAY_INPROCESS_RUNNER = env.bool("RELAY_INPROCESS_RUNNER", default=True)

@@ -32,7 +32,6 @@ from urllib.parse import parse_qs
 
 import orjson
 from asgiref.sync import async_to_sync
-from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.layers import get_channel_layer
 from channels.sessions import InstanceSessionWrapper
@@ -46,10 +45,12 @@ from django.utils.crypto import constant_time_compare
 
 from . import limits, logcontext, metrics, selectors, services
 from .models import ResponseRequest
+from .relay.dbthreads import ws_call, ws_db
 from .relay.hub import get_hub
 from .relay.worker import cancel_request, start_request
 from .streaming.view import apply_patch
 from .streaming.wire import PROTOCOL
+from .wsthreads import PooledConsumerMixin
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ def close_sockets_on_logout(sender: Any, request: Any, user: Any, **kwargs: Any)
             logger.exception("could not tell the sockets of a logged-out session to close")
 
 
-class RequestConsumer(AsyncWebsocketConsumer):
+class RequestConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
     request_id: str
     request: ResponseRequest
     # Delivery state (see `offer`), per socket.
@@ -157,9 +158,9 @@ class RequestConsumer(AsyncWebsocketConsumer):
             await self.slots.release()  # whatever failed above, the slot is not leaked
 
     async def dispatch(self, message: dict[str, Any]) -> None:
-        # The frame budget is applied before Channels' dispatch, which spends a thread hop
-        # (close_old_connections) on every message: a flood of frames dropped here costs
-        # microseconds each and never queues behind the database threads pages need.
+        # The frame budget is applied before dispatching: a flood of frames dropped here costs
+        # microseconds each. Dispatch itself no longer spends a hop on the process's one
+        # thread-sensitive thread per message (wsthreads.PooledConsumerMixin).
         if message["type"] == "websocket.receive":
             if not hasattr(self, "budget") or self.closing:
                 return  # refused at connect, or already closing
@@ -221,7 +222,8 @@ class RequestConsumer(AsyncWebsocketConsumer):
             await self._close(CLOSE_UNAUTHENTICATED)
             return
         # One write per request, however many sockets (in however many processes) press Stop.
-        if await cache.aadd(f"relay:cancel:{self.request_id}", 1, timeout=CANCEL_MEMORY_SECONDS):
+        if await ws_call(cache.add, database=False)(f"relay:cancel:{self.request_id}", 1,
+                                                    timeout=CANCEL_MEMORY_SECONDS):
             await self._cancel()
 
     # --- delivery -------------------------------------------------------------------------------
@@ -389,19 +391,19 @@ class RequestConsumer(AsyncWebsocketConsumer):
             await self.send(text_data=orjson.dumps({"type": "terminal", "status": status,
                                                     "revision": view["revision"]}).decode())
 
-    # --- database ------------------------------------------------------------------------------
+    # --- database (on the websocket pool: dbthreads.ws_call) ---------------------------------------
 
-    @database_sync_to_async
+    @ws_db
     def _load(self, user: Any) -> ResponseRequest | None:
         if user is None:
             return None
         return selectors.request_get_for_user(user=user, request_id=self.request_id)
 
-    @database_sync_to_async
+    @ws_db
     def _ended(self) -> bool:
         return selectors.request_status(request_id=self.request.pk) in ResponseRequest.ENDED
 
-    @database_sync_to_async
+    @ws_db
     def _session_seconds_left(self) -> float | None:
         """Seconds until this socket's session expires; None once it is not this user's any more
         (logged out, flushed, expired, or the password changed). A socket opened without a session
@@ -425,15 +427,15 @@ class RequestConsumer(AsyncWebsocketConsumer):
             return (expires - timezone.now()).total_seconds()
         return float(store.get_expiry_age())
 
-    @database_sync_to_async
+    @ws_db
     def _committed_view(self) -> tuple[dict[str, Any], str]:
         request = ResponseRequest.objects.get(pk=self.request_id)
         return selectors.view_latest(request=request), request.status
 
-    @database_sync_to_async
+    @ws_db
     def _count(self, reconnect: bool) -> None:
         services.request_count(request_id=self.request.pk, viewer_connections=1, reconnects=int(reconnect))
 
     async def _cancel(self) -> None:
-        await database_sync_to_async(services.request_cancel)(request=self.request)
+        await ws_call(services.request_cancel)(request=self.request)
         await cancel_request(self.request_id)

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.layers import get_channel_layer
 
 from . import selectors
+from .relay.dbthreads import ws_db
+from .wsthreads import PooledConsumerMixin
 
 
 def conversation_group(conversation_id: Any) -> str:
@@ -37,7 +38,7 @@ async def announce_turn(request: Any) -> None:
     await announce(request.conversation_id, {"type": "turn", "request_id": str(request.pk)})
 
 
-class ConversationConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
+class ConversationConsumer(PooledConsumerMixin, AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     conversation_id: str
 
     async def connect(self) -> None:
@@ -64,7 +65,7 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     async def conversation_event(self, event: dict[str, Any]) -> None:
         await self.send_json(event["message"])
 
-    @database_sync_to_async
+    @ws_db
     def _load(self, user: Any) -> tuple[int, list[str]]:
         if user is None or not user.is_authenticated:
             return 4403, []

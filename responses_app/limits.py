@@ -27,6 +27,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from .models import ResponseRequest
+from .relay.dbthreads import ws_call
 
 Status = ResponseRequest.Status
 LOCK_SECONDS = 10  # longer than any submit takes; a crashed holder frees it by itself
@@ -123,23 +124,27 @@ class SocketSlots:
         self.owner = owner
         self.key: str | None = None
 
+    # The cache's calls run on the websocket pool (dbthreads.ws_call), not on asgiref's one
+    # thread-sensitive thread where Django's `cache.aadd` & co. run them: a connect never waits
+    # for that thread (issue #13).
+
     async def acquire(self) -> bool:
         limit = settings.RELAY_MAX_SOCKETS_PER_USER
         start = random.randrange(limit)  # probing from a random slot finds a free one at once
         for step in range(limit):
             key = f"relay:ws-slot:{self.user_id}:{(start + step) % limit}"
-            if await cache.aadd(key, self.owner, timeout=SOCKET_SLOT_TTL):
+            if await ws_call(cache.add, database=False)(key, self.owner, timeout=SOCKET_SLOT_TTL):
                 self.key = key
                 return True
         return False
 
     async def refresh(self) -> None:
-        if self.key is not None and not await cache.atouch(self.key, SOCKET_SLOT_TTL):
-            await cache.aadd(self.key, self.owner, timeout=SOCKET_SLOT_TTL)  # expired meanwhile
+        if self.key is not None and not await ws_call(cache.touch, database=False)(self.key, SOCKET_SLOT_TTL):
+            await ws_call(cache.add, database=False)(self.key, self.owner, timeout=SOCKET_SLOT_TTL)  # expired meanwhile
 
     async def release(self) -> None:
-        if self.key is not None and await cache.aget(self.key) == self.owner:
-            await cache.adelete(self.key)
+        if self.key is not None and await ws_call(cache.get, database=False)(self.key) == self.owner:
+            await ws_call(cache.delete, database=False)(self.key)
         self.key = None
 
 

@@ -36,7 +36,7 @@ async def test_a_created_request_starts_at_once_while_the_sync_thread_is_busy(ow
 
     def busy() -> None:  # a websocket consumer's database call, holding the thread
         entered.set()
-        release.wait(30)
+        release.wait(90)  # far longer than the bounds below: without the fix, the start waits for this
 
     hub = get_hub()
     holder = asyncio.get_running_loop().create_task(database_sync_to_async(busy)())
@@ -56,13 +56,13 @@ async def test_a_created_request_starts_at_once_while_the_sync_thread_is_busy(ow
         assert created.status_code == 201, created.text
         request_id = created.json()["id"]
         try:
-            async with asyncio.timeout(5):
+            async with asyncio.timeout(30):  # 'at once' on an idle machine; a loaded one gets slack
                 while hub.runner(request_id) is None:
                     await asyncio.sleep(0.01)
         except TimeoutError:
             pytest.fail("the start message waited for the busy thread: no runner spawned")
         if not dbthreads._sqlite():  # on PostgreSQL runners have threads of their own: the lease is taken too
-            async with asyncio.timeout(5):
+            async with asyncio.timeout(30):  # 'at once' on an idle machine; a loaded one gets slack
                 while await dbthreads.db(selectors.request_status)(request_id=request_id) == "pending":
                     await asyncio.sleep(0.01)
     finally:

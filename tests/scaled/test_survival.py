@@ -139,12 +139,24 @@ async def postgresql_blip(cluster: Cluster, load: Load) -> None:
     cluster.postgres.start()
 
 
+async def new_tabs_see_the_end(cluster: Cluster, load: Load) -> None:
+    """A tab opened now on each web process is authenticated and gets the committed final view at
+    its first connect: the websocket threads' connections (dbthreads.ws_call) survived the blip."""
+    load.deadline = time.time() + 20
+    tabs = [Viewer(request_id, port) for request_id in load.request_ids for port in cluster.web_ports()]
+    await asyncio.gather(*(load.watch(tab) for tab in tabs))
+    summary = explain(cluster, load)
+    assert [(t.request_id, t.error) for t in tabs if t.terminal is None or t.reconnects] == [], summary
+    assert all(t.terminal is not None and t.terminal["status"] == "completed" for t in tabs), summary
+
+
 async def test_postgresql_stopped_mid_stream(cluster: Cluster) -> None:
     load = Load(ports=cluster.web_ports(), session=cluster.session, streams=3, viewers=2, tokens=500,
                 tokens_per_s=40, stamp=False, deadline_s=45, seed=300)
     await postgresql_blip(cluster, load)
     await load.finish()
     assert_whole(cluster, load)
+    await new_tabs_see_the_end(cluster, load)
     no_process_died(cluster)
 
 
