@@ -316,46 +316,40 @@ def checkpoints_commit_many(
                         "created": now} for rid, state, _b in chosen if state]
         return records, checkpoints
 
-    failed: dict[uuid.UUID, Exception] = {}
-    nested = connection.in_atomic_block  # called inside a transaction: savepoints only
-    if not nested:
-        # The common round: BEGIN, two INSERTs, COMMIT. A row the database refuses, now or at
-        # COMMIT (Django's foreign keys are DEFERRABLE INITIALLY DEFERRED: a row of a request
-        # deleted meanwhile fails there), rolls the whole round back, and it is done again below,
-        # each request on its own.
+    def insert(chosen: list[tuple[uuid.UUID, dict[str, Any] | None, list[dict[str, Any]]]]) -> None:
+        with transaction.atomic():
+            records, checkpoints = rows(chosen)
+            _insert_rows(EventRecord, records)
+            _insert_rows(Checkpoint, checkpoints)
+
+    def all_at_once() -> bool:
         try:
-            with transaction.atomic():
-                records, checkpoints = rows(items)
-                _insert_rows(EventRecord, records)
-                _insert_rows(Checkpoint, checkpoints)
-            return failed
+            insert(items)
+            return True
         except (OperationalError, InterfaceError):
             raise
         except Exception:  # one request's row, most likely: find which
-            pass
+            return False
+
+    failed: dict[uuid.UUID, Exception] = {}
+    nested = connection.in_atomic_block  # called inside a transaction: savepoints only
+    # The common round: BEGIN, two INSERTs, COMMIT. A row the database refuses, now or at COMMIT
+    # (Django's foreign keys are DEFERRABLE INITIALLY DEFERRED: a row of a request deleted
+    # meanwhile fails there), rolls the whole round back, and it is done again below, each
+    # request on its own.
+    if not nested and all_at_once():
+        return failed
     with transaction.atomic():
         if connection.vendor == "postgresql":
             # Foreign keys checked at each INSERT, inside its request's savepoint, not at COMMIT
             # where one bad row would take every request's rows with it.
             with connection.cursor() as cursor:
                 cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
-        if nested:
-            try:
-                with transaction.atomic():
-                    records, checkpoints = rows(items)
-                    _insert_rows(EventRecord, records)
-                    _insert_rows(Checkpoint, checkpoints)
-                return failed
-            except (OperationalError, InterfaceError):
-                raise
-            except Exception:
-                pass
+        if nested and all_at_once():
+            return failed
         for item in items:
             try:
-                with transaction.atomic():
-                    records, checkpoints = rows([item])
-                    _insert_rows(EventRecord, records)
-                    _insert_rows(Checkpoint, checkpoints)
+                insert([item])
             except (OperationalError, InterfaceError):
                 raise
             except Exception as exc:
