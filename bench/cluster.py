@@ -2,8 +2,8 @@
 
 `Cluster` starts, on loopback and free ports: a private `redis-server` and a private PostgreSQL
 cluster (initdb/pg_ctl from PG_BIN, run as the `postgres` user when we are root, data under
-/tmp), the standalone simulator, P Daphne web processes with RELAY_INPROCESS_RUNNER=false and W
-`manage.py relayworker` processes; or, for `layout="embedded"`, the default one
+/tmp), the standalone simulator, P web processes (`python -m project.serve`) with
+RELAY_INPROCESS_RUNNER=false and W `manage.py relayworker` processes; or, for `layout="embedded"`, the default one
 process (SQLite, in-memory layer, in-process runner, the simulator mounted on the server).
 Every process has its own process group and log file; `close()` kills them all and removes the
 data directories, whatever happened. Redis and PostgreSQL can be stopped and started again on

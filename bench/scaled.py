@@ -1,5 +1,6 @@
 """`python -m bench scaled`: N concurrent requests with M viewers each, on one process (the
-embedded defaults) and scaled out (P Daphne web processes + W runworkers on PostgreSQL + Redis).
+embedded defaults) and scaled out (P web processes, `python -m project.serve`, + W runworkers on
+PostgreSQL + Redis).
 
     python -m bench scaled                           # 20 and 50 streams, both layouts; writes results
     python -m bench scaled --streams 20,50,100,200   # more steps
@@ -129,8 +130,9 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         "submitted through web process i % P and watched through processes (i + j) % P; bounded by "
         f"{args.deadline:.0f} s. Viewers, load and all servers share the same cores.",
         "",
-        "Layouts: **embedded** is `make run`'s: one Daphne process, SQLite, the in-memory channel layer, the "
-        f"in-process runner and the simulator mounted on it. **scaled** is {args.web} Daphne web processes "
+        "Layouts: **embedded** is `make run`'s: one `project.serve` process (uvicorn), SQLite, the "
+        "in-memory channel layer, the "
+        f"in-process runner and the simulator mounted on it. **scaled** is {args.web} `project.serve` web processes "
         f"(RELAY_INPROCESS_RUNNER=false) + {args.workers} `relayworker`, a private PostgreSQL 15 and "
         "Redis, the standalone simulator; settings as shipped (pool, Redis timeouts, layer capacity).",
         "",
