@@ -35,19 +35,25 @@ def AuthMiddlewareStack(inner: Any) -> Any:  # noqa: N802 - Channels' name, the 
     return CookieMiddleware(SessionMiddleware(PooledAuthMiddleware(inner)))
 
 
-class PooledConsumerMixin:
-    """For a websocket consumer whose every database call goes through `ws_call`: Channels'
-    dispatch and disconnect without their `aclose_old_connections()` hop on the shared thread."""
-
-    groups: list[str]
-    channel_layer: Any
-    channel_name: str
+class DirectDispatch:
+    """Channels' dispatch without its `aclose_old_connections()` hop on the shared thread, for a
+    consumer that makes no database call on that thread (the runner consumer: runners have threads
+    of their own; the websocket consumers below: every call through `ws_call`)."""
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:
             raise ValueError(f"No handler for message type {message['type']}")
         await handler(message)
+
+
+class PooledConsumerMixin(DirectDispatch):
+    """For a websocket consumer whose every database call goes through `ws_call`: Channels'
+    dispatch and disconnect without their `aclose_old_connections()` hop on the shared thread."""
+
+    groups: list[str]
+    channel_layer: Any
+    channel_name: str
 
     async def websocket_disconnect(self, message: dict[str, Any]) -> None:
         for group in self.groups or ():

@@ -23,7 +23,7 @@ import contextvars
 import logging
 from typing import Any
 
-from channels.consumer import AsyncConsumer, get_handler_name
+from channels.consumer import AsyncConsumer
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.routing import ChannelNameRouter
@@ -31,6 +31,7 @@ from channels.worker import Worker
 from django.conf import settings
 
 from .. import logcontext, selectors
+from ..wsthreads import DirectDispatch
 from .hub import RUNNER_CHANNEL, get_hub
 from .runner import StreamRunner
 
@@ -40,20 +41,13 @@ SWEEP_S = 3.0  # how often each runner process looks for expired leases
 BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)  # between restarts of a Worker whose channel layer failed
 
 
-class RunnerConsumer(AsyncConsumer):
-    """Starts runners; each runs as its own task, so one slow stream never blocks the next start."""
+class RunnerConsumer(DirectDispatch, AsyncConsumer):
+    """Starts runners; each runs as its own task, so one slow stream never blocks the next start.
 
-    async def dispatch(self, message: dict[str, Any]) -> None:
-        """Channels' own dispatch first awaits `aclose_old_connections()` on the process's one
-        thread-sensitive thread, where every websocket consumer's database calls queue too: in a
-        burst of connects each start waited its turn there (0.1-0.2 s), starts were handled about
-        10 a second, and some waited past the sweep's 10 s ("never started"; issue #13). This
-        consumer touches no database: runners use their own threads (dbthreads.py), so a start
-        spawns its runner at once."""
-        handler = getattr(self, get_handler_name(message), None)
-        if handler is None:
-            raise ValueError(f"No handler for message type {message['type']}")
-        await handler(message)
+    Dispatched directly: Channels' own dispatch first awaits `aclose_old_connections()` on the
+    process's one thread-sensitive thread, where page views and other consumers' calls queue: in a
+    burst of connects each start waited its turn there (0.1-0.2 s), and some waited past the
+    sweep's 10 s ("never started"; issue #13). This consumer touches no database."""
 
     async def relay_start(self, message: dict[str, Any]) -> None:
         request_id = str(message["request_id"])
