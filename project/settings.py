@@ -338,6 +338,9 @@ RELAY_FLUSH_MAX_WAIT_MS = _positive_int("RELAY_FLUSH_MAX_WAIT_MS", 100)
 RELAY_CHECKPOINT_INTERVAL_MS = _positive_int("RELAY_CHECKPOINT_INTERVAL_MS", 500)
 RELAY_CHECKPOINT_MIN_EVENTS = _positive_int("RELAY_CHECKPOINT_MIN_EVENTS", 64)
 RELAY_CHECKPOINT_MAX_INTERVAL_MS = _positive_int("RELAY_CHECKPOINT_MAX_INTERVAL_MS", 2000)
+# The process's checkpoint writer starts a round at most this often (a waiting runner hurries it):
+# fewer, larger rounds cost the database thread less per checkpoint (relay/writer.py).
+RELAY_CHECKPOINT_GATHER_MS = _positive_int("RELAY_CHECKPOINT_GATHER_MS", 200, zero=True)
 RELAY_MAX_EVENT_BYTES = _positive_int("RELAY_MAX_EVENT_BYTES", 8 * 1024 * 1024)
 RELAY_HOLD_WINDOW = _positive_int("RELAY_HOLD_WINDOW", 8)
 RELAY_BACKGROUND_DEFAULT = env.bool("RELAY_BACKGROUND_DEFAULT", default=True)

@@ -125,6 +125,8 @@ class Checkpointer:
     async def drain(self) -> None:
         """Wait until everything captured so far is committed (rounds commit in order)."""
         if self._last_write is not None:
+            if not self._last_write.done():
+                self._writer.hurry()
             try:
                 await asyncio.shield(self._last_write)
             except Exception:  # logged by the callback; the terminal write still goes ahead

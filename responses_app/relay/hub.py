@@ -44,7 +44,7 @@ class Hub:
         self.counters = {"takeovers": 0, "lease_expiries": 0}
         self._recent: dict[str, deque[dict[str, Any]]] = {}
         self._upstream: Upstream | None = None
-        self.writer = CheckpointWriter(db_writer)
+        self.writer = CheckpointWriter(db_writer, gather_s=settings.RELAY_CHECKPOINT_GATHER_MS / 1000)
         self.leases = LeaseKeeper(db)
         self.pacer = Pacer(self.leases)
         layer = get_channel_layer()

@@ -7,6 +7,13 @@ takes whatever accumulated while the previous one was in flight, so it batches m
 and adds no delay when idle. For each request, the states of a round become one
 (`merge_states`: a checkpoint holding ops continues the one before it); no event batch is dropped.
 
+Rounds are gathered: one starts no sooner than `gather_s` after the one before it started
+(RELAY_CHECKPOINT_GATHER_MS), unless a runner waits for its rows (`hurry`: the terminal
+checkpoint, backpressure). Measured at 100 streams x 30 deltas/s: without it, rounds followed
+each other as fast as PostgreSQL answered, 50-65 a second of one or two requests each, and the
+writer thread spent 6% of a core on per-round work (four round trips, statement building, the
+thread hop and the GIL handoffs around each) where a few larger rounds cost a fraction of that.
+
 Contract of `submit`'s future: it resolves once the state and batch are committed, and only
 then. A round that fails as a whole (the database is away) is retried with backoff, its rows
 kept, for up to `give_up_s`; meanwhile the futures stay pending, which is the runner's
@@ -60,8 +67,12 @@ class _Entry:
 class CheckpointWriter:
     def __init__(self, run_db: Callable[[Callable[..., Any]], Callable[..., Any]], *,
                  give_up_s: float = GIVE_UP_S, retry_first_s: float = RETRY_FIRST_S,
-                 retry_max_s: float = RETRY_MAX_S) -> None:
+                 retry_max_s: float = RETRY_MAX_S, gather_s: float = 0.0) -> None:
         self._db = run_db
+        self.gather_s = gather_s
+        self._hurry: asyncio.Event | None = None  # set by hurry() while a gather waits
+        self._hurried = False
+        self._round_started = float("-inf")
         self._pending: dict[uuid.UUID, _Entry] = {}
         self._failed: dict[uuid.UUID, CheckpointNotWritten] = {}
         self._task: asyncio.Task[None] | None = None
@@ -92,6 +103,26 @@ class CheckpointWriter:
             self._task = loop.create_task(self._run(), name="relay-checkpoint-writer")
         return done
 
+    def hurry(self) -> None:
+        """Someone waits for what is queued: the next round starts as soon as the one in flight
+        (if any) is done, not at the gather's end."""
+        self._hurried = True
+        if self._hurry is not None:
+            self._hurry.set()
+
+    async def _gather(self, loop: asyncio.AbstractEventLoop) -> None:
+        wait = self._round_started + self.gather_s - loop.time()
+        if wait > 0 and not self._hurried:
+            hurry = self._hurry = asyncio.Event()
+            try:
+                async with asyncio.timeout(wait):
+                    await hurry.wait()
+            except TimeoutError:
+                pass
+            finally:
+                self._hurry = None
+        self._hurried = False
+
     def forget(self, request_id: uuid.UUID) -> None:
         """Drop what is remembered of a request's failure (once the runner has ended it)."""
         self._failed.pop(request_id, None)
@@ -104,6 +135,8 @@ class CheckpointWriter:
         failing_since: float | None = None
         delay = self.retry_first_s
         while self._pending:
+            await self._gather(loop)
+            self._round_started = loop.time()
             pending, self._pending = self._pending, {}
             items = [(request_id, e.state, e.batches) for request_id, e in pending.items()]
             try:

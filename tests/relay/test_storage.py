@@ -44,6 +44,7 @@ async def test_a_streamed_answer_is_stored_as_a_base_then_ops_and_every_revision
 ) -> None:
     settings.RELAY_CHECKPOINT_INTERVAL_MS = 50
     settings.RELAY_CHECKPOINT_MIN_EVENTS = 8
+    settings.RELAY_CHECKPOINT_GATHER_MS = 0  # a row per checkpoint: a gathered round merges them
     monkeypatch.setattr(checkpoints, "CHAIN_MAX", 4)
     request = await make_request(owner, "sim-long", {"sim.tokens": "300", "sim.tokens_per_s": "300"}, background=False)
     runner = StreamRunner(str(request.pk), get_hub())

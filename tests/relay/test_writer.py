@@ -153,3 +153,27 @@ async def test_the_writer_gives_up_with_a_specific_error() -> None:
     assert isinstance(caught.value.cause, OperationalError)
     with pytest.raises(CheckpointNotWritten):
         await writer.submit(request_id, None, batch(b"data: 2\n\n", 2))
+
+
+async def test_rounds_are_gathered_and_a_waiting_runner_hurries_the_next(owner: Any) -> None:
+    request = await new_request(owner)
+    run_db, calls = flaky(0)
+    writer = CheckpointWriter(run_db, gather_s=0.5)
+    loop = asyncio.get_running_loop()
+    await writer.submit(request.id, state(1, {"n": 1}), batch(b"data: 1\n\n", 1))  # idle: at once
+    assert calls[0] == 1
+    # Submitted one after another while the gather runs: one round for all of them.
+    futures = []
+    for n in range(2, 6):
+        futures.append(writer.submit(request.id, state(n, {"n": n}), batch(f"data: {n}\n\n".encode(), n)))
+        await asyncio.sleep(0.02)
+    await asyncio.wait_for(asyncio.gather(*futures), 10)
+    assert calls[0] == 2 and writer.rounds == 2
+    # A runner waiting for its rows (its terminal checkpoint, backpressure) does not wait for the gather.
+    gathered_until = writer._round_started + writer.gather_s
+    late = writer.submit(request.id, state(6, {"n": 6}), batch(b"data: 6\n\n", 6))
+    writer.hurry()
+    await asyncio.wait_for(late, 10)
+    assert loop.time() < gathered_until and calls[0] == 3
+    data, views = await stored(request.id)
+    assert data == [f"data: {n}\n\n" for n in range(1, 7)] and views[-1] == {"n": 6}
