@@ -26,7 +26,6 @@ import contextlib
 import hashlib
 import logging
 import time
-from collections.abc import Callable
 from importlib import import_module
 from typing import Any
 from urllib.parse import parse_qs
@@ -51,7 +50,7 @@ from .relay.hub import get_hub
 from .relay.worker import cancel_request, start_request
 from .streaming.view import apply_patch
 from .streaming.wire import PROTOCOL
-from .wsthreads import PooledConsumerMixin, frame_writer
+from .wsthreads import PooledConsumerMixin
 
 logger = logging.getLogger(__name__)
 
@@ -96,11 +95,6 @@ class RequestConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
     _last_snapshot = 0.0
     _lag_text: str | None = None  # the latest stamped patch queued, and its upstream arrival (metrics)
     _lag_at = 0.0
-    # The writer task waits for the outbox: `offer` may write a frame itself (wsthreads.frame_writer).
-    _parked = False
-    _frame: Callable[[str], bool] | None = None
-    direct_frames = 0  # frames `offer` wrote itself (tests read it)
-    _loop_time: Callable[[], float]
 
     async def connect(self) -> None:
         self.request_id = str(self.scope["url_route"]["kwargs"]["request_id"])
@@ -258,16 +252,6 @@ class RequestConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
         elif kind == "terminal" and self.snapshots_only and revision > self.sent_revision >= 0:
             self._enqueue_resync()  # the final view now; the snapshot of an ended request brings its terminal
             return
-        if self._parked and self._frame is not None and self.outbox.empty() and self._frame(text):
-            # Nothing queued and the writer waiting: the frame goes out now, in order, without
-            # waking the writer task for it.
-            self.direct_frames += 1
-            self._sent_at = self._loop_time()
-            if kind == "patch":
-                self.sent_revision = revision
-                if metrics.ARRIVED in message:
-                    metrics.patch_sent(message[metrics.ARRIVED])
-            return
         try:
             self.outbox.put_nowait(text)
         except asyncio.QueueFull:
@@ -343,20 +327,11 @@ class RequestConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
         # consumer's own send wrappers and the session's.
         outbox, send = self.outbox, self._frame_send()
         loop = asyncio.get_running_loop()
-        self._loop_time = loop.time
-        self._frame = frame_writer(send)
         self._sent_at = loop.time()
         self._idle_timer = loop.call_at(self._sent_at + PING_SECONDS, self._idle_check)
         try:
             while True:
-                if outbox.empty():
-                    self._parked = True
-                    try:
-                        text = await outbox.get()
-                    finally:
-                        self._parked = False
-                else:
-                    text = outbox.get_nowait()
+                text = outbox.get_nowait() if not outbox.empty() else await outbox.get()
                 if text is IDLE:
                     if loop.time() - self._sent_at < PING_SECONDS:
                         continue  # something went out since it was queued

@@ -13,7 +13,6 @@ stale connections: every database call of theirs closes its own thread's around 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from channels.auth import AuthMiddleware, get_user
@@ -61,41 +60,3 @@ class PooledConsumerMixin(DirectDispatch):
             await self.channel_layer.group_discard(group, self.channel_name)
         await self.disconnect(message["code"])  # type: ignore[attr-defined]
         raise StopConsumer()
-
-
-def frame_writer(send: Any) -> Callable[[str], bool] | None:
-    """A synchronous writer of one text frame for `send`, the ASGI server's own websocket send,
-    or None for a server it does not know (Daphne, Channels' test communicators).
-
-    Under project.serve (uvicorn, websockets-sansio) `send` is the connection protocol's bound
-    method, and for a `websocket.send` it waits only while the transport is paused
-    (`writable`), then frames the text and writes it. A viewer's writer task woke for every
-    frame to do exactly that; the consumer now writes a frame itself, from the hub's `offer`,
-    when nothing is queued and the transport takes it (measured for issue #13: the task's wakeup,
-    the queue's get and the send coroutine per frame, about a tenth of the relay's loop time).
-    The writer returns False, having done nothing, whenever uvicorn's send would wait or refuse
-    (paused, closing, not accepted yet, closed): the caller queues the frame for its writer
-    task, which goes through `send` itself."""
-    try:
-        from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
-        from websockets.exceptions import InvalidState
-    except ImportError:  # pragma: no cover - uvicorn is a dependency
-        return None
-    protocol = getattr(send, "__self__", None)
-    if type(protocol) is not WebSocketsSansIOProtocol or getattr(send, "__func__", None) is not \
-            WebSocketsSansIOProtocol.send:
-        return None
-    conn, transport, writable = protocol.conn, protocol.transport, protocol.writable
-
-    def write(text: str) -> bool:
-        if (not writable.is_set() or protocol.disconnected or protocol.close_sent or not protocol.handshake_complete
-                or protocol.initial_response is not None or transport.is_closing()):
-            return False
-        try:
-            conn.send_text(text.encode())
-        except InvalidState:  # the close handshake began: the writer's send raises ClientDisconnected
-            return False
-        transport.write(b"".join(conn.data_to_send()))
-        return True
-
-    return write
