@@ -30,6 +30,13 @@ from tests.servers import start_simulator, stop
 RESULTS = Path(__file__).resolve().parent / "results" / "transport.md"
 
 
+def _body(tokens_per_s: int, seconds: float) -> bytes:
+    """A paced `sim-long` request that outlasts the measurement."""
+    tokens = int(tokens_per_s * (seconds + 30))
+    return orjson.dumps({"model": "sim-long", "input": "bench", "stream": True,
+                         "metadata": {"sim.tokens_per_s": str(tokens_per_s), "sim.tokens": str(tokens)}})
+
+
 async def read_streams(base: str, transport: httpx.AsyncBaseTransport | None, streams: int, tokens_per_s: int,
                        seconds: float, chunks: str = "aiter_bytes") -> tuple[int, float]:
     """`transport` None: the bare protocol reader; `chunks`: "aiter_bytes" or "body_chunks" (the relay's)."""
@@ -41,15 +48,13 @@ async def read_streams(base: str, transport: httpx.AsyncBaseTransport | None, st
     auth = {"authorization": f"Bearer {DEV_API_KEY}"}  # the standalone simulator's default key
     client = httpx.AsyncClient(transport=transport, timeout=None, limits=limits, headers=auth) if isinstance(
         transport, httpx.AsyncHTTPTransport) else httpx.AsyncClient(transport=transport, timeout=None, headers=auth)
-    tokens = int(tokens_per_s * (seconds + 30))
-    body = {"model": "sim-long", "input": "bench", "stream": True,
-            "metadata": {"sim.tokens_per_s": str(tokens_per_s), "sim.tokens": str(tokens)}}
+    body = _body(tokens_per_s, seconds)
     counts = [0] * streams
     started = asyncio.Event()
 
     async def one(i: int) -> None:
         pipeline = StreamPipeline()
-        async with client.stream("POST", f"{base}/responses", content=orjson.dumps(body),
+        async with client.stream("POST", f"{base}/responses", content=body,
                                  headers={"content-type": "application/json"}) as response:
             async for chunk in (body_chunks(response) if chunks == "body_chunks" else response.aiter_bytes()):
                 counts[i] += len(pipeline.feed(chunk).events)
@@ -81,9 +86,7 @@ async def _read_protocol(base: str, streams: int, tokens_per_s: int, seconds: fl
 
     url = urlsplit(base)
     host, port = url.hostname or "127.0.0.1", url.port or 80
-    tokens = int(tokens_per_s * (seconds + 30))
-    payload = orjson.dumps({"model": "sim-long", "input": "bench", "stream": True,
-                            "metadata": {"sim.tokens_per_s": str(tokens_per_s), "sim.tokens": str(tokens)}})
+    payload = _body(tokens_per_s, seconds)
     head = (f"POST {url.path}/responses HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {DEV_API_KEY}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n").encode() + payload
     counts = [0] * streams

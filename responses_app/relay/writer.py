@@ -28,6 +28,7 @@ the request's error.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import Callable
@@ -70,8 +71,7 @@ class CheckpointWriter:
                  retry_max_s: float = RETRY_MAX_S, gather_s: float = 0.0) -> None:
         self._db = run_db
         self.gather_s = gather_s
-        self._hurry: asyncio.Event | None = None  # set by hurry() while a gather waits
-        self._hurried = False
+        self._hurried = asyncio.Event()  # someone waits for what is queued (see hurry)
         self._round_started = float("-inf")
         self._pending: dict[uuid.UUID, _Entry] = {}
         self._failed: dict[uuid.UUID, CheckpointNotWritten] = {}
@@ -106,22 +106,15 @@ class CheckpointWriter:
     def hurry(self) -> None:
         """Someone waits for what is queued: the next round starts as soon as the one in flight
         (if any) is done, not at the gather's end."""
-        self._hurried = True
-        if self._hurry is not None:
-            self._hurry.set()
+        self._hurried.set()
 
     async def _gather(self, loop: asyncio.AbstractEventLoop) -> None:
         wait = self._round_started + self.gather_s - loop.time()
-        if wait > 0 and not self._hurried:
-            hurry = self._hurry = asyncio.Event()
-            try:
+        if wait > 0 and not self._hurried.is_set():
+            with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(wait):
-                    await hurry.wait()
-            except TimeoutError:
-                pass
-            finally:
-                self._hurry = None
-        self._hurried = False
+                    await self._hurried.wait()
+        self._hurried.clear()
 
     def forget(self, request_id: uuid.UUID) -> None:
         """Drop what is remembered of a request's failure (once the runner has ended it)."""
