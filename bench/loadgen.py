@@ -225,9 +225,10 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
         try:
             message = orjson.loads(raw)
             seq = message["seq"]
+            first = message.get("first", seq)  # the bare relay's frames carry several deltas
             measuring = win.start <= now < win.end
-            if measuring and v.last_seq is not None and seq > v.last_seq + 1:
-                win.lost += seq - v.last_seq - 1
+            if measuring and v.last_seq is not None and first > v.last_seq + 1:
+                win.lost += first - v.last_seq - 1
             v.last_seq = seq
             if v.first_view is None:
                 v.first_view = now - v.t_connect

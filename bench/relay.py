@@ -380,9 +380,10 @@ async def _viewer_naive(cfg: dict[str, Any], i: int, win: Window, gate: asyncio.
         async for now, raw in _received(ws, win):
             message = loads(raw)
             seq = message["seq"]
+            first = message.get("first", seq)  # the bare relay's frames carry several deltas
             measuring = win.start <= now < win.end
-            if measuring and last_seq is not None and seq > last_seq + 1:
-                win.lost += seq - last_seq - 1
+            if measuring and last_seq is not None and first > last_seq + 1:
+                win.lost += first - last_seq - 1
             last_seq = seq
             if not flowing:
                 flowing = True
@@ -885,6 +886,9 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
             naive, naive_port = start_server(procs, "bench.naive_relay:application", naive_env,
                                              log_dir / "naive.log")
             servers = {"ours": (ours, ours_port), "naive": (naive, naive_port)}
+            if "cpu" in plan.sections:  # the lower bound of the CPU section (bench/bare_relay.py)
+                servers["bare"] = start_server(procs, "bench.bare_relay:application", naive_env,
+                                               log_dir / "bare.log", server="uvicorn+websockets-sansio+uvloop")
             sessions = {"ours": session}
             db_urls = {"ours": db_url}
 
@@ -921,7 +925,7 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
                      profile: dict[str, str] | None = None) -> dict[str, Any]:
                 proc, port = servers[target]
                 wait_idle(proc.pid)
-                cfg = {"target": "naive" if target == "naive" else "ours", "port": port,
+                cfg = {"target": "naive" if target in ("naive", "bare") else "ours", "port": port,
                        "session": sessions.get(target, session),
                        "streams": streams, "viewers": viewers,
                        "tokens_per_s": plan.tokens_per_s, "tokens": tokens, "seed": uuid.uuid4().int >> 80,
@@ -964,7 +968,8 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
                 floor()
                 targets = ["ours", *(["before"] if plan.baseline else []), *plan.asgi]
                 # Rounds alternate the servers, so a busy spell on the shared machine hits them all alike.
-                order = [(t, v) for _ in range(plan.cpu_rounds) for t in targets for v in VIEWERS] + [("naive", 1)]
+                order = [row for _ in range(plan.cpu_rounds)
+                         for row in [(t, v) for t in targets for v in VIEWERS] + [("bare", 1)]] + [("naive", 1)]
                 for k, (target, viewers) in enumerate(order):
                     if target not in servers:
                         start_extra(target)
@@ -974,7 +979,7 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
                     print(f"cpu {target} x{viewers}: {per_delta(r, viewers):.0f} µs/relayed delta, server "
                           f"{r['cpu']['server']:.0%}, rate {r['rate']:.0%}, lag p99 {fmt_ms(r['newest']['p99'])} ms",
                           flush=True)
-                    if target not in ("ours", "naive") and (k + 1 == len(order) or order[k + 1][0] != target):
+                    if target not in ("ours", "naive", "bare") and (k + 1 == len(order) or order[k + 1][0] != target):
                         procs.stop(servers.pop(target)[0])
                 floor()
                 for fmt in (("flamegraph", "raw") if plan.profile else ()):
