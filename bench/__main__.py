@@ -9,6 +9,7 @@
     python -m bench storage [--quick]  checkpoint and event-log bytes per answer, memory per stream (bench/storage.py)
     python -m bench safety [--quick]   the latency buffered mode adds, the CPU each safety mode costs (bench/safety.py)
     python -m bench render [--quick]   the chat page's render cost per frame in Chromium (bench/render.py)
+    python -m bench writer             one checkpoint round on PostgreSQL, COPY against INSERT (bench/writer.py)
     python -m bench all                core, transport and relay
 """
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ("core", "relay", "scaled", "transport", "metrics", "safety", "render", "storage", "wire")
+BENCHMARKS = ("core", "relay", "scaled", "transport", "metrics", "safety", "render", "storage", "wire", "writer")
 
 
 def _run(name: str, argv: list[str]) -> int:

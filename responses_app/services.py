@@ -357,17 +357,25 @@ def checkpoints_commit_many(
     return failed
 
 
+# Fields whose adapted value is the Python value itself on PostgreSQL (for the values the writer
+# passes: ints, strs, UUIDs, aware datetimes, None): COPY sends them without the field's adapters.
+_PLAIN_FIELDS = (models.IntegerField, models.PositiveIntegerField, models.CharField, models.UUIDField,
+                 models.DateTimeField)
+
+
 def _insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
-    """One multi-row INSERT, values adapted by each field as the ORM would.
+    """Rows of one model, values adapted by each field as the ORM would: `COPY ... FROM STDIN`
+    on PostgreSQL, one multi-row INSERT elsewhere.
 
     Not `bulk_create`: on PostgreSQL, Django 5.2 sends it as UNNEST over arrays, and psycopg
     quotes every element of an array of strings in Python, one regex callback per quote
     character. For checkpoints (JSON, full of quotes) that cost 40% of a core at 100 streams,
-    all of it holding the GIL the event loop needs. Plain parameters are quoted by libpq."""
-    if len(rows) > 2000:  # PostgreSQL takes at most 65,535 parameters per statement
-        for start in range(0, len(rows), 2000):
-            _insert_rows(model, rows[start:start + 2000])
-        return
+    all of it holding the GIL the event loop needs. Not a multi-row INSERT on PostgreSQL either:
+    psycopg caches the parse of a statement's `%s` placeholders only up to 50 parameters, and a
+    round's INSERT has hundreds, so every statement was split by a regex in Python; and every
+    value went through its field's adapters (an Int4 wrapper per integer). Measured (`python -m
+    bench writer`, bench/results/writer.md): a round of 40 requests' checkpoints and event batches
+    cost the writer thread 9.4 ms of CPU as an INSERT, 4.6 ms as COPY; 100 requests, 21.5 and 8.7."""
     if not rows:
         return
     # This thread's connection itself: through the `connection` proxy every attribute read (one
@@ -377,25 +385,25 @@ def _insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
     # "request_id" finds the foreign key
     fields = [cast("models.Field[Any, Any]", model._meta.get_field(name)) for name in names]
     columns = ", ".join(db.ops.quote_name(f.column or f.name) for f in fields)
+    table = db.ops.quote_name(model._meta.db_table)
+    if db.vendor == "postgresql":
+        plain = [type(f.target_field if isinstance(f, models.ForeignKey) else f) in _PLAIN_FIELDS for f in fields]
+        prepared = [(name, None if is_plain else f.get_db_prep_save)
+                    for name, f, is_plain in zip(names, fields, plain, strict=True)]
+        db.ensure_connection()
+        with db.connection.cursor() as cursor, cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+            write_row = copy.write_row
+            for row in rows:
+                write_row([row[name] if adapt is None else adapt(row[name], db) for name, adapt in prepared])
+        return
+    if len(rows) > 2000:  # SQLite takes at most 32,766 parameters per statement
+        for start in range(0, len(rows), 2000):
+            _insert_rows(model, rows[start:start + 2000])
+        return
     row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
     params = [f.get_db_prep_save(row[name], db) for row in rows for name, f in zip(names, fields, strict=True)]
-    sql = f"INSERT INTO {db.ops.quote_name(model._meta.db_table)} ({columns}) VALUES " + ", ".join(
-        [row_sql] * len(rows))
-    if db.vendor == "postgresql":
-        # Server-side binding for this statement: the parameters (a round's views, snapshots and
-        # raw events, most of its bytes) travel as they are. Django's client-side binding would
-        # quote and copy each into one query string in Python first, holding the GIL: measured
-        # for the relay CPU issue, most of the writer thread's time at 100 streams.
-        from django.db.backends.postgresql.base import ServerBindingCursor
-        from django.db.backends.utils import CursorWrapper
-
-        db.ensure_connection()
-        raw = ServerBindingCursor(db.connection)  # type: ignore[call-arg]  # psycopg.Cursor(conn)
-        with CursorWrapper(raw, db) as cursor:
-            cursor.execute(sql, params)
-        return
     with db.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(f"INSERT INTO {table} ({columns}) VALUES " + ", ".join([row_sql] * len(rows)), params)
 
 
 def tool_call_claim(*, request_id: uuid.UUID, call_id: str, name: str, arguments: Any) -> ToolCall | None:
