@@ -38,7 +38,6 @@ from channels.sessions import InstanceSessionWrapper
 from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
 from django.contrib.auth.signals import user_logged_out
-from django.core.cache import cache
 from django.dispatch import receiver
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
@@ -222,8 +221,7 @@ class RequestConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
             await self._close(CLOSE_UNAUTHENTICATED)
             return
         # One write per request, however many sockets (in however many processes) press Stop.
-        if await ws_call(cache.add, database=False)(f"relay:cancel:{self.request_id}", 1,
-                                                    timeout=CANCEL_MEMORY_SECONDS):
+        if await limits.cache_call("add", f"relay:cancel:{self.request_id}", 1, timeout=CANCEL_MEMORY_SECONDS):
             await self._cancel()
 
     # --- delivery -------------------------------------------------------------------------------

@@ -111,6 +111,13 @@ SOCKET_SLOT_TTL = 60  # seconds; a live socket refreshes its slot well before (s
 SOCKET_REFRESH = 20
 
 
+async def cache_call(method: str, *args: Any, **kwargs: Any) -> Any:
+    """`cache.<method>(...)` on the websocket pool (dbthreads.ws_call), not on asgiref's one
+    thread-sensitive thread where Django's `cache.aadd` & co. run it: a connect never waits for
+    that thread (issue #13). The cache touches no database."""
+    return await ws_call(getattr(cache, method), database=False)(*args, **kwargs)
+
+
 class SocketSlots:
     """At most RELAY_MAX_SOCKETS_PER_USER open sockets per user, across processes.
 
@@ -124,27 +131,23 @@ class SocketSlots:
         self.owner = owner
         self.key: str | None = None
 
-    # The cache's calls run on the websocket pool (dbthreads.ws_call), not on asgiref's one
-    # thread-sensitive thread where Django's `cache.aadd` & co. run them: a connect never waits
-    # for that thread (issue #13).
-
     async def acquire(self) -> bool:
         limit = settings.RELAY_MAX_SOCKETS_PER_USER
         start = random.randrange(limit)  # probing from a random slot finds a free one at once
         for step in range(limit):
             key = f"relay:ws-slot:{self.user_id}:{(start + step) % limit}"
-            if await ws_call(cache.add, database=False)(key, self.owner, timeout=SOCKET_SLOT_TTL):
+            if await cache_call("add", key, self.owner, timeout=SOCKET_SLOT_TTL):
                 self.key = key
                 return True
         return False
 
     async def refresh(self) -> None:
-        if self.key is not None and not await ws_call(cache.touch, database=False)(self.key, SOCKET_SLOT_TTL):
-            await ws_call(cache.add, database=False)(self.key, self.owner, timeout=SOCKET_SLOT_TTL)  # expired meanwhile
+        if self.key is not None and not await cache_call("touch", self.key, SOCKET_SLOT_TTL):
+            await cache_call("add", self.key, self.owner, timeout=SOCKET_SLOT_TTL)  # expired meanwhile
 
     async def release(self) -> None:
-        if self.key is not None and await ws_call(cache.get, database=False)(self.key) == self.owner:
-            await ws_call(cache.delete, database=False)(self.key)
+        if self.key is not None and await cache_call("get", self.key) == self.owner:
+            await cache_call("delete", self.key)
         self.key = None
 
 

@@ -1,4 +1,4 @@
-"""When the relay sends a patch and when it commits a checkpoint: two pure policies.
+"""When the relay sends a patch and when it takes a checkpoint: two pure policies.
 
 Time is an argument (the caller's loop time in production, plain numbers in tests), like zulip's
 event queue passes `now`; nothing here reads a clock, sleeps or sets a timer. The relay asks
@@ -16,11 +16,12 @@ as it arrives, and at 200 deltas/s nothing changes. The interval
 is the setting times `scale`, which the relay's pacer raises while the process is short of CPU;
 `wait` is never shorter than the interval.
 
-CheckpointPolicy (commits): at boundaries (the caller says so), and while text flows: no sooner
+CheckpointPolicy (when to take a checkpoint; the caller's writer commits it a little later, in
+rounds): at boundaries (the caller says so), and while text flows: no sooner
 than `interval` after the last one; then once `min_events` events have come, the stream has gone
 quiet (no change for an interval), or `max_interval` has passed; the very first one as soon as
 the interval allows, so a reload early in an answer already shows text. A fast answer is
-committed every `interval`, a slow one every `min_events` or `max_interval`: a 2,000-delta answer
+checkpointed every `interval`, a slow one every `min_events` or `max_interval`: a 2,000-delta answer
 costs a few dozen writes at 30 deltas/s as at 200.
 
 Pure: no Django, no I/O.
@@ -135,11 +136,11 @@ class CheckpointPolicy:
         return self._dirty
 
     def due(self, now: float) -> bool:
-        """An interval checkpoint is due (boundaries are the caller's: it commits at once)."""
+        """An interval checkpoint is due (boundaries are the caller's: it takes one at once)."""
         elapsed = now - self._last
         if elapsed < self.interval or not self._dirty:
             return False
-        return (not self._interval_commits  # the first text a reload shows: committed early
+        return (not self._interval_commits  # the first text a reload shows: taken early
                 or self._events >= self.min_events
                 or elapsed >= self.max_interval
                 or self._last_change is None or now - self._last_change >= self.interval)
@@ -157,7 +158,8 @@ class CheckpointPolicy:
         return at
 
     def committed(self, now: float, *, interval: bool) -> None:
-        """A checkpoint was captured now (`interval`: by this policy's interval rule)."""
+        """A checkpoint was captured now (`interval`: by this policy's interval rule); when the writer
+        commits it is the caller's concern."""
         self._last = now
         self._events = 0
         self._dirty = False
