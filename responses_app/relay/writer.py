@@ -193,8 +193,15 @@ class CheckpointWriter:
 def merge_states(older: dict[str, Any] | None, newer: dict[str, Any]) -> dict[str, Any]:
     """One state for two of a request captured before a round took them, `newer` continuing
     `older`: a base wins; ops after ops are chained onto the older base revision; ops after a
-    base are applied to it (rare: the database was slower than a checkpoint interval)."""
-    if older is None or newer.get("base_revision") is None:
+    base are applied to it (rare: the database was slower than a checkpoint interval). A
+    Response snapshot is stored once per response (checkpoints.py): the older state's is kept
+    unless the newer one brings its own (a response that ended, then its request's terminal
+    checkpoint, in one round: the terminal one has none)."""
+    if older is None:
+        return newer
+    if older.get("snapshot") is not None and newer.get("snapshot") is None:
+        newer = {**newer, "snapshot": older["snapshot"]}
+    if newer.get("base_revision") is None:
         return newer
     ops_old, ops_new = older.get("ops"), newer["ops"]
     if ops_old is not None:

@@ -156,6 +156,25 @@ def test_merging_ops_after_ops_joins_them_in_order() -> None:
     assert merge_states(None, second) is second
 
 
+@pytest.mark.parametrize("newer_is_base", [False, True], ids=["ops", "base"])
+@pytest.mark.parametrize("older_is_base", [False, True], ids=["after-ops", "after-base"])
+def test_merging_keeps_the_snapshot_an_older_state_carried(older_is_base: bool, newer_is_base: bool) -> None:
+    """A response ended (its snapshot captured), then the request's terminal checkpoint (none:
+    stored once per response), both in one round: the merged row keeps the snapshot. Seen on
+    PostgreSQL in the safety test of a phrase cut by a window, where the flag ends both at once."""
+    snapshot = RawJSON(b'{"id":"resp_1","status":"incomplete"}')
+    older: dict[str, Any] = {"revision": 3, "base_revision": None if older_is_base else 1, "snapshot": snapshot,
+                             "view": RawJSON(b'{"revision":1,"blocks":[],"meta":{}}') if older_is_base else None,
+                             "ops": None if older_is_base else RawJSON(b'[["meta",{}]]')}
+    newer: dict[str, Any] = {"revision": 5, "base_revision": None if newer_is_base else 3, "snapshot": None,
+                             "view": RawJSON(b'{"revision":5,"blocks":[]}') if newer_is_base else None,
+                             "ops": None if newer_is_base else RawJSON(b'[["meta",{"a":1}]]')}
+    merged = merge_states(older, newer)
+    assert merged["snapshot"] is snapshot and merged["revision"] == 5
+    own = RawJSON(b'{"id":"resp_2","status":"completed"}')
+    assert merge_states(older, dict(newer, snapshot=own))["snapshot"] is own, "a newer snapshot wins"
+
+
 @pytest.mark.django_db
 def test_rows_of_the_old_format_read_beside_new_ones(owner: Any) -> None:
     old, _ = services.request_create(owner=owner, input="Hi", model="sim-text", client_request_id="old")
