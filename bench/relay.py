@@ -967,9 +967,12 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
 
                 floor()
                 targets = ["ours", *(["before"] if plan.baseline else []), *plan.asgi]
-                # Rounds alternate the servers, so a busy spell on the shared machine hits them all alike.
-                order = [row for _ in range(plan.cpu_rounds)
-                         for row in [(t, v) for t in targets for v in VIEWERS] + [("bare", 1)]] + [("naive", 1)]
+                # Rounds alternate the servers, so a busy spell on the shared machine hits them all alike,
+                # and which goes first: measured A/A (the same tree as both), the server measured second
+                # in a round read 3-8% less (bench/results/relay.md).
+                order = [row for r in range(plan.cpu_rounds)
+                         for row in [(t, v) for t in (targets if r % 2 == 0 else targets[::-1]) for v in VIEWERS]
+                         + [("bare", 1)]] + [("naive", 1)]
                 for k, (target, viewers) in enumerate(order):
                     if target not in servers:
                         start_extra(target)
