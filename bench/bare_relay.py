@@ -47,12 +47,18 @@ def client() -> httpx.AsyncClient:
     return _client
 
 
-async def relay(query: dict[str, str], send: Any) -> None:
+def upstream_body(query: dict[str, str]) -> dict[str, Any]:
+    """The paced simulator request a viewer's query asks for (this relay's and the naive one's)."""
     metadata = {"sim.tokens_per_s": query.get("tokens_per_s", "30"), "sim.tokens": query.get("tokens", "3000"),
                 "sim.seed": query.get("seed", "1")}
     if query.get("stamp"):
         metadata["sim.stamp"] = "true"
-    body = {"model": "sim-long", "input": "Tell me something long.", "stream": True, "metadata": metadata}
+    return {"model": query.get("model", "sim-long"), "input": "Tell me something long.", "stream": True,
+            "metadata": metadata}
+
+
+async def relay(query: dict[str, str], send: Any) -> None:
+    body = upstream_body(query)
     pipeline = StreamPipeline()
     take_ops = pipeline.assembler.view.take_ops
     texts: list[str] = []

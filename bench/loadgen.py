@@ -46,6 +46,15 @@ class Window:
         self.lost = 0
         self.resyncs = 0
 
+    def sequence(self, now: float, last_seq: int | None, message: dict[str, Any]) -> int:
+        """A naive or bare relay's frame: counts the deltas missing before it (in the window) and
+        returns its last sequence number. A bare relay's frame carries several deltas: `first`."""
+        seq: int = message["seq"]
+        first = message.get("first", seq)
+        if self.start <= now < self.end and last_seq is not None and first > last_seq + 1:
+            self.lost += first - last_seq - 1
+        return seq
+
     def record(self, now: float, stamps: list[float]) -> None:
         if stamps:
             self.messages += 1
@@ -224,18 +233,13 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
     def on_naive(v: Viewer, now: float, raw: bytes) -> None:
         try:
             message = orjson.loads(raw)
-            seq = message["seq"]
-            first = message.get("first", seq)  # the bare relay's frames carry several deltas
-            measuring = win.start <= now < win.end
-            if measuring and v.last_seq is not None and first > v.last_seq + 1:
-                win.lost += first - v.last_seq - 1
-            v.last_seq = seq
+            v.last_seq = win.sequence(now, v.last_seq, message)
             if v.first_view is None:
                 v.first_view = now - v.t_connect
             if not v.flowing:
                 v.flowing = True
                 ready.append(v.index)
-            if measuring:
+            if win.start <= now < win.end:
                 win.record(now, [float(s) for s in findall(message["delta"])])
         except Exception as exc:
             errors.append(f"recv: {type(exc).__name__}: {exc}"[:200])

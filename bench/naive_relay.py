@@ -40,6 +40,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path  # noqa: E402
 
+from bench.bare_relay import upstream_body  # noqa: E402
 from responses_app.simulator.auth import DEV_API_KEY  # noqa: E402
 
 UPSTREAM = os.environ.get("NAIVE_UPSTREAM", "http://127.0.0.1:8001/v1").rstrip("/")
@@ -52,12 +53,7 @@ class NaiveRelayConsumer(AsyncWebsocketConsumer):
         self.group = f"naive.{uuid.uuid4().hex}"
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
-        metadata = {"sim.tokens_per_s": query.get("tokens_per_s", "30"), "sim.tokens": query.get("tokens", "3000"),
-                    "sim.seed": query.get("seed", "1")}
-        if query.get("stamp"):
-            metadata["sim.stamp"] = "true"
-        body = {"model": query.get("model", "sim-long"), "input": "Tell me something long.", "stream": True,
-                "metadata": metadata}
+        body = upstream_body(query)
         self.pump = asyncio.get_running_loop().create_task(self._pump(body))
 
     async def _pump(self, body: dict[str, Any]) -> None:

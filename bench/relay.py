@@ -379,16 +379,11 @@ async def _viewer_naive(cfg: dict[str, Any], i: int, win: Window, gate: asyncio.
     try:
         async for now, raw in _received(ws, win):
             message = loads(raw)
-            seq = message["seq"]
-            first = message.get("first", seq)  # the bare relay's frames carry several deltas
-            measuring = win.start <= now < win.end
-            if measuring and last_seq is not None and first > last_seq + 1:
-                win.lost += first - last_seq - 1
-            last_seq = seq
+            last_seq = win.sequence(now, last_seq, message)
             if not flowing:
                 flowing = True
                 ready.append(i)
-            if not measuring:
+            if not win.start <= now < win.end:
                 continue
             stamps = [float(s) for s in findall(message["delta"])]
             win.record(now, stamps)

@@ -371,7 +371,7 @@ def _insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
     quotes every element of an array of strings in Python, one regex callback per quote
     character. For checkpoints (JSON, full of quotes) that cost 40% of a core at 100 streams,
     all of it holding the GIL the event loop needs. Not a multi-row INSERT on PostgreSQL either:
-    psycopg caches the parse of a statement's `%s` placeholders only up to 50 parameters, and a
+    psycopg caches how it parses a statement's parameter markers only up to 50 parameters, and a
     round's INSERT has hundreds, so every statement was split by a regex in Python; and every
     value went through its field's adapters (an Int4 wrapper per integer). Measured (`python -m
     bench writer`, bench/results/writer.md): a round of 40 requests' checkpoints and event batches
@@ -387,9 +387,8 @@ def _insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
     columns = ", ".join(db.ops.quote_name(f.column or f.name) for f in fields)
     table = db.ops.quote_name(model._meta.db_table)
     if db.vendor == "postgresql":
-        plain = [type(f.target_field if isinstance(f, models.ForeignKey) else f) in _PLAIN_FIELDS for f in fields]
-        prepared = [(name, None if is_plain else f.get_db_prep_save)
-                    for name, f, is_plain in zip(names, fields, plain, strict=True)]
+        prepared = [(name, None if type(f.target_field if isinstance(f, models.ForeignKey) else f) in _PLAIN_FIELDS
+                     else f.get_db_prep_save) for name, f in zip(names, fields, strict=True)]
         db.ensure_connection()
         with db.connection.cursor() as cursor, cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
             write_row = copy.write_row
