@@ -7,9 +7,9 @@ exact origin check of responses_app.routing before authentication and routing.
 
 import os
 
-from django.core.asgi import get_asgi_application
-
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+from project.handler import get_asgi_application  # noqa: E402
+
 django_asgi_app = get_asgi_application()  # first: sets up apps before anything imports models
 
 from responses_app.checks import refuse_bad_safety_settings  # noqa: E402

@@ -14,9 +14,9 @@ import httpx
 import pytest
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
-from django.core.asgi import get_asgi_application
 from django.test import AsyncClient
 
+from project.handler import get_asgi_application
 from responses_app import selectors
 from responses_app.models import ResponseRequest
 from responses_app.relay import dbthreads, worker
@@ -44,7 +44,8 @@ async def test_a_created_request_starts_at_once_while_the_sync_thread_is_busy(ow
         async with asyncio.timeout(10):
             while not entered.is_set():
                 await asyncio.sleep(0.01)
-        # The real HTTP stack (Django's ASGI handler: each request on a thread of its own).
+        # The real HTTP stack (the project's ASGI handler: each request on a thread of its own; the
+        # API view, async, on this loop: the runner it starts is in this loop's hub).
         token = "t" * 32
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=get_asgi_application()),
                                      base_url="http://testserver",
