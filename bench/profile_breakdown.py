@@ -26,7 +26,7 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
     ("timers and tasks (delivery timer, pacer, lease keeper)", ("Delivery._arm", "Delivery._on_timer",
                                                                 "relay/keepers.py", "policies.py")),
     ("relay shell (runner step, delivery, event log, hub)", ("relay/delivery.py", "relay/eventlog.py",
-                                                             "relay/hub.py", "StreamRunner._on_step")),
+                                                             "relay/hub.py", "StreamRunner._after_step")),
     ("upstream read (aiohttp, httpx)", ("aiohttp", "httpx", "httpx_aiohttp", "StreamRunner._read",
                                         "_SelectorSocketTransport._read_ready")),
     ("event loop (select, callbacks, reactor)", ("selectors.py", "base_events.py", "asyncio/events.py",

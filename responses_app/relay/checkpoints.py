@@ -28,7 +28,7 @@ import orjson
 from ..models import RawJSON
 from ..streaming.coalescer import Coalescer
 from ..streaming.policies import CheckpointPolicy
-from ..streaming.transcript import Ops, Transcript
+from ..streaming.transcript import Transcript
 from .writer import CheckpointNotWritten, CheckpointWriter
 
 logger = logging.getLogger(__name__)
@@ -58,12 +58,12 @@ class Checkpointer:
     def unwritten(self) -> int:
         return self._unwritten
 
-    def changed(self, change: Ops) -> None:
-        """Every change of the view, as the core returned it."""
-        if not change.ops:
-            return
+    def published(self, patch: dict[str, Any]) -> None:
+        """Every patch of the view, as the patch stream sent it: the changes since the last
+        capture, already coalesced and once per patch, not once per chunk. Every capture follows
+        a flush, so what was published is every change up to the view's revision."""
         try:
-            self._since.push(change.base, change.ops, change.revision)
+            self._since.push(patch["base"], patch["ops"], patch["revision"])
         except ValueError:  # ops that do not continue the ones held: the next capture is a base
             self._since.flush()
             self._captured_revision = -1

@@ -59,25 +59,32 @@ class Delivery:
 
     # --- input ----------------------------------------------------------------------------------
 
-    def events(self, step: Step) -> bool:
-        """A chunk's events and changes; True when the database is behind and the caller should
-        `catch_up()` before reading on (the upstream then waits in the socket, not in memory)."""
-        self.log.add(step.events)
-        self.checkpoints.policy.push(self._loop.time(), events=len(step.events))
-        self.changed(step.change, boundary=step.boundary)
-        if self.log.full:  # a fast stream: bound what it holds in memory
-            self.checkpoints.hand_over(self.log.take())
-        return len(self.log) + self.checkpoints.unwritten > LOG_BACKLOG_BYTES
+    def events(self, step: Step, now: float) -> bool:
+        """A chunk's events and changes (`now`: the loop's time it came); True when the database
+        is behind and the caller should `catch_up()` before reading on (the upstream then waits
+        in the socket, not in memory). Called for every chunk: one pass, no call it can spare."""
+        log = self.log
+        log.add(step.events)
+        change = step.change
+        self.checkpoints.policy.push(now, events=len(step.events), changed=bool(change.ops))
+        self._changed(change, step.boundary, now)
+        if log.full:  # a fast stream: bound what it holds in memory
+            self.checkpoints.hand_over(log.take())
+        return len(log) + self.checkpoints.unwritten > LOG_BACKLOG_BYTES
 
     def changed(self, change: Ops, *, boundary: bool = False) -> None:
-        if change.windows and self.safety is not None:
-            self.safety.check(change.windows)
+        """A change of the view outside a chunk (an ending, a tool's result, a verdict)."""
         now = self._loop.time()
-        self.patches.policy.scale = self.hub.pacer.scale
         if change.ops:
             self.checkpoints.policy.push(now, changed=True)
-            self.checkpoints.changed(change)
-        if self.patches.push(change, now, boundary=boundary):
+        self._changed(change, boundary, now)
+
+    def _changed(self, change: Ops, boundary: bool, now: float) -> None:
+        if change.windows and self.safety is not None:
+            self.safety.check(change.windows)
+        patches = self.patches
+        patches.policy.scale = self.hub.pacer.scale
+        if patches.push(change, now, boundary=boundary):
             self._flush(now, "boundary" if boundary else None)
         else:
             self._arm(now)
@@ -115,19 +122,23 @@ class Delivery:
     # --- timing ---------------------------------------------------------------------------------
 
     def _flush(self, now: float, checkpoint: str | None = None) -> None:
-        self.patches.flush(now)
-        if checkpoint is None and self.checkpoints.policy.due(now):
+        checkpoints = self.checkpoints
+        patch = self.patches.flush(now)
+        if patch is not None:
+            checkpoints.published(patch)
+        if checkpoint is None and checkpoints.policy.due(now):
             checkpoint = "interval"
         if checkpoint is not None:
-            self.checkpoints.capture(self.transcript, self.log.take(), checkpoint, now)
+            checkpoints.capture(self.transcript, self.log.take(), checkpoint, now)
             self.tally.report(self.transcript.counters())
         self._arm(now)
 
     def _arm(self, now: float) -> None:
         """One timer for whichever falls due first: pending patches, or a quiet stream's commit."""
         # (called for every chunk: no list, no min() over it)
-        at = self.patches.next_deadline()
-        commit = self.checkpoints.policy.next_deadline(now, not_before=self.patches.policy.interval)
+        policy = self.patches.policy
+        at = policy.next_deadline()
+        commit = self.checkpoints.policy.next_deadline(now, not_before=policy.interval)
         if commit is not None and (at is None or commit < at):
             at = commit
         gate = self.transcript.gate

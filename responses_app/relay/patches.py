@@ -50,7 +50,8 @@ class PatchStream:
             chars = self._coalescer.pending_chars - before
         return self.policy.push(now, changed=bool(change.ops), boundary=boundary, chars=chars) or urgent
 
-    def flush(self, now: float) -> None:
+    def flush(self, now: float) -> dict[str, Any] | None:
+        """Publish what is pending; the patch sent (None: nothing was pending)."""
         patch = self._coalescer.flush()
         if patch is not None:
             message = {"type": "patch", **patch}
@@ -65,6 +66,7 @@ class PatchStream:
         self.policy.flushed(now, sent=patch is not None)
         if self._waiters:
             self._answer()
+        return patch
 
     def next_deadline(self) -> float | None:
         return self.policy.next_deadline()

@@ -395,12 +395,15 @@ class StreamRunner:
             try:
                 async with asyncio.timeout(None) as grace:
                     async for chunk in body_chunks(response):
-                        self._last_bytes = self._loop.time()
-                        step = transcript.feed(chunk, self._last_bytes)
+                        self._last_bytes = now = self._loop.time()
+                        step = transcript.feed(chunk, now)
                         del chunk  # nor the last chunk (up to 16 KiB) while the stream is quiet
                         if step.events:
                             events[0] += len(step.events)
-                            await self._on_step(step)
+                            behind = self.delivery.events(step, now)
+                            if behind or step.first_text or step.first_tool \
+                                    or transcript.response_id != self._response_id_saved:
+                                await self._after_step(step, behind)  # not a coroutine per chunk
                         del step  # not held (with every string in it) while the stream is quiet
                         if transcript.settled:
                             return SegmentResult(Ending.TERMINAL)
@@ -417,12 +420,12 @@ class StreamRunner:
         step = transcript.finish()
         if step.events or step.change.ops:
             events[0] += len(step.events)
-            await self._on_step(step)
+            await self._after_step(step, self.delivery.events(step, self._loop.time()))
         # Closed without a terminal event: never success.
         return SegmentResult(Ending.TERMINAL if transcript.terminal else Ending.DROPPED)
 
-    async def _on_step(self, step: Step) -> None:
-        behind = self.delivery.events(step)
+    async def _after_step(self, step: Step, behind: bool) -> None:
+        """What a chunk's step asks of the database, after the delivery took it."""
         response_id = self.transcript.response_id
         if response_id and response_id != self._response_id_saved:
             # Stored the moment response.created arrives: a crash after this can be reconciled.
