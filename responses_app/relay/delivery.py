@@ -1,7 +1,7 @@
 """Where one runner's results go, and when: patches to viewers, checkpoints and the raw event log
 to the database. The core's policies decide when (`FlushPolicy`, `CheckpointPolicy`: time passed
-in); this shell only owns the one timer that wakes it when a policy's deadline comes without
-another chunk, and the backpressure when the database falls behind.
+in); this shell only owns its next deadline (a policy's, when it comes without another chunk: on the
+process's one timer, deadlines.py) and the backpressure when the database falls behind.
 
 Every change of the view passes through `changed()` as the ops the core returned; nothing else
 reads or writes the view here except to serialise it.
@@ -53,8 +53,7 @@ class Delivery:
             on_write_failure)
         self.log = EventLog(_redact_fields(tuple(settings.RELAY_REDACT_FIELDS)))
         self.tally = metrics.StreamTally()  # the event counters, as deltas at each checkpoint
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at = 0.0
+        self._deadlines = hub.deadlines  # the process's one timer for every delivery's deadline
         self.safety: SafetyChecks | None = None  # the runner sets it when a safety mode applies
 
     # --- input ----------------------------------------------------------------------------------
@@ -83,7 +82,9 @@ class Delivery:
         if change.windows and self.safety is not None:
             self.safety.check(change.windows)
         patches = self.patches
-        patches.policy.scale = self.hub.pacer.scale
+        scale = self.hub.pacer.scale
+        if patches.policy.scale != scale:
+            patches.policy.scale = scale
         if patches.push(change, now, boundary=boundary):
             self._flush(now, "boundary" if boundary else None)
         else:
@@ -104,15 +105,11 @@ class Delivery:
 
     def discard(self) -> None:
         """Another runner owns the request: nothing held here is published or written."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._deadlines.clear(self)
         self.log.take()
 
     def close(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._deadlines.clear(self)
         self.patches.close()
 
     @property
@@ -134,7 +131,7 @@ class Delivery:
         self._arm(now)
 
     def _arm(self, now: float) -> None:
-        """One timer for whichever falls due first: pending patches, or a quiet stream's commit."""
+        """The deadline of whichever falls due first: pending patches, or a quiet stream's commit."""
         # (called for every chunk: no list, no min() over it)
         policy = self.patches.policy
         at = policy.next_deadline()
@@ -147,16 +144,11 @@ class Delivery:
             if window is not None and (at is None or window < at):
                 at = window
         if at is None:
-            return
-        if self._timer is not None:
-            if self._timer_at <= at:
-                return  # it fires first, and re-arms
-            self._timer.cancel()
-        self._timer_at = at
-        self._timer = self._loop.call_at(at, self._on_timer)
+            self._deadlines.clear(self)
+        else:
+            self._deadlines.set(self, at)
 
-    def _on_timer(self) -> None:
-        self._timer = None
+    def on_deadline(self) -> None:
         now = self._loop.time()
         gate = self.transcript.gate
         if gate is not None and (at := gate.next_deadline()) is not None and at <= now:

@@ -23,6 +23,7 @@ from .. import metrics
 from ..streaming.wire import decode
 from ..upstream import Upstream, base_url
 from .dbthreads import db, db_writer
+from .deadlines import Deadlines
 from .fanout import Fanout
 from .keepers import LeaseKeeper, Pacer
 from .protocols import Runner, Viewer
@@ -47,6 +48,7 @@ class Hub:
         self.writer = CheckpointWriter(db_writer, gather_s=settings.RELAY_CHECKPOINT_GATHER_MS / 1000)
         self.leases = LeaseKeeper(db)
         self.pacer = Pacer(self.leases)
+        self.deadlines = Deadlines(self.loop)  # every delivery's next deadline, on one timer
         layer = get_channel_layer()
         spans_processes = layer is not None and not isinstance(layer, InMemoryChannelLayer)
         self.fanout = Fanout(layer, self.deliver) if settings.RELAY_GROUP_FANOUT and spans_processes else None

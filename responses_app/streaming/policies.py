@@ -31,16 +31,16 @@ from __future__ import annotations
 
 
 class FlushPolicy:
-    __slots__ = ("base_interval", "scale", "max_wait", "min_chars", "_last_flush", "_last_change", "_last_text",
-                 "_first_pending", "_pending", "_chars")
+    __slots__ = ("base_interval", "_scale", "interval", "wait", "max_wait", "min_chars", "_last_flush",
+                 "_last_change", "_last_text", "_first_pending", "_pending", "_chars")
 
     def __init__(self, interval: float, *, max_wait: float | None = None, min_chars: int = 0) -> None:
         if interval < 0 or (max_wait is not None and max_wait < 0) or min_chars < 0:
             raise ValueError(f"bad flush policy: interval {interval}, max_wait {max_wait}, min_chars {min_chars}")
         self.base_interval = interval
-        self.scale = 1.0  # set by the pacer: > 1 while the process is behind
         self.max_wait = interval if max_wait is None else max_wait
         self.min_chars = min_chars
+        self.scale = 1.0  # set by the pacer: > 1 while the process is behind
         self._last_flush: float | None = None
         self._last_change: float | None = None
         self._last_text: float | None = None  # the last change that appended text
@@ -49,13 +49,16 @@ class FlushPolicy:
         self._chars = 0  # text characters pending
 
     @property
-    def interval(self) -> float:
-        return self.base_interval * self.scale
+    def scale(self) -> float:
+        return self._scale
 
-    @property
-    def wait(self) -> float:
-        """The longest a change waits for more text to share its patch (never under the interval)."""
-        return max(self.max_wait, self.interval)
+    @scale.setter
+    def scale(self, scale: float) -> None:
+        # `interval` and `wait` are read several times a chunk: attributes, set here, not properties.
+        self._scale = scale
+        self.interval = self.base_interval * scale
+        # The longest a change waits for more text to share its patch (never under the interval).
+        self.wait = max(self.max_wait, self.interval)
 
     def push(self, now: float, *, changed: bool, boundary: bool = False, chars: int = 0) -> bool:
         """Record a chunk's effect (`chars`: the text characters it appended); True when the caller
