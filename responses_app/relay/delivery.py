@@ -63,13 +63,15 @@ class Delivery:
         is behind and the caller should `catch_up()` before reading on (the upstream then waits
         in the socket, not in memory). Called for every chunk: one pass, no call it can spare."""
         log = self.log
-        log.add(step.events)
+        events = step.events
+        log.add(events)
         change = step.change
-        self.checkpoints.policy.push(now, events=len(step.events), changed=bool(change.ops))
+        checkpoints = self.checkpoints
+        checkpoints.policy.push(now, len(events), bool(change.ops))
         self._changed(change, step.boundary, now)
         if log.full:  # a fast stream: bound what it holds in memory
-            self.checkpoints.hand_over(log.take())
-        return len(log) + self.checkpoints.unwritten > LOG_BACKLOG_BYTES
+            checkpoints.hand_over(log.take())
+        return len(log) + checkpoints.unwritten > LOG_BACKLOG_BYTES
 
     def changed(self, change: Ops, *, boundary: bool = False) -> None:
         """A change of the view outside a chunk (an ending, a tool's result, a verdict)."""

@@ -40,15 +40,15 @@ class PatchStream:
 
     def push(self, change: Ops, now: float, *, boundary: bool = False) -> bool:
         """Take a change; True when it should go out now."""
-        urgent = False
-        chars = 0
-        if change.ops:
-            if now >= self._sample_at and self._arrived is None and not self._coalescer.pending:
-                self._arrived = time.time()  # the first change of the patch to come: its oldest
-            before = self._coalescer.pending_chars
-            urgent = self._coalescer.push(change.base, change.ops, change.revision)
-            chars = self._coalescer.pending_chars - before
-        return self.policy.push(now, changed=bool(change.ops), boundary=boundary, chars=chars) or urgent
+        ops = change.ops
+        if not ops:
+            return self.policy.push(now, False, boundary, 0)
+        coalescer = self._coalescer
+        before = coalescer.pending_chars
+        if now >= self._sample_at and self._arrived is None and not before and not coalescer.pending:
+            self._arrived = time.time()  # the first change of the patch to come: its oldest
+        urgent = coalescer.push(change.base, ops, change.revision)
+        return self.policy.push(now, True, boundary, coalescer.pending_chars - before) or urgent
 
     def flush(self, now: float) -> dict[str, Any] | None:
         """Publish what is pending; the patch sent (None: nothing was pending)."""

@@ -52,8 +52,12 @@ _NOT_TOOLS = frozenset({"message", "reasoning", "compaction"})
 _STRUCTURE = frozenset({"type", "id", "call_id", "status", "outcome", "exit_code", "index"})
 
 
+# Every event type that may carry a payload: one set, so the raw event log tests each event once.
+REDACTED_TYPES = frozenset(_STREAMED) | _ITEM_EVENTS | _RESPONSE_EVENTS
+
+
 def needs_redaction(event_type: str) -> bool:
-    return event_type in _STREAMED or event_type in _ITEM_EVENTS or event_type in _RESPONSE_EVENTS
+    return event_type in REDACTED_TYPES
 
 
 def redact_event(event: dict[str, Any], fields: frozenset[str]) -> dict[str, Any]:

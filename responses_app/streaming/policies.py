@@ -60,7 +60,7 @@ class FlushPolicy:
         # The longest a change waits for more text to share its patch (never under the interval).
         self.wait = max(self.max_wait, self.interval)
 
-    def push(self, now: float, *, changed: bool, boundary: bool = False, chars: int = 0) -> bool:
+    def push(self, now: float, changed: bool, boundary: bool = False, chars: int = 0) -> bool:
         """Record a chunk's effect (`chars`: the text characters it appended); True when the caller
         should flush now."""
         quiet = chars > 0 and (self._last_text is None or now - self._last_text >= self.wait)
@@ -127,7 +127,7 @@ class CheckpointPolicy:
         self._last_change: float | None = None
         self._dirty = False  # changes or events not yet in a checkpoint
 
-    def push(self, now: float, *, events: int = 0, changed: bool = False) -> None:
+    def push(self, now: float, events: int = 0, changed: bool = False) -> None:
         self._events += events
         if changed:
             self._last_change = now
