@@ -13,6 +13,8 @@ request's thread-sensitive thread, as Django's own adaptation of a sync middlewa
 
 from __future__ import annotations
 
+from typing import Any
+
 import django
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIHandler
@@ -21,7 +23,8 @@ from django.core.handlers.asgi import ASGIHandler
 class OneHopASGIHandler(ASGIHandler):
     def load_middleware(self, is_async: bool = False) -> None:
         super().load_middleware(is_async=False)
-        self._middleware_chain = sync_to_async(self._middleware_chain, thread_sensitive=True)  # type: ignore[assignment]
+        chain: Any = getattr(self, "_middleware_chain")  # noqa: B009 - Django's private attribute, untyped
+        self._middleware_chain = sync_to_async(chain, thread_sensitive=True)  # type: ignore[has-type]
 
 
 def get_asgi_application() -> OneHopASGIHandler:
