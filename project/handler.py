@@ -3,7 +3,7 @@
 Under ASGI, Django calls every `MiddlewareMixin` middleware through its `__acall__`, which goes to
 a thread and back for each `process_request` and each `process_response`: with this project's
 nine (ten outside development), 18-20 hand-offs per request. Measured for issue #13, every
-request cost the event loop's thread about 8 ms of CPU that way (`/metrics`: 8.1 ms, a 404 7.4 ms;
+request cost the event loop's thread about 8 ms of CPU that way (`/metrics`: 8.1 ms, `/healthz` 7.4 ms;
 a thread pool submit, a GIL hand-over and a future chained back for each), which every viewer's
 stream waits behind. Every middleware here is synchronous at heart (sessions, authentication,
 CSRF, messages, axes), so the chain is built as Django builds it for WSGI (its sync path, which

@@ -70,9 +70,3 @@ class Deadlines:
             self._timer = self._loop.call_at(when, self._fire)
         for owner in ripe:
             owner.on_deadline()  # may set a new deadline (arming the timer sooner)
-
-    def close(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._due.clear()

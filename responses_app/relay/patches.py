@@ -45,7 +45,7 @@ class PatchStream:
             return self.policy.push(now, False, boundary, 0)
         coalescer = self._coalescer
         before = coalescer.pending_chars
-        if now >= self._sample_at and self._arrived is None and not before and not coalescer.pending:
+        if now >= self._sample_at and self._arrived is None and not coalescer.pending:
             self._arrived = time.time()  # the first change of the patch to come: its oldest
         urgent = coalescer.push(change.base, ops, change.revision)
         return self.policy.push(now, True, boundary, coalescer.pending_chars - before) or urgent

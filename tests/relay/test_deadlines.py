@@ -51,7 +51,6 @@ async def test_a_cleared_or_moved_deadline_does_not_wake_its_owner_early() -> No
     assert cleared.fired == [] and moved.fired == []
     await _until(lambda: bool(moved.fired))
     assert moved.fired[0] >= now + 0.3 and cleared.fired == []
-    deadlines.close()
 
 
 async def test_an_owner_re_arming_later_does_not_delay_the_others() -> None:
@@ -64,7 +63,6 @@ async def test_an_owner_re_arming_later_does_not_delay_the_others() -> None:
     deadlines.set(soon, now + 0.021)  # not ripe at late's wakeup, if that comes first
     await _until(lambda: bool(soon.fired))
     assert soon.fired[0] <= now + 0.021 + 0.01 + 0.05
-    deadlines.close()
 
 
 async def test_many_deadlines_share_a_bounded_number_of_wakeups() -> None:
