@@ -140,13 +140,14 @@ class CheckpointPolicy:
 
     def due(self, now: float) -> bool:
         """An interval checkpoint is due (boundaries are the caller's: it takes one at once)."""
-        elapsed = now - self._last
-        if elapsed < self.interval or not self._dirty:
+        # Sums, not differences: the moments `next_deadline` computes, to the last bit (with
+        # `now - last < interval` a timer fired at its deadline could find nothing due).
+        if now < self._last + self.interval or not self._dirty:
             return False
         return (not self._interval_commits  # the first text a reload shows: taken early
                 or self._events >= self.min_events
-                or elapsed >= self.max_interval
-                or self._last_change is None or now - self._last_change >= self.interval)
+                or now >= self._last + self.max_interval
+                or self._last_change is None or now >= self._last_change + self.interval)
 
     def next_deadline(self, now: float, *, not_before: float = 0.0) -> float | None:
         """The moment `due` turns true if no other event comes (None: nothing to commit).
