@@ -17,6 +17,7 @@ Values needing none of this (all but pathological ones) pass through with one sc
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any
 
 import orjson
@@ -124,10 +125,16 @@ def json_text_has_escapes(text: str) -> bool:
 # zstd releases the GIL while it works. A bytea column takes every byte, so compressed batches need
 # none of the text escapes above.
 LOG_LEVEL = 3
+# One compressor per thread, kept: `zstandard.compress` makes a context per call, which cost
+# 24.5 us of a 28 us call on an 11 KB batch (3.7 us reusing one). A compressor is not thread-safe.
+_compressors = threading.local()
 
 
 def log_compress(data: bytes | bytearray) -> bytes:
-    return zstandard.compress(bytes(data), LOG_LEVEL)
+    compressor = getattr(_compressors, "zstd", None)
+    if compressor is None:
+        compressor = _compressors.zstd = zstandard.ZstdCompressor(level=LOG_LEVEL)
+    return compressor.compress(data)
 
 
 def log_bytes(data: str | None, compressed: bytes | memoryview | None) -> bytes:
