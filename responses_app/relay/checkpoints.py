@@ -51,12 +51,8 @@ class Checkpointer:
         self._chain = 0  # ops rows since the last base
         self._snapshot_of: object = None  # the response (its assembler) whose snapshot was stored
         self._last_write: asyncio.Future[None] | None = None
-        self._unwritten = 0  # bytes of raw events handed to the writer and not yet committed
+        self.unwritten = 0  # bytes of raw events handed to the writer and not yet committed
         self.writes = 0  # rows handed to the writer (the benchmark reads it)
-
-    @property
-    def unwritten(self) -> int:
-        return self._unwritten
 
     def published(self, patch: dict[str, Any]) -> None:
         """Every patch of the view, as the patch stream sent it: the changes since the last
@@ -107,13 +103,13 @@ class Checkpointer:
 
     def _submit(self, state: dict[str, Any] | None, batch: dict[str, Any] | None) -> None:
         size = len(batch["data"]) if batch else 0
-        self._unwritten += size
+        self.unwritten += size
         written = self._writer.submit(self.request_id, state, batch)
         self._last_write = written
         self.writes += (state is not None) + (batch is not None)
 
         def settled(future: asyncio.Future[None]) -> None:
-            self._unwritten -= size
+            self.unwritten -= size
             error = None if future.cancelled() else future.exception()
             if error is not None:
                 logger.error("checkpoint of %s not written: %s", self.request_id, error)

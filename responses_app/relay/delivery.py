@@ -20,6 +20,7 @@ from django.conf import settings
 from .. import metrics
 from ..streaming.policies import CheckpointPolicy
 from ..streaming.transcript import Ops, Step, Transcript
+from . import eventlog
 from .checkpoints import Checkpointer
 from .eventlog import EventLog
 from .hub import Hub
@@ -55,6 +56,7 @@ class Delivery:
         self.tally = metrics.StreamTally()  # the event counters, as deltas at each checkpoint
         self._deadlines = hub.deadlines  # the process's one timer for every delivery's deadline
         self.safety: SafetyChecks | None = None  # the runner sets it when a safety mode applies
+        self._scale = 1.0  # the pacer's, as last given to the patch policy
 
     # --- input ----------------------------------------------------------------------------------
 
@@ -62,16 +64,16 @@ class Delivery:
         """A chunk's events and changes (`now`: the loop's time it came); True when the database
         is behind and the caller should `catch_up()` before reading on (the upstream then waits
         in the socket, not in memory). Called for every chunk: one pass, no call it can spare."""
-        log = self.log
         events = step.events
-        log.add(events)
+        held = self.log.add(events)
         change = step.change
         checkpoints = self.checkpoints
         checkpoints.policy.push(now, len(events), bool(change.ops))
         self._changed(change, step.boundary, now)
-        if log.full:  # a fast stream: bound what it holds in memory
-            checkpoints.hand_over(log.take())
-        return len(log) + checkpoints.unwritten > LOG_BACKLOG_BYTES
+        if held >= eventlog.LOG_FLUSH_BYTES:  # a fast stream: bound what it holds in memory
+            checkpoints.hand_over(self.log.take())
+            held = 0
+        return held + checkpoints.unwritten > LOG_BACKLOG_BYTES
 
     def changed(self, change: Ops, *, boundary: bool = False) -> None:
         """A change of the view outside a chunk (an ending, a tool's result, a verdict)."""
@@ -85,11 +87,15 @@ class Delivery:
             self.safety.check(change.windows)
         patches = self.patches
         scale = self.hub.pacer.scale
-        if patches.policy.scale != scale:
-            patches.policy.scale = scale
+        if scale != self._scale:
+            self._scale = patches.policy.scale = scale
         if patches.push(change, now, boundary=boundary):
             self._flush(now, "boundary" if boundary else None)
         else:
+            # Every chunk: while a stream flows, the checkpoint's deadline moves with it (an
+            # interval ahead), so it fires only once the stream pauses. (Tried: keeping a deadline
+            # armed while it was less than an interval away; the flowing stream's deadline then
+            # fired every interval and found nothing due.)
             self._arm(now)
 
     async def catch_up(self) -> None:

@@ -31,14 +31,11 @@ class EventLog:
     def __len__(self) -> int:
         return len(self._data)
 
-    @property
-    def full(self) -> bool:
-        return len(self._data) >= LOG_FLUSH_BYTES
-
-    def add(self, events: list[dict[str, Any]]) -> None:
-        if not events:
-            return
+    def add(self, events: list[dict[str, Any]]) -> int:
+        """Append the events; the bytes held now (what `len()` says)."""
         data = self._data
+        if not events:
+            return len(data)
         fields = self.redact_fields
         dumps = orjson.dumps
         for event in events:  # called for every chunk: no call per event but the one dumps
@@ -53,6 +50,7 @@ class EventLog:
             self._first = first
         if type(last) is int:
             self._last = last
+        return len(data)
 
     def take(self) -> dict[str, Any] | None:
         """The batch since the last take (None when empty), as the writer stores it."""

@@ -404,13 +404,15 @@ class StreamRunner:
                             if behind or step.first_text or step.first_tool \
                                     or transcript.response_id != self._response_id_saved:
                                 await self._after_step(step, behind)  # not a coroutine per chunk
+                        terminal = step.terminal  # the transcript's state after the chunk
                         del step  # not held (with every string in it) while the stream is quiet
-                        if transcript.settled:
-                            return SegmentResult(Ending.TERMINAL)
-                        if transcript.terminal and grace.when() is None:
-                            # An `error` event: a response.failed or .incomplete that follows it
-                            # decides the outcome, whatever the chunking; wait a little for it.
-                            grace.reschedule(self._loop.time() + ERROR_GRACE_S)
+                        if terminal:
+                            if transcript.settled:
+                                return SegmentResult(Ending.TERMINAL)
+                            if grace.when() is None:
+                                # An `error` event: a response.failed or .incomplete that follows it
+                                # decides the outcome, whatever the chunking; wait a little for it.
+                                grace.reschedule(self._loop.time() + ERROR_GRACE_S)
             except TimeoutError:
                 if not grace.expired():
                     raise

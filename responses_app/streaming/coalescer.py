@@ -21,7 +21,8 @@ from .view import Op
 
 
 class Coalescer:
-    __slots__ = ("max_pending_ops", "_base", "_revision", "_ops", "_tail_block", "_tail_text", "_pushed", "_chars")
+    __slots__ = ("max_pending_ops", "_base", "_revision", "_ops", "_tail_block", "_tail_text", "_pushed",
+                 "pending_chars")
 
     def __init__(self, max_pending_ops: int = 2000) -> None:
         if max_pending_ops < 1:
@@ -33,7 +34,9 @@ class Coalescer:
         self._tail_block: str | None = None  # the trailing append still being merged ...
         self._tail_text: list[str] = []  # ... and its text pieces
         self._pushed = 0  # ops pushed since the last flush, before merging
-        self._chars = 0  # characters appended since the last flush
+        # Characters of text appended since the last flush (what a FlushPolicy weighs): an
+        # attribute, read twice a chunk.
+        self.pending_chars = 0
 
     # --- input ------------------------------------------------------------------------------
 
@@ -76,17 +79,12 @@ class Coalescer:
                 boundary = True
         self._tail_block = tail_block
         self._tail_text = tail_text
-        self._chars += chars
+        self.pending_chars += chars
         return boundary or self._pushed > self.max_pending_ops
 
     @property
     def pending(self) -> bool:
         return self._base is not None
-
-    @property
-    def pending_chars(self) -> int:
-        """Characters of text appended since the last flush (what a FlushPolicy weighs)."""
-        return self._chars
 
     # --- output -----------------------------------------------------------------------------
 
@@ -101,5 +99,5 @@ class Coalescer:
         self._base = self._revision = self._tail_block = None
         self._ops = []
         self._tail_text = []
-        self._pushed = self._chars = 0
+        self._pushed = self.pending_chars = 0
         return patch

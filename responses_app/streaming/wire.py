@@ -61,9 +61,14 @@ def _last_at_base(ops: list[Op], order: Sequence[str] | None) -> str | None:
     # Blocks are appended (ViewModel.add turns a known id into a `set`), so the patch's adds are
     # the last ids of `order` and the block before them was last at its base; a block placed
     # `after` another one breaks that, and then no append is abbreviated.
-    if not order or any(op[0] == "add" and "after" in op[1] for op in ops):
+    if not order:
         return None
-    added = sum(1 for op in ops if op[0] == "add")
+    added = 0
+    for op in ops:  # one pass, no generator: once per patch
+        if op[0] == "add":
+            if "after" in op[1]:
+                return None
+            added += 1
     return order[-added - 1] if len(order) > added else None
 
 

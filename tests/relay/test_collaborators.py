@@ -11,7 +11,6 @@ import orjson
 import pytest
 
 from responses_app.metrics import ARRIVED
-from responses_app.relay import eventlog
 from responses_app.relay.eventlog import EventLog
 from responses_app.relay.outcomes import Ending, SegmentResult
 from responses_app.relay.patches import PatchStream
@@ -41,13 +40,15 @@ def test_the_event_log_batches_redacted_sse_with_its_sequence_range() -> None:
     assert log.take() is None and len(log) == 0
 
 
-def test_the_event_log_says_when_it_is_full(monkeypatch: Any) -> None:
-    monkeypatch.setattr(eventlog, "LOG_FLUSH_BYTES", 100)
+def test_the_event_log_says_how_much_it_holds() -> None:
+    """What the delivery weighs against LOG_FLUSH_BYTES and its backlog bound, once per chunk."""
     log = EventLog(frozenset())
-    log.add([{"type": "response.output_text.delta", "delta": "x" * 20}])
-    assert not log.full
-    log.add([{"type": "response.output_text.delta", "delta": "x" * 80}])
-    assert log.full
+    held = log.add([{"type": "response.output_text.delta", "delta": "x" * 20}])
+    assert held == len(log) > 20
+    assert log.add([]) == held
+    assert log.add([{"type": "response.output_text.delta", "delta": "x" * 80}]) == len(log) > held + 80
+    log.take()
+    assert log.add([]) == 0
 
 
 def test_a_logged_batch_replays() -> None:
