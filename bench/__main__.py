@@ -10,7 +10,6 @@
     python -m bench safety [--quick]   the latency buffered mode adds, the CPU each safety mode costs (bench/safety.py)
     python -m bench render [--quick]   the chat page's render cost per frame in Chromium (bench/render.py)
     python -m bench writer             one checkpoint round on PostgreSQL, COPY against INSERT (bench/writer.py)
-    python -m bench outbox             a viewer's frame, offer to send: queue + task, or in offer (bench/outbox.py)
     python -m bench all                core, transport and relay
 """
 
@@ -19,8 +18,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ("core", "relay", "scaled", "transport", "metrics", "safety", "render", "storage", "wire", "writer",
-              "outbox")
+BENCHMARKS = ("core", "relay", "scaled", "transport", "metrics", "safety", "render", "storage", "wire", "writer")
 
 
 def _run(name: str, argv: list[str]) -> int:

@@ -26,9 +26,8 @@ import contextlib
 import hashlib
 import logging
 import time
-from collections.abc import Awaitable
 from importlib import import_module
-from typing import Any, NamedTuple
+from typing import Any
 from urllib.parse import parse_qs
 
 import orjson
@@ -45,7 +44,6 @@ from django.utils.crypto import constant_time_compare
 
 from . import limits, logcontext, metrics, selectors, services
 from .models import ResponseRequest
-from .outbox import Outbox, send_now
 from .relay.dbthreads import ws_call, ws_db
 from .relay.hub import get_hub
 from .relay.worker import cancel_request, start_request
@@ -67,19 +65,6 @@ CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_TOO_MANY = 4429
 CLOSE_WRITER_FAILED = 1011  # the server failed this socket: reconnect (and resync)
-
-
-class _Suspended(NamedTuple):
-    """Outbox item: a frame's send that offer began and the writer finishes (send_now)."""
-
-    send: Awaitable[None]
-    text: str
-
-
-class _Failed(NamedTuple):
-    """Outbox item: what a send that offer began raised."""
-
-    error: Exception
 
 
 def session_group(session_key: str) -> str:
@@ -109,8 +94,6 @@ class RequestConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
     _last_snapshot = 0.0
     _lag_text: str | None = None  # the latest stamped patch queued, and its upstream arrival (metrics)
     _lag_at = 0.0
-    _send_frame: Any  # the writer's ASGI send (_frame_send), also offer's once the writer is parked
-    _loop: asyncio.AbstractEventLoop
 
     async def connect(self) -> None:
         self.request_id = str(self.scope["url_route"]["kwargs"]["request_id"])
@@ -130,7 +113,7 @@ class RequestConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
             return
         self.request = request
         logcontext.bind(self.request_id, request.response_id or None)  # this socket's task logs name it
-        self.outbox = Outbox(OUTBOX_SIZE)
+        self.outbox: asyncio.Queue[str] = asyncio.Queue(maxsize=OUTBOX_SIZE)
         self.budget = limits.FrameBudget(rate=settings.RELAY_WS_FRAME_RATE, burst=settings.RELAY_WS_FRAME_BURST,
                                          now=time.monotonic())
         self.cancel_sent = False
@@ -267,41 +250,22 @@ class RequestConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
         elif kind == "terminal" and self.snapshots_only and revision > self.sent_revision >= 0:
             self._enqueue_resync()  # the final view now; the snapshot of an ended request brings its terminal
             return
-        outbox = self.outbox
-        if outbox.parked:
-            self._accepted(message, text)
-            # The writer waits with nothing queued: the frame goes to the socket now, in the
-            # caller, without a task woken for it (outbox.py: 2.4x cheaper per frame).
-            try:
-                suspended = send_now(self._send_frame, {"type": "websocket.send", "text": text})
-            except Exception as exc:  # the writer handles it as its own send's (closes the socket)
-                outbox.put_nowait(_Failed(exc))
-                return
-            if suspended is None:
-                self._sent(text)
-            else:  # the socket's writes are paused: the writer finishes it, before anything else
-                outbox.put_nowait(_Suspended(suspended, text))
-            return
         try:
-            outbox.put_nowait(text)
+            self.outbox.put_nowait(text)
         except asyncio.QueueFull:
             # Too far behind: the queued patches are worth less than a fresh snapshot. Drop them
             # all (bounded memory, and the runner never waits) and resync this viewer; the
             # snapshot of an ended request is followed by its terminal again.
             self.overflows += 1
-            outbox.clear()
+            while not self.outbox.empty():
+                self.outbox.get_nowait()
             self._resync_queued = False
             self._enqueue_resync()
             if kind not in ("patch", "ping"):
-                outbox.put_nowait(text)  # a terminal message is never dropped
+                self.outbox.put_nowait(text)  # a terminal message is never dropped
             return
-        self._accepted(message, text)
-
-    def _accepted(self, message: dict[str, Any], text: str) -> None:
-        """A message offer takes (queued or sent): the revision the client will hold, and the
-        patch whose sending the lag metric times."""
-        if message["type"] == "patch":
-            self.sent_revision = message["revision"]
+        if kind == "patch":
+            self.sent_revision = revision
             if metrics.ARRIVED in message:
                 self._lag_text, self._lag_at = text, message[metrics.ARRIVED]
 
@@ -326,7 +290,8 @@ class RequestConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
         try:
             self.outbox.put_nowait(RESYNC)
         except asyncio.QueueFull:  # what is queued is older than the snapshot anyway
-            self.outbox.clear()
+            while not self.outbox.empty():
+                self.outbox.get_nowait()
             self.outbox.put_nowait(RESYNC)
 
     async def _write(self) -> None:
@@ -358,39 +323,28 @@ class RequestConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
         # The hot path of every viewer: no task and no timer per message (one idle timer per
         # socket, re-armed lazily by _idle_check) and straight to the ASGI send, past the
         # consumer's own send wrappers and the session's.
-        outbox = self.outbox
-        self._send_frame = send = self._frame_send()  # before the outbox can be parked (see offer)
-        loop = self._loop = asyncio.get_running_loop()
+        outbox, send = self.outbox, self._frame_send()
+        loop = asyncio.get_running_loop()
         self._sent_at = loop.time()
         self._idle_timer = loop.call_at(self._sent_at + PING_SECONDS, self._idle_check)
         try:
             while True:
-                item = outbox.get_nowait() if not outbox.empty() else await outbox.get()
-                if item is IDLE:
+                text = outbox.get_nowait() if not outbox.empty() else await outbox.get()
+                if text is IDLE:
                     if loop.time() - self._sent_at < PING_SECONDS:
                         continue  # something went out since it was queued
-                    item = await self._idle()
-                if item is RESYNC:
+                    text = await self._idle()
+                if text is RESYNC:
                     self._resync_queued = False
                     await self._send_snapshot()
-                    self._sent_at = loop.time()
-                elif type(item) is str:
-                    await send({"type": "websocket.send", "text": item})
-                    self._sent(item)
-                elif type(item) is _Suspended:  # a send offer began (the socket's writes were paused)
-                    await item.send
-                    self._sent(item.text)
                 else:
-                    raise item.error  # what offer's send raised, handled as this writer's own
+                    await send({"type": "websocket.send", "text": text})
+                    if text is self._lag_text:
+                        self._lag_text = None
+                        metrics.patch_sent(self._lag_at)
+                self._sent_at = loop.time()
         finally:
             self._idle_timer.cancel()
-
-    def _sent(self, text: str) -> None:
-        """A frame went to the socket (by the writer, or by offer for it)."""
-        self._sent_at = self._loop.time()
-        if text is self._lag_text:
-            self._lag_text = None
-            metrics.patch_sent(self._lag_at)
 
     def _idle_check(self) -> None:
         """Nothing sent for PING_SECONDS (the last send ended that long ago): the writer sends a ping."""

@@ -23,7 +23,6 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from responses_app.consumers import RESYNC, RequestConsumer
 from responses_app.limits import FrameBudget
-from responses_app.outbox import Outbox
 from tests.servers import stop
 from tests.test_security_production import free_port, serve
 
@@ -283,13 +282,13 @@ def test_no_tracebacks_in_the_server_log(server: dict[str, Any]) -> None:
 
 async def test_one_pending_snapshot_per_socket() -> None:
     consumer = RequestConsumer()
-    consumer.outbox = Outbox(64)
+    consumer.outbox = asyncio.Queue(maxsize=64)
     consumer.budget = FrameBudget(rate=10, burst=100, now=time.monotonic())
     consumer.snapshot_pending = False
     consumer.closing = False
     for _ in range(50):
         await consumer.receive(text_data='{"type":"snapshot"}')
-    assert [consumer.outbox.get_nowait() for _ in range(len(consumer.outbox))] == [RESYNC]
+    assert [consumer.outbox.get_nowait() for _ in range(consumer.outbox.qsize())] == [RESYNC]
 
 
 def test_frame_budget_refills_with_time() -> None:

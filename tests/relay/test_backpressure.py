@@ -5,14 +5,13 @@ from __future__ import annotations
 import asyncio
 
 from responses_app.consumers import OUTBOX_SIZE, RESYNC, RequestConsumer
-from responses_app.outbox import Outbox
 
 
 def viewer() -> RequestConsumer:
     consumer = RequestConsumer()
     consumer.sent_revision = 0
     consumer.overflows = 0
-    consumer.outbox = Outbox(OUTBOX_SIZE)
+    consumer.outbox = asyncio.Queue(maxsize=OUTBOX_SIZE)
     return consumer
 
 
@@ -25,9 +24,9 @@ def test_overflow_drops_the_backlog_for_a_resync_and_keeps_the_terminal() -> Non
     consumer = viewer()
     for revision in range(1, OUTBOX_SIZE + 11):
         consumer.offer(*patch(revision))
-        assert len(consumer.outbox) <= OUTBOX_SIZE
+        assert consumer.outbox.qsize() <= OUTBOX_SIZE
     consumer.offer({"type": "terminal", "revision": 999}, '{"type":"terminal"}')
-    queued = [consumer.outbox.get_nowait() for _ in range(len(consumer.outbox))]
+    queued = [consumer.outbox.get_nowait() for _ in range(consumer.outbox.qsize())]
     assert consumer.overflows >= 1
     assert RESYNC in queued
     assert queued[-1] == '{"type":"terminal"}'
@@ -41,7 +40,7 @@ def test_stale_patches_are_not_queued() -> None:
     consumer.offer(*patch(10))
     assert consumer.outbox.empty()
     consumer.offer(*patch(11))
-    assert len(consumer.outbox) == 1 and consumer.sent_revision == 11
+    assert consumer.outbox.qsize() == 1 and consumer.sent_revision == 11
 
 
 async def test_a_patch_that_does_not_continue_the_clients_revision_is_held_for_one_snapshot() -> None:
@@ -60,7 +59,7 @@ def test_at_most_one_snapshot_waits_however_often_it_is_asked_for() -> None:
     consumer = viewer()
     for _ in range(3000):
         consumer._enqueue_resync()
-    assert len(consumer.outbox) == 1
+    assert consumer.outbox.qsize() == 1
 
 
 async def test_a_heartbeat_ahead_of_the_client_means_it_is_behind() -> None:
