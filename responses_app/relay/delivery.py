@@ -22,7 +22,6 @@ from ..streaming.policies import CheckpointPolicy
 from ..streaming.transcript import Ops, Step, Transcript
 from . import eventlog
 from .checkpoints import Checkpointer
-from .eventlog import EventLog
 from .hub import Hub
 from .patches import PatchStream
 from .safety import SafetyChecks
@@ -52,7 +51,7 @@ class Delivery:
             min_events=settings.RELAY_CHECKPOINT_MIN_EVENTS,
             max_interval=settings.RELAY_CHECKPOINT_MAX_INTERVAL_MS / 1000, now=self._loop.time()),
             on_write_failure)
-        self.log = EventLog(_redact_fields(tuple(settings.RELAY_REDACT_FIELDS)))
+        self.log = eventlog.EventLog(_redact_fields(tuple(settings.RELAY_REDACT_FIELDS)))
         self.tally = metrics.StreamTally()  # the event counters, as deltas at each checkpoint
         self._deadlines = hub.deadlines  # the process's one timer for every delivery's deadline
         self.safety: SafetyChecks | None = None  # the runner sets it when a safety mode applies
