@@ -44,6 +44,13 @@ class _SummaryEvent(_ItemEvent):
     summary_index: int
 
 
+class UnknownEvent(TypedDict):
+    """An event whose `type` is not in KNOWN_EVENT_TYPES (events.py), passed through untouched."""
+
+    type: str
+    sequence_number: NotRequired[int]
+
+
 # --- Lifecycle ----------------------------------------------------------------------------------
 
 

@@ -2,11 +2,14 @@
 
 Contract: declarations plus one parser; imports only the standard library, orjson and the core's
 own modules, never Django. `parse_event` returns the very dict orjson built, typed as
-`StreamEvent`. It checks only that the payload is a JSON object whose `type` is a non-empty string
-and whose `sequence_number`, when present, is an int. The TypedDicts (event_types.py, objects.py)
-describe what real servers send (OpenAI, Azure, xAI, DeepSeek, LM Studio, Bedrock) but nothing
-checks them at runtime: a consumer that indexes a field must still expect a KeyError from an
-off-spec server. Unknown types are returned as they are; callers ask `is_known`. Because
+`StreamEvent`. It checks that the payload is a JSON object whose `type` is a non-empty string, and
+that each top-level field present whose annotation fixes a JSON type (an int index, a str id or
+delta, an object, an array; `sequence_number` on every event) has that type: a delta that is a
+number or an id that is an array is a malformed event, skipped and counted, not a TypeError in the
+assembler that ends the request. The TypedDicts (event_types.py, objects.py) describe what real
+servers send (OpenAI, Azure, xAI, DeepSeek, LM Studio, Bedrock); presence is not checked, nor
+anything nested: a consumer that indexes a field must still expect a KeyError from an off-spec
+server. Unknown types are returned as they are; callers ask `is_known`. Because
 `UnknownEvent.type` is any str, mypy narrows on `event["type"]` only within `KnownEvent`: after
 `is_known(...)`, `cast(KnownEvent, event)`.
 
@@ -16,7 +19,8 @@ Every event type is named once, by its TypedDict in the `KnownEvent` union below
 
 from __future__ import annotations
 
-from typing import NotRequired, TypeAlias, TypedDict, get_args, get_type_hints
+import types
+from typing import Any, TypeAlias, Union, cast, get_args, get_origin, get_type_hints, is_typeddict
 
 import orjson
 
@@ -83,17 +87,11 @@ from .event_types import (
     ResponseWebSearchCallCompletedEvent,
     ResponseWebSearchCallInProgressEvent,
     ResponseWebSearchCallSearchingEvent,
+    UnknownEvent,
 )
 from .vocabulary import TERMINAL_EVENTS
 
 # --- Unions and type sets -----------------------------------------------------------------------
-
-
-class UnknownEvent(TypedDict):
-    """An event whose `type` is not in KNOWN_EVENT_TYPES, passed through untouched."""
-
-    type: str
-    sequence_number: NotRequired[int]
 
 
 KnownEvent: TypeAlias = (
@@ -175,6 +173,45 @@ def _literal_types(union: object) -> frozenset[str]:
 # types typed from captures: 61.
 KNOWN_EVENT_TYPES: frozenset[str] = _literal_types(KnownEvent)
 
+# The Python types orjson builds for the JSON values a field's annotation admits (bool apart from int).
+_SCALARS: dict[object, tuple[type, ...]] = {int: (int,), str: (str,), float: (int, float), bool: (bool,),
+                                            type(None): (type(None),)}
+_KINDS = {int: "an integer", float: "a number", str: "a string", bool: "a boolean", dict: "an object",
+          list: "an array", type(None): "null"}
+
+
+def _admits(hint: Any) -> tuple[type, ...] | None:
+    """What a field's annotation admits at its top level; None: anything (Any, Literal, ...)."""
+    origin = get_origin(hint)
+    if hint in _SCALARS:
+        return _SCALARS[hint]
+    if is_typeddict(hint) or hint is dict or origin is dict:
+        return (dict,)
+    if hint is list or origin is list:
+        return (list,)
+    if origin is Union or origin is types.UnionType:
+        parts = [_admits(arg) for arg in get_args(hint)]
+        return None if any(part is None for part in parts) else tuple(t for part in parts if part for t in part)
+    return None
+
+
+def _shapes(union: object) -> dict[str, tuple[tuple[str, tuple[type, ...]], ...]]:
+    """Per known type, the fields whose JSON type its TypedDict fixes, with what they admit."""
+    shapes = {}
+    for event_class in get_args(union):
+        hints = get_type_hints(event_class)
+        (literal,) = get_args(hints["type"])
+        shapes[literal] = tuple((field, admitted) for field, hint in hints.items()
+                                if field != "type" and (admitted := _admits(hint)) is not None)
+    return shapes
+
+
+# Checked by parse_event: a field of the wrong JSON type (an id that is an array, an index that is a
+# string) is a malformed event, not a TypeError deep in the assembler that ends the request.
+_SHAPES = _shapes(KnownEvent)
+_ABSENT = object()
+_UNKNOWN_SHAPE: tuple[tuple[str, tuple[type, ...]], ...] = (("sequence_number", (int,)),)  # UnknownEvent's
+
 TERMINAL_EVENT_TYPES: frozenset[str] = frozenset(TERMINAL_EVENTS)
 
 LIFECYCLE_EVENT_TYPES: frozenset[str] = TERMINAL_EVENT_TYPES | {
@@ -196,10 +233,9 @@ def is_known(event_type: str) -> bool:
 
 def parse_event(data: str | bytes) -> StreamEvent:
     """Decode one SSE `data` payload; raise MalformedEvent unless it is a JSON object with a
-    non-empty string `type` and, if present, an integer `sequence_number`."""
-    event: StreamEvent  # the same dict as `obj`, typed before the checks narrow `obj`
+    non-empty string `type` whose fields, where its TypedDict fixes their JSON type, have it."""
     try:
-        obj = event = _loads(data)
+        obj = _loads(data)
     except _JSONDecodeError as exc:
         raise MalformedEvent(
             f"invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})", _text(data)
@@ -214,10 +250,12 @@ def parse_event(data: str | bytes) -> StreamEvent:
         raise MalformedEvent(f"'type' is {_json_kind(event_type)}, not a string", _text(data))
     if not event_type:
         raise MalformedEvent("'type' is an empty string", _text(data))
-    if type(obj.get("sequence_number", 0)) is not int:
-        kind = _json_kind(obj["sequence_number"])
-        raise MalformedEvent(f"'sequence_number' is {kind}, not an integer", _text(data))
-    return event
+    for field, admitted in _SHAPES.get(event_type, _UNKNOWN_SHAPE):
+        value = obj.get(field, _ABSENT)
+        if value is not _ABSENT and type(value) not in admitted:
+            expected = " or ".join(_KINDS[t] for t in admitted if t is not int or float not in admitted)
+            raise MalformedEvent(f"'{field}' is {_json_kind(value)}, not {expected}", _text(data))
+    return cast(StreamEvent, obj)
 
 
 def _text(data: str | bytes) -> str:
