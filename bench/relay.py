@@ -837,6 +837,7 @@ class Plan:
     baseline: str = ""  # another checkout, whose server is measured beside ours in the CPU section
     server: str = "project.serve"  # the ASGI server ours runs on (ASGI_SERVERS)
     baseline_server: str = "daphne"  # and the baseline checkout's
+    baseline_env: dict[str, str] = field(default_factory=dict)  # and its environment (RELAY_COMPILED=false)
     cpu_rounds: int = 1
     targets: tuple[str, ...] = ("ours", "naive")  # the capacity section's relays
     asgi: tuple[str, ...] = ()  # more ASGI servers for our application, measured beside ours in the CPU section
@@ -901,12 +902,12 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
             def start_extra(target: str) -> None:
                 """A server the CPU section compares ours with, one at a time (each holds a database pool)."""
                 if target == "before":
-                    before_env = own_database(Path(plan.baseline))
+                    before_env = dict(own_database(Path(plan.baseline)), **plan.baseline_env)
                     sessions[target] = make_session(before_env, cwd=Path(plan.baseline))
                     db_urls[target] = before_env["DATABASE_URL"]
                     if plan.gc_log:
                         before_env = dict(server_env, RELAY_BENCH_GC_LOG=str(log_dir / "gc-before.log"),
-                                          DATABASE_URL=before_env["DATABASE_URL"])
+                                          DATABASE_URL=before_env["DATABASE_URL"], **plan.baseline_env)
                         results["gc_log_before"] = str(log_dir / "gc-before.log")
                     servers[target] = start_server(procs, "project.asgi:application", before_env,
                                                    log_dir / "before.log",
@@ -1262,6 +1263,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu-rounds", type=int, default=1, help="rounds of the CPU section's servers, alternated")
     parser.add_argument("--server", default="", help="the ASGI server ours runs on")
     parser.add_argument("--baseline-server", default="", help="the ASGI server the baseline runs on")
+    parser.add_argument("--baseline-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="set in the baseline's environment: `--baseline . --baseline-env RELAY_COMPILED=false` "
+                             "measures this tree interpreted beside it compiled")
     parser.add_argument("--profile", action="store_true", help="py-spy our server under the CPU section's load")
     parser.add_argument("--baseline", default="", help="another checkout whose server the CPU section measures too")
     parser.add_argument("--loadgen", choices=("loop", "tasks"), default="loop",
@@ -1290,6 +1294,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cpu_streams:
         plan.cpu_streams = args.cpu_streams
     plan.baseline = args.baseline
+    plan.baseline_env = dict(pair.split("=", 1) for pair in args.baseline_env)
     plan.burst = args.burst
     plan.profile = args.profile
     plan.loadgen, plan.load_procs, plan.gc_log = args.loadgen, args.load_procs, args.gc_log

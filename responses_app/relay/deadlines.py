@@ -27,7 +27,7 @@ class Owner(Protocol):
 
 
 class Deadlines:
-    __slots__ = ("_loop", "period", "_due", "_timer", "_timer_at", "_next_allowed")
+    __slots__ = ("_loop", "period", "_due", "_timer", "_timer_at", "_next_allowed", "wakeups")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, period: float = PERIOD_S) -> None:
         self._loop = loop
@@ -36,6 +36,7 @@ class Deadlines:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
         self._next_allowed = 0.0  # a wakeup's time + period: the timer never fires sooner
+        self.wakeups = 0  # the timer's, since the start
 
     def __len__(self) -> int:
         return len(self._due)
@@ -57,6 +58,7 @@ class Deadlines:
 
     def _fire(self) -> None:
         self._timer = None
+        self.wakeups += 1
         now = self._loop.time()
         self._next_allowed = now + self.period
         due = self._due

@@ -72,7 +72,7 @@ def _last_at_base(ops: list[Op], order: Sequence[str] | None) -> str | None:
     return order[-added - 1] if len(order) > added else None
 
 
-def decode(frame: str | bytes) -> dict[str, Any]:
+def decode(frame: str | bytes | bytearray | memoryview) -> dict[str, Any]:
     """A frame as a message dict; a patch as {"type": "patch", "base", "revision", "ops"}."""
     try:
         message = orjson.loads(frame)
