@@ -13,7 +13,7 @@ build. They compile as one group (calls between them are native), so it is all o
 Why: at 100 streams x 30 deltas/s the relay's cost over a bare relay is interpreted Python on the
 event loop's thread, spread thinly over the per-chunk path (bench/results/relay.md). Compiled, the
 per-chunk path of Transcript.feed and Delivery.events runs 103k instructions a chunk instead of
-152k (callgrind), and the relay's CPU per relayed delta fell by about a tenth (bench/results/relay.md).
+152k (callgrind), and the relay's CPU per relayed delta fell by about 8% (bench/results/relay.md).
 event_types.py and objects.py, declarations only, stay interpreted: events.py reads their
 TypedDicts' annotations at import, which a compiled module does not keep. Compiled classes cannot
 be patched or subclassed by interpreted code, and arguments are checked against their annotations
@@ -80,13 +80,16 @@ def current(manifest: dict[str, object] | None = None) -> tuple[dict[str, Path] 
     if not isinstance(modules, dict) or set(modules) != set(sources()) | {f"{GROUP}__mypyc"}:
         return None, "built from another list of modules"
     binaries: dict[str, Path] = {}
-    for name, entry in modules.items():
-        binary = BUILD / entry["binary"]
-        if not binary.is_file():
-            return None, f"{entry['binary']} is missing"
-        if entry.get("source") is not None and _digest(ROOT / entry["source"]) != entry["sha256"]:
-            return None, f"{entry['source']} changed since the build"
-        binaries[name] = binary
+    try:
+        for name, entry in modules.items():
+            binary = BUILD / entry["binary"]
+            if not binary.is_file():
+                return None, f"{entry['binary']} is missing"
+            if entry["source"] is not None and _digest(ROOT / entry["source"]) != entry["sha256"]:
+                return None, f"{entry['source']} changed since the build"
+            binaries[name] = binary
+    except (KeyError, TypeError, OSError) as exc:  # never a reason for the app not to import
+        return None, f"the manifest does not read ({type(exc).__name__}: {exc})"
     return binaries, "current"
 
 

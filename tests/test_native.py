@@ -20,8 +20,9 @@ EXTENSION = tuple(importlib.machinery.EXTENSION_SUFFIXES)
 
 def _manifest() -> dict[str, object]:
     """A manifest as a build of the current sources would write it."""
-    entries = {name: {"binary": f"{name.replace('.', '/')}.so", "source": str(path.relative_to(ROOT)),
-                      "sha256": native._digest(path)} for name, path in native.sources().items()}
+    entries: dict[str, dict[str, str | None]] = {
+        name: {"binary": f"{name.replace('.', '/')}.so", "source": str(path.relative_to(ROOT)),
+               "sha256": native._digest(path)} for name, path in native.sources().items()}
     entries[f"{native.GROUP}__mypyc"] = {"binary": f"{native.GROUP}__mypyc.so", "source": None, "sha256": None}
     return {"abi": native._abi(), "modules": entries}
 
@@ -51,6 +52,9 @@ def test_a_build_is_used_only_if_every_source_is_unchanged(monkeypatch: pytest.M
 
     (tmp_path / "responses_app/relay/delivery.so").unlink()
     assert native.current(manifest) == (None, "responses_app/relay/delivery.so is missing")
+
+    garbled = {**manifest["modules"], "responses_app.relay.delivery": {"binary": 5}}  # type: ignore[dict-item]
+    assert native.current({**manifest, "modules": garbled})[1].startswith("the manifest does not read")
 
 
 def test_relay_compiled_false_runs_the_core_interpreted() -> None:

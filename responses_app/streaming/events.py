@@ -210,6 +210,19 @@ def _shapes(union: object) -> dict[str, tuple[tuple[str, tuple[type, ...]], ...]
 # string) is a malformed event, not a TypeError deep in the assembler that ends the request.
 _SHAPES = _shapes(KnownEvent)
 _ABSENT = object()
+_TEXT_DELTA = "response.output_text.delta"
+_NO_LIST: list[Any] = []
+
+
+def _plain_text_delta(obj: dict[str, Any]) -> bool:
+    """`_SHAPES[_TEXT_DELTA]` checked field by field (a test holds the two equal): a quarter of the
+    generic loop's instructions, on most of a stream's events. False: the loop says what is wrong."""
+    return (type(obj.get("delta", "")) is str and type(obj.get("item_id", "")) is str
+            and type(obj.get("output_index", 0)) is int and type(obj.get("content_index", 0)) is int
+            and type(obj.get("sequence_number", 0)) is int and type(obj.get("logprobs", _NO_LIST)) is list
+            and type(obj.get("obfuscation", "")) is str)
+
+
 _UNKNOWN_SHAPE: tuple[tuple[str, tuple[type, ...]], ...] = (("sequence_number", (int,)),)  # UnknownEvent's
 
 TERMINAL_EVENT_TYPES: frozenset[str] = frozenset(TERMINAL_EVENTS)
@@ -250,6 +263,8 @@ def parse_event(data: str | bytes) -> StreamEvent:
         raise MalformedEvent(f"'type' is {_json_kind(event_type)}, not a string", _text(data))
     if not event_type:
         raise MalformedEvent("'type' is an empty string", _text(data))
+    if event_type == _TEXT_DELTA and _plain_text_delta(obj):
+        return cast(StreamEvent, obj)  # most events of a stream: its shape, checked without a loop
     for field, admitted in _SHAPES.get(event_type, _UNKNOWN_SHAPE):
         value = obj.get(field, _ABSENT)
         if value is not _ABSENT and type(value) not in admitted:

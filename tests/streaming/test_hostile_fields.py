@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
+from responses_app.streaming import events
 from responses_app.streaming.events import MalformedEvent, parse_event
 from responses_app.streaming.transcript import Transcript
 
@@ -71,3 +72,14 @@ def test_the_reason_names_the_field_and_the_type_it_should_have() -> None:
     with pytest.raises(MalformedEvent, match="'sequence_number' is null, not an integer"):
         parse_event(orjson.dumps({"type": "some.future.event", "sequence_number": None}))
     assert parse_event(orjson.dumps({**delta, "obfuscation": "x"}))["delta"] == "hi"
+
+
+def test_the_text_delta_fast_path_checks_exactly_its_typed_dicts_fields() -> None:
+    shape = dict(events._SHAPES[events._TEXT_DELTA])
+    delta = {"type": events._TEXT_DELTA, "sequence_number": 4, "item_id": "msg_1", "output_index": 0,
+             "content_index": 0, "delta": "hi", "logprobs": [], "obfuscation": "x"}
+    assert set(delta) - {"type"} == set(shape)
+    assert events._plain_text_delta(delta) and events._plain_text_delta({"type": events._TEXT_DELTA})
+    for field, admitted in shape.items():
+        for kind in KINDS:
+            assert events._plain_text_delta({**delta, field: kind}) == (type(kind) in admitted), (field, kind)
