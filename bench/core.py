@@ -304,8 +304,11 @@ def environment() -> str:
     import openai
     import orjson
 
+    from responses_app import native
+
+    core = "compiled (build/native)" if native.ACTIVE else "interpreted"
     return (f"Python {platform.python_version()} ({platform.python_implementation()}), "
-            f"{platform.machine()}, openai {openai.__version__}, orjson {orjson.__version__}; "
+            f"{platform.machine()}, openai {openai.__version__}, orjson {orjson.__version__}; the core {core}; "
             f"{CHUNK}-byte chunks; best of several repeats")
 
 
