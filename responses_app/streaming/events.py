@@ -14,7 +14,7 @@ server. Unknown types are returned as they are; callers ask `is_known`. Because
 `is_known(...)`, `cast(KnownEvent, event)`.
 
 Every event type is named once, by its TypedDict in the `KnownEvent` union below;
-`KNOWN_EVENT_TYPES` is derived from the union's `type` literals.
+`KNOWN_EVENT_TYPES` is derived from the union's `type` literals (the keys of `_SHAPES`).
 """
 
 from __future__ import annotations
@@ -161,18 +161,6 @@ KnownEvent: TypeAlias = (
 StreamEvent: TypeAlias = KnownEvent | UnknownEvent
 
 
-def _literal_types(union: object) -> frozenset[str]:
-    found: set[str] = set()
-    for event_class in get_args(union):
-        (literal,) = get_args(get_type_hints(event_class)["type"])
-        found.add(literal)
-    return frozenset(found)
-
-
-# openai-python 3.x's 59 (which include `error` and compaction) plus the two apply-patch diff
-# types typed from captures: 61.
-KNOWN_EVENT_TYPES: frozenset[str] = _literal_types(KnownEvent)
-
 # The Python types orjson builds for the JSON values a field's annotation admits (bool apart from int).
 _SCALARS: dict[object, tuple[type, ...]] = {int: (int,), str: (str,), float: (int, float), bool: (bool,),
                                             type(None): (type(None),)}
@@ -209,6 +197,10 @@ def _shapes(union: object) -> dict[str, tuple[tuple[str, tuple[type, ...]], ...]
 # Checked by parse_event: a field of the wrong JSON type (an id that is an array, an index that is a
 # string) is a malformed event, not a TypeError deep in the assembler that ends the request.
 _SHAPES = _shapes(KnownEvent)
+
+# openai-python 3.x's 59 (which include `error` and compaction) plus the two apply-patch diff
+# types typed from captures: 61, each the `type` literal of one TypedDict of the union.
+KNOWN_EVENT_TYPES: frozenset[str] = frozenset(_SHAPES)
 _ABSENT = object()
 _TEXT_DELTA = "response.output_text.delta"
 _NO_LIST: list[Any] = []
