@@ -93,8 +93,8 @@ class ItemEvents:
                     mine = part.text.pieces
                     if block is mine:
                         continue
-                    if block == mine:  # the same pieces: join once, for both
-                        part.text.value  # noqa: B018 -- joins `mine` in place
+                    if block == mine:  # the same pieces: fold once, for both
+                        part.text.fold()
                     elif view.text(block_id) != part.text.value:
                         continue  # different text (a view the assembler does not own): leave it
                     block[:] = mine

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from .textbuf import Piece, join
+from .textbuf import Piece, fold, join
 
 # Where a content part keeps its text, by part type.
 PART_TEXT_FIELD = {
@@ -42,6 +42,10 @@ class Chunks:
 
     def replace(self, value: str) -> None:
         self._parts[:] = [value] if value else ()
+
+    def fold(self) -> None:
+        """One compact piece, in place, without reading the text (see `textbuf.fold`)."""
+        fold(self._parts)
 
     @property
     def value(self) -> str:

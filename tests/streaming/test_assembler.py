@@ -369,7 +369,7 @@ def test_reading_between_batches_loses_nothing() -> None:
                     "refuse: `make test` runs it again interpreted")
 @pytest.mark.parametrize("batched", [False, True])
 def test_text_cost_is_linear(monkeypatch: pytest.MonkeyPatch, batched: bool) -> None:
-    """100,000 deltas, the snapshot read every 1,000: every delta is joined into the text once.
+    """100,000 deltas, the snapshot read every 1,000: every delta is joined (or folded) into the text once.
 
     Counted, not timed: a join handles the pieces added since the last read plus the one string
     it left behind, so the pieces handled over the whole stream are deltas + reads, and no
@@ -386,6 +386,16 @@ def test_text_cost_is_linear(monkeypatch: pytest.MonkeyPatch, batched: bool) -> 
         return value(self)  # type: ignore[no-any-return]
 
     monkeypatch.setattr(items.Chunks, "value", property(counting_value))
+    fold = items.Chunks.fold
+
+    def counting_fold(self: items.Chunks) -> None:  # what a read's share_text does: the same count
+        nonlocal pieces_joined, joins
+        if len(self._parts) > 1:
+            pieces_joined += len(self._parts)
+            joins += 1
+        fold(self)
+
+    monkeypatch.setattr(items.Chunks, "fold", counting_fold)
     view_texts = 0
     view_text = ViewModel.text
 

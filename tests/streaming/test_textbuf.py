@@ -7,7 +7,7 @@ import sys
 from hypothesis import given
 from hypothesis import strategies as st
 
-from responses_app.streaming.textbuf import compact, join
+from responses_app.streaming.textbuf import compact, fold, join
 
 MIXED = "An answer with one emoji 🚀 and curly “quotes” in otherwise plain English. " * 40
 
@@ -45,5 +45,36 @@ def test_reads_anywhere_never_change_the_text(deltas: list[str], read_at: int) -
     for i, delta in enumerate(deltas):
         if i == read_at:
             assert join(pieces) == "".join(deltas[:i])
+        pieces.append(delta)
+    assert join(pieces) == "".join(deltas)
+
+
+def test_fold_appends_to_a_utf8_piece_without_decoding_it() -> None:
+    pieces: list[str | bytes] = list(MIXED)
+    fold(pieces)
+    assert len(pieces) == 1 and type(pieces[0]) is bytes and pieces[0].decode() == MIXED
+    head = pieces[0]
+    pieces += [" more", " 日本語", " 🙂"]
+    fold(pieces)
+    assert len(pieces) == 1 and type(pieces[0]) is bytes
+    assert pieces[0].startswith(head) and join(pieces) == MIXED + " more 日本語 🙂"
+    fold(pieces)  # one piece: nothing to do
+    assert join(pieces) == MIXED + " more 日本語 🙂"
+
+
+def test_fold_of_str_pieces_is_the_compact_form() -> None:
+    for text in ("plain ascii " * 100, "short 🚀", MIXED):
+        pieces: list[str | bytes] = [text[:7], text[7:]]
+        fold(pieces)
+        assert pieces == [compact(text)]
+
+
+@given(st.lists(st.text(), max_size=30), st.lists(st.integers(min_value=0, max_value=30), max_size=4))
+def test_folds_anywhere_never_change_the_text(deltas: list[str], fold_at: list[int]) -> None:
+    pieces: list[str | bytes] = []
+    for i, delta in enumerate(deltas):
+        if i in fold_at:
+            fold(pieces)
+            assert len(pieces) <= 1
         pieces.append(delta)
     assert join(pieces) == "".join(deltas)
