@@ -64,7 +64,7 @@ class Delivery:
         is behind and the caller should `catch_up()` before reading on (the upstream then waits
         in the socket, not in memory). Called for every chunk: one pass, no call it can spare."""
         events = step.events
-        held = self.log.add(events)
+        held = self.log.add(events, step.raw)
         change = step.change
         checkpoints = self.checkpoints
         checkpoints.policy.push(now, len(events), bool(change.ops))

@@ -30,6 +30,7 @@ class Problem:
 class Fed(NamedTuple):
     events: list[dict[str, Any]]  # the parsed events, in arrival order (for the raw event log)
     applied: Applied  # what they did
+    raw: list[str]  # each event's `data` as it came, parallel to `events`
 
 
 class StreamPipeline:
@@ -63,20 +64,24 @@ class StreamPipeline:
     def finish(self) -> Fed:
         """End of stream: flush the decoder and stop waiting for gaps to fill."""
         fed = self._apply(self.decoder.flush())
-        return Fed(fed.events, fed.applied.then(self.assembler.release_held()))
+        return Fed(fed.events, fed.applied.then(self.assembler.release_held()), fed.raw)
 
     def _apply(self, messages: list[ServerSentEvent]) -> Fed:
         events: list[dict[str, Any]] = []
+        raw: list[str] = []
         append = events.append
         parse = parse_event
         for message in messages:
+            data = message.data
             try:
-                append(parse(message.data))  # type: ignore[arg-type]
+                append(parse(data))  # type: ignore[arg-type]
             except MalformedEvent as exc:
                 self.malformed += 1
-                self._problem("malformed", str(exc), message.data[:2000])
+                self._problem("malformed", str(exc), data[:2000])
+                continue
+            raw.append(data)
         # Parse problems never depend on assembler state, so the batch is applied in one go.
-        return Fed(events, self.assembler.feed_many(events))
+        return Fed(events, self.assembler.feed_many(events), raw)
 
     def _problem(self, kind: str, message: str, data: str) -> None:
         if len(self.problems) < MAX_PROBLEMS:

@@ -13,6 +13,7 @@ Pure: no Django, no I/O, no clock.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from .assembler import Applied, Assembler, AssemblerStats
@@ -46,6 +47,7 @@ class Step(NamedTuple):
     first_text: bool  # the request's first answer text
     first_tool: bool  # the request's first tool event
     terminal: bool  # the current response is in a terminal state
+    raw: Sequence[str] = ()  # each event's `data` as it came (the event log stores these, not a re-encoding)
 
 
 class Verdicted(NamedTuple):
@@ -124,16 +126,16 @@ class Transcript:
         """The stream closed: flush the decoder; a terminal event waiting behind a gap ends the
         response now. Anything else held stays held: a resume starts before the gap and fills it
         (a reconcile, `apply_final`, releases it)."""
-        events, applied = self.pipeline.feed(b"")
+        events, applied, raw = self.pipeline.feed(b"")
         if self.assembler.holds_terminal:
             applied = applied.then(self.assembler.release_held())
-        return self._step(events, applied)
+        return self._step(events, applied, raw)
 
     def restart_decoder(self) -> None:
         """Before a resume: a partial event from the dropped connection never completes."""
         self.pipeline.decoder = SSEDecoder(max_event_bytes=self._max_event_bytes)
 
-    def _step(self, events: list[dict[str, Any]], applied: Applied) -> Step:
+    def _step(self, events: list[dict[str, Any]], applied: Applied, raw: Sequence[str]) -> Step:
         first_tool = applied.first_tool and not self._tool_seen
         self._tool_seen |= first_tool
         change = self.take_ops()
@@ -142,7 +144,7 @@ class Transcript:
             self._text_seen |= first_text
         else:  # behind a gate, the first answer text people see
             first_text = self._shows_first_text(change.ops)
-        return Step(events, change, applied.boundary, first_text, first_tool, applied.terminal)
+        return Step(events, change, applied.boundary, first_text, first_tool, applied.terminal, raw)
 
     def _shows_first_text(self, ops: list[Op]) -> bool:
         if self._text_seen:

@@ -51,6 +51,35 @@ def test_the_event_log_says_how_much_it_holds() -> None:
     assert log.add([]) == 0
 
 
+def test_the_event_log_keeps_each_payload_as_it_came() -> None:
+    """The upstream's own bytes, not a re-encoding; a payload of several data lines, and a
+    redacted one, are serialised on one line (the SSE framing needs it) and still replay."""
+    from responses_app.streaming.transcript import Transcript
+
+    sse = (b'data: {"type": "response.created",  "sequence_number": 0, "response": {"id": "r", '
+           b'"status": "in_progress"}}\n\n'
+           b'data: {"type": "response.output_text.delta",\ndata:  "sequence_number": 1, "item_id": "m", '
+           b'"output_index": 0, "content_index": 0, "delta": "caf\xc3\xa9"}\n\n'
+           b'data: not json\n\n'
+           b'data: {"type":"response.function_call_arguments.delta","sequence_number":2,"item_id":"f",'
+           b'"output_index":1,"delta":"{\\"secret"}\n\n'
+           b'data: {"type":"response.completed","sequence_number":3,"response":{"id":"r","status":"completed"}}\n\n')
+    step = Transcript().feed(sse)
+    assert len(step.events) == len(step.raw) == 4  # the malformed one is in neither
+    log = EventLog(frozenset({"arguments"}))
+    log.add(step.events, step.raw)
+    batch = log.take()
+    assert batch is not None
+    lines = batch["data"].split(b"\n\n")
+    assert lines[0] == sse.split(b"\n\n")[0]  # byte for byte, the odd spacing too
+    assert lines[1] == b"data: " + orjson.dumps(step.events[1])  # two data lines: one, re-encoded
+    assert b"secret" not in batch["data"] and b"[redacted]" in lines[2]
+    assert lines[3] == sse.split(b"\n\n")[4]
+    assert len(log) == 0 and len(batch["data"]) == sum(len(line) + 2 for line in lines if line)
+    replayed = replay_bytes(batch["data"])
+    assert replayed.status == "completed" and "café" in orjson.dumps(replayed.response["output"]).decode()
+
+
 def test_a_logged_batch_replays() -> None:
     log = EventLog(frozenset())
     log.add([{"type": "response.created", "sequence_number": 0, "response": {"id": "r", "status": "in_progress"}},
