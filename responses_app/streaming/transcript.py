@@ -13,7 +13,6 @@ Pure: no Django, no I/O, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from .assembler import Applied, Assembler, AssemblerStats
@@ -47,7 +46,7 @@ class Step(NamedTuple):
     first_text: bool  # the request's first answer text
     first_tool: bool  # the request's first tool event
     terminal: bool  # the current response is in a terminal state
-    raw: Sequence[str] = ()  # each event's `data` as it came (the event log stores these, not a re-encoding)
+    raw: list[str]  # each event's `data` as it came (the event log stores these, not a re-encoding)
 
 
 class Verdicted(NamedTuple):
@@ -135,7 +134,7 @@ class Transcript:
         """Before a resume: a partial event from the dropped connection never completes."""
         self.pipeline.decoder = SSEDecoder(max_event_bytes=self._max_event_bytes)
 
-    def _step(self, events: list[dict[str, Any]], applied: Applied, raw: Sequence[str]) -> Step:
+    def _step(self, events: list[dict[str, Any]], applied: Applied, raw: list[str]) -> Step:
         first_tool = applied.first_tool and not self._tool_seen
         self._tool_seen |= first_tool
         change = self.take_ops()
