@@ -4,7 +4,7 @@ A plain ASGI application (no Django, no Channels, no database), served like ours
 httptools, websockets-sansio, uvloop). Each websocket opens its own upstream stream through the
 relay's own read path (httpx with the aiohttp transport, `upstream.body_chunks`), runs every
 chunk through the streaming core's `StreamPipeline` (what the floor reader does too), and sends
-one frame per two text deltas: no coalescing policy, no timer, no checkpoint, no event log, no
+one frame per DELTAS_PER_FRAME text deltas: no coalescing policy, no timer, no checkpoint, no event log, no
 hub, no session. What it costs per relayed delta, over the floor, is the price of the frames
 alone; the rest of ours (checkpoints, the event log, the patch stream, timers, the viewer's
 bookkeeping) is what ours costs over this.
@@ -32,7 +32,9 @@ from responses_app.streaming.pipeline import StreamPipeline
 from responses_app.upstream import body_chunks
 
 UPSTREAM = os.environ.get("NAIVE_UPSTREAM", "http://127.0.0.1:8001/v1").rstrip("/")
-DELTAS_PER_FRAME = 2  # ours sends 2.2-2.6 at the CPU section's load: this one sends at least as many frames
+# Deltas per frame: as many as ours sends at most, so this one sends at least as many frames. At the
+# CPU section's load ours sends 5.3 (2.2-2.6 with `--flush-as-stamped`); bench/relay.py sets 5 (or 2).
+DELTAS_PER_FRAME = int(os.environ.get("BARE_DELTAS_PER_FRAME", "5"))
 
 _client: httpx.AsyncClient | None = None
 

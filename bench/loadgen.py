@@ -30,6 +30,17 @@ from websockets.http11 import Response
 from websockets.uri import parse_uri
 
 STAMP = re.compile(r"⟨(\d+\.\d+)⟩")
+STAMP_CHARS = len(f"⟨{time.time():.6f}⟩")  # what `sim.stamp` adds to each text delta
+FLUSH_MIN_CHARS = 32  # RELAY_FLUSH_MIN_CHARS's default
+
+
+def stamped_min_chars(plain_chars_per_delta: float) -> int:
+    """RELAY_FLUSH_MIN_CHARS for a relay whose deltas are stamped, so that its patches carry as many
+    deltas as they would for the same text unstamped. A stamp makes a `sim-long` delta about five
+    times longer (4.8 characters of text, 19 of stamp), and the relay batches a slow flow by
+    characters: with the default, the benchmark's streams went out as 2.2 deltas a patch at 30
+    deltas/s, against 4-5 for the same answer unstamped (bench/wire.py scales it the same way)."""
+    return round(FLUSH_MIN_CHARS * (plain_chars_per_delta + STAMP_CHARS) / plain_chars_per_delta)
 
 
 class Window:

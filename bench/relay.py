@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.loadgen import STAMP, Window
+from bench.loadgen import FLUSH_MIN_CHARS, STAMP, Window, stamped_min_chars
 from bench.relay_cpu import VIEWERS, per_delta
 from bench.relay_cpu import render as render_cpu
 from tests.servers import announced_address
@@ -218,6 +218,25 @@ def database(use_postgres: bool) -> Iterator[tuple[str, str]]:
     else:
         with tempfile.TemporaryDirectory(prefix="relay-bench-") as tmp:
             yield f"sqlite:///{tmp}/bench.sqlite3", "SQLite (temp file)"
+
+
+def plain_chars_per_delta(sim_url: str, tokens: int = 2000) -> float:
+    """The mean characters of a `sim-long` text delta without its stamp (one unpaced answer)."""
+    import httpx
+    import orjson
+
+    from responses_app.simulator.auth import DEV_API_KEY
+
+    body = {"model": "sim-long", "input": "Tell me something long.", "stream": True,
+            "metadata": {"sim.tokens_per_s": "0", "sim.tokens": str(tokens), "sim.seed": "7"}}
+    chars = deltas = 0
+    with httpx.stream("POST", f"{sim_url}/responses", content=orjson.dumps(body), timeout=60,
+                      headers={"content-type": "application/json", "authorization": f"Bearer {DEV_API_KEY}"}) as r:
+        for line in r.iter_lines():
+            if line.startswith("data: ") and '"response.output_text.delta"' in line:
+                chars += len(orjson.loads(line[6:])["delta"])
+                deltas += 1
+    return chars / deltas if deltas else float("nan")
 
 
 def to_created(db_url: str, since: float) -> dict[str, Any]:
@@ -847,6 +866,7 @@ class Plan:
     control: int = 8  # streams the load coordinator reads straight from the simulator, beside the relay's
     burst: bool = False  # after each capacity step's ramp-up, one more socket per stream, all at once
     profile: bool = False  # py-spy flame graph + collapsed stacks of our server, 1 viewer, CPU section's load
+    flush_as_stamped: bool = False  # RELAY_FLUSH_MIN_CHARS's default with stamped deltas (every run before 2026-12-03)
 
 
 def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
@@ -863,6 +883,13 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
         results["database"] = db_desc
         try:
             sim, sim_url = start_simulator(procs, base_env)
+            # Every relay of ours (and the baseline) waits for as many more characters as the stamps
+            # add, so its patches carry as many deltas as for the same text unstamped (loadgen.py);
+            # `--flush-as-stamped` keeps the default, as every run before 2026-12-03 measured.
+            plain = plain_chars_per_delta(sim_url)
+            min_chars = FLUSH_MIN_CHARS if plan.flush_as_stamped else stamped_min_chars(plain)
+            results["flush"] = {"plain_chars_per_delta": plain, "min_chars": min_chars}
+            relay_flush = {"RELAY_FLUSH_MIN_CHARS": str(min_chars)}
             # development settings with DEBUG off, and the per-user limits out of the way: one user
             # drives every stream of the benchmark
             env = dict(base_env, DJANGO_ENV="development", DEBUG="false", DATABASE_URL=db_url,
@@ -886,20 +913,22 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
 
             ours_env = own_database(ROOT)
             session = make_session(ours_env)
-            server_env = ours_env
+            server_env = dict(ours_env, **relay_flush)
             if plan.gc_log:  # the GC probe (bench/gcprobe) in our server only
-                server_env = dict(ours_env, RELAY_BENCH_GC_LOG=str(log_dir / "gc.log"),
+                server_env = dict(server_env, RELAY_BENCH_GC_LOG=str(log_dir / "gc.log"),
                                   PYTHONPATH=os.pathsep.join([str(ROOT / "bench" / "gcprobe"),
                                                               env.get("PYTHONPATH", "")]).rstrip(os.pathsep))
                 results["gc_log"] = str(log_dir / "gc.log")
             ours, ours_port = start_server(procs, "project.asgi:application", server_env, log_dir / "ours.log",
                                            server=plan.server)
             naive_env = dict(base_env, NAIVE_UPSTREAM=sim_url)
+            # The bare relay sends at least as many frames as ours (bench/bare_relay.py).
+            bare_env = dict(naive_env, BARE_DELTAS_PER_FRAME=str(2 if plan.flush_as_stamped else 5))
             naive, naive_port = start_server(procs, "bench.naive_relay:application", naive_env,
                                              log_dir / "naive.log")
             servers = {"ours": (ours, ours_port), "naive": (naive, naive_port)}
             if "cpu" in plan.sections:  # the lower bound of the CPU section (bench/bare_relay.py)
-                servers["bare"] = start_server(procs, "bench.bare_relay:application", naive_env,
+                servers["bare"] = start_server(procs, "bench.bare_relay:application", bare_env,
                                                log_dir / "bare.log", server="uvicorn+websockets-sansio+uvloop")
             sessions = {"ours": session}
             db_urls = {"ours": ours_env["DATABASE_URL"]}
@@ -907,7 +936,7 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
             def start_extra(target: str) -> None:
                 """A server the CPU section compares ours with, one at a time (each holds a database pool)."""
                 if target == "before":
-                    before_env = dict(own_database(Path(plan.baseline)), **plan.baseline_env)
+                    before_env = dict(own_database(Path(plan.baseline)), **relay_flush, **plan.baseline_env)
                     sessions[target] = make_session(before_env, cwd=Path(plan.baseline))
                     db_urls[target] = before_env["DATABASE_URL"]
                     if plan.gc_log:
@@ -918,7 +947,7 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
                                                    log_dir / "before.log",
                                                    cwd=Path(plan.baseline), server=plan.baseline_server)
                 else:
-                    extra_env = own_database(ROOT)
+                    extra_env = dict(own_database(ROOT), **relay_flush)
                     sessions[target] = make_session(extra_env)
                     db_urls[target] = extra_env["DATABASE_URL"]
                     servers[target] = start_server(procs, "project.asgi:application", extra_env,
@@ -1279,6 +1308,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gc-log", action="store_true", help="log our server's garbage collections over 5 ms")
     parser.add_argument("--burst", action="store_true",
                         help="after each step's ramp-up, one more socket per stream, opened at once (first view)")
+    parser.add_argument("--flush-as-stamped", action="store_true",
+                        help="ours with RELAY_FLUSH_MIN_CHARS's default, though the stamps make each delta about "
+                             "five times longer (2.2 deltas a patch instead of 4-5), as runs before 2026-12-03")
     parser.add_argument("--role", help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -1302,6 +1334,7 @@ def main(argv: list[str] | None = None) -> int:
     plan.baseline_env = dict(pair.split("=", 1) for pair in args.baseline_env)
     plan.burst = args.burst
     plan.profile = args.profile
+    plan.flush_as_stamped = args.flush_as_stamped
     plan.loadgen, plan.load_procs, plan.gc_log = args.loadgen, args.load_procs, args.gc_log
     plan.asgi = tuple(a for a in args.asgi.split(",") if a)
     plan.cpu_rounds = args.cpu_rounds
@@ -1327,9 +1360,19 @@ def main(argv: list[str] | None = None) -> int:
             at = old.find("\n## ")
             notes = "\n" + old[at + 1:] if at >= 0 else ""
         RESULTS.write_text(HEADER.format(env=environment(), db=res["database"], seconds=res["seconds"],
-                                         background=str(plan.background).lower()) + table + "\n" + notes)
+                                         background=str(plan.background).lower(), flush=flush_note(res))
+                           + table + "\n" + notes)
         print(f"\nwrote {RESULTS.relative_to(ROOT)}")
     return 0
+
+
+def flush_note(res: dict[str, Any]) -> str:
+    flush = res.get("flush") or {}
+    if flush.get("min_chars", FLUSH_MIN_CHARS) == FLUSH_MIN_CHARS:
+        return f"RELAY_FLUSH_MIN_CHARS at its default, {FLUSH_MIN_CHARS}, though the stamps make each delta longer"
+    return (f"RELAY_FLUSH_MIN_CHARS={flush['min_chars']}: {FLUSH_MIN_CHARS} scaled by what the stamps add to a "
+            f"delta of {flush['plain_chars_per_delta']:.1f} characters, so that patches carry as many deltas as "
+            "for the text unstamped (bench/loadgen.py)")
 
 
 HEADER = """# Relay benchmark
@@ -1344,10 +1387,10 @@ Setup, all on loopback, each in its own process: the simulator (`python -m respo
 `sim-long`, `sim.stamp` puts each delta's emit wall-clock time into its text); our relay as ONE server
 process (`python -m project.serve`: uvicorn with httptools, websockets-sansio and uvloop), development
 settings, DEBUG off, in-memory channel layer, in-process runner,
-default RELAY_* settings: flush interval 50 ms, checkpoints every 500 ms to 2 s (64 events), aiohttp upstream transport)
-on {db}; the naive relay (bench/naive_relay.py: a Channels consumer per websocket, `httpx.AsyncClient()`
-with its default transport, stdlib `json` per SSE line, one in-memory `group_send` per delta) as ONE
-Daphne process; websocket viewers in two load processes per step (bench/loadgen.py: websockets' sans-I/O
+default RELAY_* settings (flush interval 50 ms, checkpoints every 500 ms to 2 s (64 events), aiohttp upstream
+transport) but {flush}) on {db}; the naive relay (bench/naive_relay.py: a Channels consumer per websocket,
+`httpx.AsyncClient()` with its default transport, stdlib `json` per SSE line, one in-memory `group_send` per delta)
+as ONE Daphne process; websocket viewers in two load processes per step (bench/loadgen.py: websockets' sans-I/O
 protocol on uvloop, one receive loop per process, one window start for both). Requests
 go through the JSON API (`POST /api/requests`, session cookie + CSRF header, `background: {background}`),
 then the viewer opens `/ws/requests/<id>/`; at the end of a step each viewer sends the explicit Stop

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.loadgen import FLUSH_MIN_CHARS, stamped_min_chars
 from bench.relay import (
     PY,
     STAMP,
@@ -63,8 +64,6 @@ BASELINE = "814e58e"  # the last commit with protocol 1 (JSON object patches, 50
 PACES = (30, 200)
 TARGETS = {30: 2.0, 200: 1.5}  # bytes / text, the bound per pace
 LATENCY_LIMIT_MS = 250.0
-STAMP_CHARS = len(f"⟨{time.time():.6f}⟩")  # what `sim.stamp` adds to each delta
-DEFAULT_MIN_CHARS = 32  # RELAY_FLUSH_MIN_CHARS's default
 
 
 def frame_header(length: int) -> int:
@@ -256,12 +255,11 @@ def run(baseline: str, tokens: int, use_postgres: bool, log_dir: Path) -> dict[s
                 answer_all(relays, plain, tokens, seeds)
                 result["cpu"] = {tree: cpu_seconds(proc.pid) - cpu0[tree] for tree, (proc, _, _) in relays.items()}
 
-                # 2. Latency: stamped answers. A stamp adds STAMP_CHARS to every delta, and the after
+                # 2. Latency: stamped answers. A stamp adds loadgen.STAMP_CHARS to every delta, and the after
                 # tree batches a slow flow by characters: its latency relay waits for as many more
                 # characters, so that its patches carry as many deltas as the plain answer's did.
                 chars = [len(a.text) / tokens for a in plain if a.tree == "after" and a.text]
-                scale = (sum(chars) / len(chars) + STAMP_CHARS) / (sum(chars) / len(chars)) if chars else 1.0
-                min_chars = round(DEFAULT_MIN_CHARS * scale)
+                min_chars = stamped_min_chars(sum(chars) / len(chars)) if chars else FLUSH_MIN_CHARS
                 result["latency_min_chars"] = min_chars
                 relays["after"] = start_relay(procs, ROOT, dict(envs["after"], RELAY_FLUSH_MIN_CHARS=str(min_chars)),
                                               log_dir / "after-latency.log", session=relays["after"][2])
