@@ -936,7 +936,7 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
             def start_extra(target: str) -> None:
                 """A server the CPU section compares ours with, one at a time (each holds a database pool)."""
                 if target == "before":
-                    before_env = dict(own_database(Path(plan.baseline)), **relay_flush, **plan.baseline_env)
+                    before_env = {**own_database(Path(plan.baseline)), **relay_flush, **plan.baseline_env}
                     sessions[target] = make_session(before_env, cwd=Path(plan.baseline))
                     db_urls[target] = before_env["DATABASE_URL"]
                     if plan.gc_log:
