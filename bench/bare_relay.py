@@ -33,7 +33,7 @@ from responses_app.upstream import body_chunks
 
 UPSTREAM = os.environ.get("NAIVE_UPSTREAM", "http://127.0.0.1:8001/v1").rstrip("/")
 # Deltas per frame: as many as ours sends at most, so this one sends at least as many frames. At the
-# CPU section's load ours sends 5.3 (2.2-2.6 with `--flush-as-stamped`); bench/relay.py sets 5 (or 2).
+# CPU section's load ours sends 5.3 (2.2-2.6 with `--flush-as-stamped`, where bench/relay.py sets 2).
 DELTAS_PER_FRAME = int(os.environ.get("BARE_DELTAS_PER_FRAME", "5"))
 
 _client: httpx.AsyncClient | None = None

@@ -922,8 +922,9 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
             ours, ours_port = start_server(procs, "project.asgi:application", server_env, log_dir / "ours.log",
                                            server=plan.server)
             naive_env = dict(base_env, NAIVE_UPSTREAM=sim_url)
-            # The bare relay sends at least as many frames as ours (bench/bare_relay.py).
-            bare_env = dict(naive_env, BARE_DELTAS_PER_FRAME=str(2 if plan.flush_as_stamped else 5))
+            # The bare relay sends at least as many frames as ours (bench/bare_relay.py, its default
+            # for patches sized as production's).
+            bare_env = dict(naive_env, BARE_DELTAS_PER_FRAME="2") if plan.flush_as_stamped else naive_env
             naive, naive_port = start_server(procs, "bench.naive_relay:application", naive_env,
                                              log_dir / "naive.log")
             servers = {"ours": (ours, ours_port), "naive": (naive, naive_port)}
