@@ -15,10 +15,13 @@ One run, side by side:
   answer's final text in bytes;
 * **the raw event log** of the same answers: the compressed batches as stored beside their
   uncompressed SSE text (what the format before stored), over the final text;
-* **memory per in-flight stream**: N runners at once in one process, each held just before the
-  end of a 3,000-delta answer (the simulator stalls it), RSS growth / N (sampled every 0.5 s over
-  WINDOW_S, the lease keeper trimming the allocator every malloc.TRIM_S) and, in a second process,
-  the Python heap (tracemalloc) growth / N with its largest holders, against 2 x text + 64 KiB;
+* **memory per in-flight stream**: after a warm-up that starts the process's thread pools, N/2
+  runners, then N/2 more beside them, in one process, each held just before the end of a
+  3,000-delta answer (the simulator stalls it): the RSS the second half added, per runner (each
+  half sampled every 0.5 s over WINDOW_S, the lease keeper trimming the allocator every
+  malloc.TRIM_S), and the growth / N from the base; in a second process, the Python heap
+  (tracemalloc) the same two ways with its largest holders; against 2 x text + 64 KiB. Also the
+  probe as it was before 2026-12-04 (a warm-up of 2: growth / N counted the pool starting);
   where the RSS is (glibc's `mallinfo2`, pymalloc's statistics), the RSS right after
   `malloc_trim(0)` and that call's cost. With `--baseline TREE` (a `git worktree` of an older
   commit) the same probes run that tree's relay too, in the same run, side by side.
@@ -49,6 +52,19 @@ from bench.relay import PY, ROOT, Procs, _django, _make_requests, database, reac
 
 RESULTS = Path(__file__).resolve().parent / "results" / "storage.md"
 KIB = 1024
+
+
+# The memory probe's warm-up: runners run (then stopped) before the base is taken. Enough that
+# every thread the process keeps (RELAY_DB_THREADS database threads, the checkpoint writer) is
+# started before the base: with a warm-up of 2 (the probe until 2026-12-04), 5 database threads
+# started inside the batch of 50, a fixed cost of the process (each thread's stack, its state and,
+# with glibc's defaults, its own malloc arena) that growth / N counted as the streams'. The
+# result counts the threads started inside the batch (`threads_started`). The per-stream figure
+# is the slope (`per_added_stream`): the RSS the second half of the runners added beside the
+# first, which neither the pool starting nor the warm-up's freed memory reused can bend. The
+# probe with a warm-up of 2 still runs, its growth / N reported beside as before.
+WARMUP_RUNNERS = 10
+COLD_WARMUP_RUNNERS = 2
 
 
 # --- role: one answer, then what it stored ---------------------------------------------------------
@@ -218,7 +234,7 @@ async def _memory(cfg: dict[str, Any]) -> dict[str, Any]:
     # few deltas, so each runner stays in flight with almost all of its text.
     stall_at = 4 + tokens - 5
     metadata = {"sim.tokens": str(tokens), "sim.tokens_per_s": str(pace), "sim.stall_at": str(stall_at),
-                "sim.stall_ms": "120000"}
+                "sim.stall_ms": "180000"}  # the first half waits while the second streams
 
     async def batch(count: int) -> list[StreamRunner]:
         ids = await sync_to_async(_make_requests)(count, metadata, False)
@@ -244,24 +260,40 @@ async def _memory(cfg: dict[str, Any]) -> dict[str, Any]:
         await asyncio.gather(*(r.finished.wait() for r in runners))
 
     tracing = cfg["tracemalloc"]
-    await stop(await batch(2))  # warm-up: import and cache everything a runner touches
+    # Warm-up: import and cache everything a runner touches, and start the process's thread pools
+    # (the runner's database threads, the checkpoint writer's): see WARMUP_RUNNERS.
+    await stop(await batch(cfg.get("warmup", WARMUP_RUNNERS)))
     gc.collect()
     if tracing:
         tracemalloc.start(cfg.get("frames", 1))
     gc.collect()
     base_traced = tracemalloc.get_traced_memory()[0] if tracing else 0
-    base_rss, base_alloc = rss_bytes(), _allocators()
+    base_rss, base_alloc, base_threads = rss_bytes(), _allocators(), threading.active_count()
     detail = cfg.get("detail", False)
     base_types = _type_counts() if detail else {}
     base_maps = _smaps() if detail else {}
     base_arenas = _arenas() if detail else []
-    runners = await batch(n)
-    gc.collect()
-    # Sampled over a while, not once: the keeper trims every malloc.TRIM_S, wherever a sample falls.
-    samples = []
-    for _ in range(int(cfg.get("window", 0) / 0.5)):
-        samples.append(rss_bytes() - base_rss)
-        await asyncio.sleep(0.5)
+
+    async def sample() -> list[int]:
+        """The RSS growth, sampled over a while, not once: the keeper trims every malloc.TRIM_S,
+        wherever a sample falls."""
+        gc.collect()
+        out = []
+        for _ in range(int(cfg.get("window", 0) / 0.5)):
+            out.append(rss_bytes() - base_rss)
+            await asyncio.sleep(0.5)
+        return out + [rss_bytes() - base_rss]
+
+    # Half the runners, then the other half beside them: what the second half added is what a
+    # stream costs once the process runs streams (no pool starting, no warm-up's freed memory
+    # reused). `split` False: all N in one batch, the probe before 2026-12-04.
+    half = n // 2 if cfg.get("split", True) else 0
+    runners = await batch(half) if half else []
+    half_samples = await sample() if half else [0]
+    half_traced = (tracemalloc.get_traced_memory()[0] - base_traced) if tracing else 0
+    half_alloc = _allocators() if half else base_alloc
+    runners += await batch(n - half)
+    samples = await sample()
     attribution: dict[str, Any] = {}
     if detail:
         types = _type_counts()
@@ -273,10 +305,8 @@ async def _memory(cfg: dict[str, Any]) -> dict[str, Any]:
         attribution["arenas"] = [{k: (a[k] - (base_arenas[i][k] if i < len(base_arenas) else 0)) / n for k in a}
                                  for i, a in enumerate(arenas)]
     traced = (tracemalloc.get_traced_memory()[0] - base_traced) if tracing else 0
-    rss = rss_bytes() - base_rss
-    samples.append(rss)
     keeper = hub.leases
-    allocators = {k: (v - base_alloc.get(k, 0)) / n for k, v in _allocators().items()}
+    allocators = {k: (v - half_alloc.get(k, 0)) / (n - half) for k, v in _allocators().items()}  # per added stream
     trimmed = trim_ms = None
     if not tracing:  # what glibc keeps free and could give back
         import ctypes
@@ -299,9 +329,12 @@ async def _memory(cfg: dict[str, Any]) -> dict[str, Any]:
                 for stat in snapshot.statistics("traceback")[:40]]
         tracemalloc.stop()
     await stop(runners)
+    mean, half_mean = sum(samples) / len(samples), sum(half_samples) / len(half_samples)
     return {"streams": n, "tokens": tokens, "tokens_per_s": pace, "tracemalloc": tracing,
-            "per_stream": (traced if tracing else sum(samples) / len(samples)) / n,
-            "per_stream_max": max(samples) / n, "trim_ms": trim_ms,
+            "per_stream": (traced if tracing else mean) / n,
+            "per_added_stream": ((traced - half_traced) if tracing else (mean - half_mean)) / (n - half),
+            "per_stream_max": max(samples) / n, "samples": [s / n for s in samples], "trim_ms": trim_ms,
+            "warmup": cfg.get("warmup", WARMUP_RUNNERS), "threads_started": threading.active_count() - base_threads,
             "keeper_trim_s": getattr(keeper, "trim_seconds", None), "text_bytes": text_bytes, "top": top,
             "allocators": allocators, "trimmed": trimmed, **attribution}
 
@@ -391,18 +424,25 @@ def run(quick: bool, use_postgres: bool, only: str = "", baseline: str = "") -> 
             trees: list[tuple[str, str | None]] = [("now", None)]
             if baseline:
                 trees.insert(0, ("before", baseline))
-            for tracing in (False, True):
+            # the RSS with the pool started first, the RSS as measured before (the pool started
+            # inside the batch), the Python heap
+            for tracing, warmup in ((False, WARMUP_RUNNERS), (False, COLD_WARMUP_RUNNERS), (True, WARMUP_RUNNERS)):
                 for tree, root in trees:
                     cfg = {"simulator": sim_url, "streams": streams, "tokens": mem_tokens, "tokens_per_s": 100,
-                           "tracemalloc": tracing, "window": 0 if tracing else WINDOW_S}
+                           "tracemalloc": tracing, "window": 0 if tracing else WINDOW_S, "warmup": warmup,
+                           "split": warmup == WARMUP_RUNNERS}
                     r = run_role("memory", cfg, dict(env, PYTHONPATH=root) if root else env, procs, timeout=400,
                                  script=bool(root))
                     r["tree"] = tree
                     results["memory"].append(r)
-                    print(f"memory {tree} {streams} x {mem_tokens} deltas ({'tracemalloc' if tracing else 'RSS'}): "
-                          f"{r['per_stream'] / KIB:,.0f} KiB/stream (max {r['per_stream_max'] / KIB:,.0f}), text "
+                    print(f"memory {tree} {streams} x {mem_tokens} deltas ({'tracemalloc' if tracing else 'RSS'}, "
+                          f"warm-up {warmup}, {r['threads_started']} threads started): "
+                          f"{r['per_added_stream'] / KIB:,.0f} KiB per added stream; growth / N "
+                          f"{r['per_stream'] / KIB:,.0f} KiB (max {r['per_stream_max'] / KIB:,.0f}), text "
                           f"{r['text_bytes'] / KIB:,.1f} KiB; per stream "
-                          + ", ".join(f"{k} {v / KIB:,.0f} KiB" for k, v in r["allocators"].items()), flush=True)
+                          + ", ".join(f"{k} {v / KIB:,.0f} KiB" for k, v in r["allocators"].items())
+                          + ("; samples " + " ".join(f"{v / KIB:.0f}" for v in r["samples"]) if r["samples"] else ""),
+                          flush=True)
         finally:
             procs.stop_all()
     return results
@@ -436,71 +476,70 @@ def render(res: dict[str, Any], command: str) -> str:
 # What the probes' attribution found (cfg["detail"], by hand at 50 streams, 2026-12-01), and what the
 # relay does about it: the explanation under the table, kept with the code that measures it.
 REMAINS = """\
-What the RSS per stream is, and what was done (attribution: `cfg["detail"]` probes, at 50 streams):
+How it is measured, since 2026-12-04. Until then the probe took its base after a warm-up of 2
+runners and divided the growth to all 50 held by 50: 88-107 KiB depending on the run and the
+machine, against a Python heap of 51-55. heaptrack on the probe (its process exiting with
+everything live at the sample, at 10 and at 50 streams; `heaptrack_print` leaks, diffed) put what
+malloc holds for each added stream at 19 KiB, Python's objects over 512 bytes 18 of it: libpq's,
+zstd's and OpenSSL's allocations did not grow with the streams. What growth / N had counted
+beyond the heap was the process starting 5-6 of its database threads inside the batch (each its
+stack, its thread state and, with glibc's defaults, a malloc arena of its own): a cost of the
+process, bounded by RELAY_DB_THREADS + 1, spread over the streams, and different in every run.
+The probe now runs a warm-up of 10 (the pools started: 0 threads start after it) and reports the
+slope: what 25 runners held beside 25 others added. Side by side, the same relay twice in one
+run: 61 and 59 KiB per added stream, where the probe before read 95 and 96; two more runs 55 and
+56; at 100 streams (50 beside 50, by hand) 62, so it is linear in the streams. Growth / N from the
+warmed base reads lower still (33-42) because the batch reuses memory the warm-up freed; it is
+shown, not used.
+
+What an added stream holds (50 streams; tracemalloc, `cfg["detail"]` probes, `mallinfo2`):
 
 - **The text, once**: 15 KiB (`textbuf`: the view's joined text).
-- **The rest of the Python heap**, about 40 KiB: the stream's HTTP exchange, about 6 KiB (httpx's
+- **The rest of the Python heap**, about 34 KiB: the stream's HTTP exchange, about 6 KiB (httpx's
   `Request` and `Headers` about 2.5, aiohttp's protocol, parser and `StreamReader` about 4: its
-  two deques keep up to 16 freed blocks each after a burst, 2 KiB each here); the runner and its
-  collaborators (the request's JSON `input` and `params` 0.9, the task's coroutines); the
-  Response's fields for the snapshot (now a compact JSON str, about 1 KiB); and Django's and
-  psycopg's per-process caches of query texts. Cut this round (side by side, 99 -> 88 KiB of RSS,
-  58 -> 55 KiB of heap): the runner's two `asyncio.Event`s, each with a `deque` of waiters from
-  the start (1.5 KiB; now `relay/flag.py`'s slotted `Flag`, a bool and a list only once something
-  waits); the `response.created` Response's parsed dict tree, kept for the snapshot (2.2 KiB; now
-  `orjson.dumps(...).decode()`, a str of the exact size, parsed again when a snapshot is made);
-  the lease round's queries, whose text had one parameter per runner (`Q` pairs and `pk__in`), so
-  psycopg cached a query text per runner count (it caches texts of up to 50 parameters, 128 of
-  them) and the cache grew with the streams: on PostgreSQL they now take two `uuid[]` arrays, one
-  text whatever the count (`services.leases_renew`; SQLite keeps the ORM's `Q`s). The RSS moved
-  more than the heap (11 against 3 KiB); glibc's in-use and kept-free memory fell 2 and 4 KiB per
-  stream (the lease texts, over 512 bytes and so glibc's, were rebuilt every 2 s among the churn);
-  the cuts were not measured one by one for the RSS (a run with the first two alone: 99 -> 94). Cut the round
-  before (tracemalloc by traceback, 12 frames, 50 streams, one probe after each cut: 78.6 -> 66.9
-  -> 64.2 KiB of heap per stream; side by side: 67 -> 59): the last chunk read, which the
-  four generators under httpx's `aiter_bytes` (httpx's two, httpx-aiohttp's, aiohttp's) each kept
-  while the stream waited (up to httpx-aiohttp's 16 KiB reads, 9.3 KiB on average in that probe,
-  however far behind the loop was at the stall): `upstream.body_chunks` reads aiohttp's buffer
-  directly, keeping nothing between reads; the `ResponseRequest` model instance the runner held
-  (1.5 KiB and its state; now `selectors.RunRequest`, 7 columns from `.values()`); the runner's
-  `__dict__` (1.5 KiB: Python 3.11 gives an object with more than 30 attributes a real dict; now
-  `__slots__`); a frozenset of the redacted fields per stream (0.8 KiB; now one per process).
-  Cut before: a bound method per event type per assembler (the handler table, 7 KiB per stream,
-  now one table for all); a Django `DatabaseWrapper` that every runner task built by asking
-  `connection.vendor` on the event loop (`connection` is per task there, an asgiref `Local`;
-  3 KiB); and the POST body: orjson's bytes keep a 4 KiB buffer however short the JSON, and the
-  response keeps its request (4.1 KiB; now handed to httpx as str, which encodes it to exact bytes).
-- **pymalloc's arenas beyond its blocks in use**, about 21 KiB per stream: pools that a few live
-  objects pin among the churn's freed ones (82 KiB of arenas per stream three rounds ago, 61 now;
-  `mallinfo2`'s arena figure is the high-water mark, not what is resident after the trim).
-- **glibc's free memory kept**: the churn of streaming (chunks, events, patches) on the event loop,
-  and the database threads' arenas (`malloc_info`: they grew about 45 KiB per stream here, 28 of
-  them free, from the rounds that scale with N). The lease keeper now calls `malloc_trim(0)` every
-  round (`responses_app/relay/malloc.py`; 0.1-0.2 ms a call at 50 streams, off nothing else), which
-  gives those pages back; `mallinfo2` still counts them free.
-- **Outside what tracemalloc counts**, about 30 KiB malloc'd per stream (glibc in use minus the
-  heap's objects over 512 bytes; an estimate across two processes): `malloc_info` puts about
-  16 KiB of glibc's in-use memory in the database threads' arenas (libpq results, the lease and
-  writer rounds that scale with N). Not zstd (`zstandard.compress` is one-shot, on the writer's
-  thread: no context is kept per stream), not TLS (loopback HTTP), not sockets (kernel memory, not
-  RSS); the aiohttp C parser's state goes through Python's allocator and is in the heap above.
-- Ruled out: `MALLOC_ARENA_MAX=2` with fixed mmap/trim thresholds (153 KiB against 155),
-  asyncio reading 16 KiB per `recv` instead of 256 (151 against 147), `PYTHONMALLOC=malloc` (every
-  object from glibc, with the keeper's trim: 134 KiB against 115 in the same run).
+  two deques keep up to 16 freed blocks each after a burst, 2 KiB each here); the transcript's
+  assembler state beyond the text (about 4); the runner and its collaborators (the request's
+  JSON `input` and `params` 0.9, the task's coroutines); the Response's fields for the snapshot
+  (a compact JSON str, about 1 KiB); Django's and psycopg's per-process caches of query texts.
+- **pymalloc's pools beyond its blocks in use**: pools that a few live objects pin among the
+  churn's freed ones; and glibc's free memory kept between the lease keeper's `malloc_trim(0)`
+  rounds (`responses_app/relay/malloc.py`, every 2 s; 0.1 ms a call at 50 streams). Together the
+  6-12 KiB between the heap (48-49 per added stream) and the RSS (55-62).
 
-The target is met: 88 KiB against 94 (93%; the round before: 99 in the same run), 6 KiB of
-margin, about what the RSS varies between runs (a first run of the Events and Response cuts alone
-gave 94 against 99). What remains beyond twice the text: the heap's 40 KiB beyond the text once,
-pymalloc's pinned pools and the 30 KiB malloc'd outside Python. Next cuts, if more margin is
-wanted: bare aiohttp instead of httpx on top would save httpx's `Request` and `Headers` (about
-2.5 KiB; estimated from the holders, not measured standalone); aiohttp's two buffer deques after
-a burst (2 KiB); the request's `input`/`params` decoded by the stdlib `json` (0.9 KiB)."""
+Cut in earlier rounds (tracemalloc by traceback; RSS side by side, the probe before): the runner's
+two `asyncio.Event`s, each with a `deque` of waiters from the start (1.5 KiB; `relay/flag.py`'s
+slotted `Flag`); the `response.created` Response's parsed dict tree kept for the snapshot (2.2 KiB;
+now `orjson.dumps(...).decode()`, a str of the exact size); the lease round's query texts, one
+parameter per runner, so psycopg cached a text per runner count (now two `uuid[]` arrays on
+PostgreSQL, one text whatever the count: `services.leases_renew`); the last chunk read, which the
+four generators under httpx's `aiter_bytes` each kept while the stream waited (up to 16 KiB;
+`upstream.body_chunks` reads aiohttp's buffer directly); the `ResponseRequest` model instance
+(now `selectors.RunRequest`, 7 columns); the runner's `__dict__` (now `__slots__`); a frozenset
+of the redacted fields per stream (now one per process); a bound method per event type per
+assembler (7 KiB; one table for all); a Django `DatabaseWrapper` per runner task, built by asking
+`connection.vendor` on the event loop (3 KiB); the POST body as orjson's bytes, which keep a 4 KiB
+buffer however short the JSON (now a str). The probe before read 160 KiB when these began.
+
+Tried and not shipped: `mallopt(M_ARENA_MAX, 1)` at start-up (2026-12-04: the probe before read
+93 -> 87 and 95 -> 90 KiB with it, but with the pools started first 52 against 51 (growth / N
+after a warm-up of 10): it saves only the threads' own arenas, a fixed cost of the process);
+`MALLOC_ARENA_MAX=2` with fixed mmap/trim thresholds, asyncio reading 16 KiB per `recv` instead
+of 256, `PYTHONMALLOC=malloc` (none helped).
+
+The target is met: 55-62 KiB per added stream against 94 (59-66%), the Python heap 48-49 of it.
+Next cuts, if wanted: bare aiohttp instead of httpx on top (httpx's `Request` and `Headers`,
+about 2.5 KiB, estimated from the holders); aiohttp's two buffer deques after a burst (2 KiB);
+the request's `input`/`params` decoded by the stdlib `json` (0.9 KiB)."""
 
 
 def render_memory(res: dict[str, Any], command: str) -> list[str]:
     """The memory section; `command`: when it was run on its own (`--only memory`)."""
     lines: list[str] = []
-    mem = {(bool(m["tracemalloc"]), m.get("tree", "now")): m for m in res["memory"]}
+    # keyed (tracemalloc?, tree); the probes whose pool started inside the batch apart
+    mem = {(bool(m["tracemalloc"]), m.get("tree", "now")): m for m in res["memory"]
+           if m.get("warmup", WARMUP_RUNNERS) == WARMUP_RUNNERS}
+    cold = {m.get("tree", "now"): m for m in res["memory"]
+            if not m["tracemalloc"] and m.get("warmup", WARMUP_RUNNERS) != WARMUP_RUNNERS}
     if mem:
         m = mem.get((False, "now")) or next(iter(mem.values()))
         text = m["text_bytes"]
@@ -508,30 +547,43 @@ def render_memory(res: dict[str, Any], command: str) -> list[str]:
         trees = [t for t in ("before", "now") if (False, t) in mem or (True, t) in mem]
         lines += ["## Memory per in-flight stream", "",
                   f"{m['streams']} runners at once in one process, each held before the last deltas of a "
-                  f"{m['tokens']}-delta answer ({text / KIB:.1f} KiB of text); growth / N, the RSS sampled every "
-                  f"0.5 s for {WINDOW_S:.0f} s once they are held (mean, and the largest sample). Target 2 x text + "
+                  f"{m['tokens']}-delta answer ({text / KIB:.1f} KiB of text), after a warm-up of "
+                  f"{WARMUP_RUNNERS} runners that starts the process's thread pools "
+                  f"({m.get('threads_started', '?')} threads started after it). *Per added stream*: what the "
+                  f"second {m['streams'] - m['streams'] // 2} runners added beside the first "
+                  f"{m['streams'] // 2} (the RSS sampled every 0.5 s for {WINDOW_S:.0f} s once each half is held, "
+                  "means); *growth / N*: from the base to all of them held. Target 2 x text + "
                   f"64 KiB = {target / KIB:.0f} KiB. *before*: the relay before this change (`--baseline`), "
                   "measured in the same run." + (f" `{command}`, {res['database']}; "
                                                    f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}."
                                                    if command else ""), "",
                   "| per stream | " + " | ".join(trees) + " | now, of target |", "|---" * (len(trees) + 2) + "|"]
 
-        def row(label: str, key: bool, field: str) -> None:
-            cells = [f"{mem[(key, t)][field] / KIB:.0f} KiB" if (key, t) in mem and mem[(key, t)].get(field) is not None
+        def row(label: str, probes: dict[str, dict[str, Any]], field: str) -> None:
+            cells = [f"{probes[t][field] / KIB:.0f} KiB" if t in probes and probes[t].get(field) is not None
                      else "" for t in trees]
-            now = mem.get((key, "now"), {}).get(field)
+            now = probes.get("now", {}).get(field)
             lines.append(f"| {label} | " + " | ".join(cells) + (f" | {now / target:.0%} |" if now else " | |"))
 
-        row("RSS (mean)", False, "per_stream")
-        row("RSS (largest sample)", False, "per_stream_max")
-        row("RSS right after `malloc_trim(0)`", False, "trimmed")
-        row("Python heap (tracemalloc, another process)", True, "per_stream")
+        rss = {t: p for (tracing, t), p in mem.items() if not tracing}
+        heap = {t: p for (tracing, t), p in mem.items() if tracing}
+        row("**RSS per added stream**", rss, "per_added_stream")
+        row("RSS growth / N (low: the warm-up's freed memory reused)", rss, "per_stream")
+        if cold:
+            started = cold.get("now", next(iter(cold.values()))).get("threads_started", "?")
+            row(f"RSS growth / N, the probe before 2026-12-04 (a warm-up of {COLD_WARMUP_RUNNERS}, one batch: "
+                f"{started} threads started inside it)", cold, "per_stream")
+            row("the same, largest sample (the first, before the keeper's first trim)", cold, "per_stream_max")
+            row("the same, right after `malloc_trim(0)`", cold, "trimmed")
+        row("Python heap per added stream (tracemalloc, another process)", heap, "per_added_stream")
+        row("Python heap growth / N", heap, "per_stream")
         for t in trees:
             alloc = mem.get((False, t), {}).get("allocators") or {}
             if alloc:
-                lines += ["", f"Where the RSS is, per stream, {t} (`mallinfo2`, pymalloc's statistics, before the "
-                          f"probe's own trim): pymalloc's arenas {alloc.get('pymalloc_arenas', 0) / KIB:.0f} KiB, of "
-                          f"which blocks in use {alloc.get('pymalloc_used', 0) / KIB:.0f} KiB; glibc malloc in use "
+                lines += ["", f"Where the RSS is, per added stream, {t} (`mallinfo2`, pymalloc's statistics, "
+                          f"before the probe's own trim): pymalloc's arenas "
+                          f"{alloc.get('pymalloc_arenas', 0) / KIB:.0f} KiB, of which blocks in use "
+                          f"{alloc.get('pymalloc_used', 0) / KIB:.0f} KiB; glibc malloc in use "
                           f"{alloc.get('malloc_in_use', 0) / KIB:.0f} KiB (objects over 512 bytes, C libraries), "
                           f"free but kept {alloc.get('malloc_free_kept', 0) / KIB:.0f} KiB."]
         now_rss = mem.get((False, "now"), {})
