@@ -1,4 +1,4 @@
-"""The relay benchmark: added latency, capacity beside a naive relay, memory per stream, writes per response.
+"""The relay benchmark: added latency, capacity beside a naive relay, writes per response.
 
     python -m bench relay            # ~7 minutes; prints the tables, writes bench/results/relay.md
     python -m bench relay --quick    # a smoke run: fewer, shorter steps; results file not written
@@ -14,8 +14,10 @@ Processes (all started here, each in its own process group, all killed in `final
 * the naive relay (bench/naive_relay.py): ONE Daphne process;
 * load clients (`python -m bench.relay --role load ...`): per step a coordinator and its load processes
   (`--role loadpart`, bench/loadgen.py: one receive loop each over its share of the websocket viewers);
-* the memory and database-write probes (`--role memory`, `--role writes`): StreamRunners built
-  directly in a Django process against the same simulator and database.
+* the database-write probes (`--role writes`): StreamRunners built directly in a Django process
+  against the same simulator and database.
+
+Memory per in-flight stream is `python -m bench storage --only memory` (bench/storage.py).
 """
 
 from __future__ import annotations
@@ -646,7 +648,7 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-# --- roles in a Django process: memory and writes -----------------------------------------------
+# --- roles in a Django process: database writes -----------------------------------------------
 
 
 def _django(cfg: dict[str, Any]) -> None:
@@ -681,76 +683,6 @@ def _make_requests(n: int, metadata: dict[str, str], background: bool) -> list[s
     return ids
 
 
-async def _memory(cfg: dict[str, Any]) -> dict[str, Any]:
-    import gc
-    import tracemalloc
-
-    from asgiref.sync import sync_to_async
-
-    from responses_app.relay.hub import get_hub
-    from responses_app.relay.runner import StreamRunner
-
-    hub = get_hub()
-    tokens, n, pace = cfg["tokens"], cfg["streams"], cfg["tokens_per_s"]
-    # created, in_progress, item.added, part.added, then one delta per token: hold before the
-    # last few deltas, so each runner stays in flight with almost all of its text.
-    stall_at = 4 + tokens - 5
-    metadata = {"sim.tokens": str(tokens), "sim.tokens_per_s": str(pace), "sim.stall_at": str(stall_at),
-                "sim.stall_ms": "90000"}
-
-    async def batch(count: int) -> list[StreamRunner]:
-        ids = await sync_to_async(_make_requests)(count, metadata, False)
-        runners = [StreamRunner(rid, hub) for rid in ids]
-        for rid, runner in zip(ids, runners, strict=True):
-            hub.spawn(rid, lambda r=runner: r)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            await asyncio.sleep(0.25)
-            if all(r.transcript.last_sequence_number is not None
-                   and r.transcript.last_sequence_number >= stall_at - 1 for r in runners):
-                break
-        else:
-            raise RuntimeError("runners did not reach the stall")
-        await asyncio.sleep(1.5)  # trailing flush timers and in-flight checkpoints settle
-        return runners
-
-    async def stop(runners: list[StreamRunner]) -> None:
-        for r in runners:
-            r.cancel()
-        await asyncio.gather(*(r.finished.wait() for r in runners))
-
-    tracing = cfg["tracemalloc"]
-    # Warm-up: import and cache everything a runner touches (one runner, held, then stopped).
-    await stop(await batch(1))
-    gc.collect()
-    if tracing:
-        tracemalloc.start()
-    gc.collect()
-    base_traced = tracemalloc.get_traced_memory()[0] if tracing else 0
-    base_rss = rss_bytes()
-    runners = await batch(n)
-    gc.collect()
-    traced = (tracemalloc.get_traced_memory()[0] - base_traced) if tracing else 0
-    rss = rss_bytes() - base_rss
-    text_bytes = sum(len(r.final_text().encode()) for r in runners) / n
-    text_chars = sum(len(r.final_text()) for r in runners) / n
-    log_bytes = sum(len(r.delivery.log) for r in runners) / n
-    log_events = sum(r.delivery.log._count for r in runners) / n
-    pending_bytes = sum(r.delivery.checkpoints.unwritten for r in runners) / n  # handed to the writer, not committed
-    top: list[tuple[str, int]] = []
-    if tracing:
-        snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
-        stats = snapshot.statistics("lineno")
-        top = [(f"{str(s.traceback[0].filename).replace(str(ROOT) + '/', '').split('site-packages/')[-1]}"
-                f":{s.traceback[0].lineno}", s.size // n) for s in stats[:8]]
-        tracemalloc.stop()
-    await stop(runners)
-    return {"streams": n, "tokens": tokens, "tokens_per_s": pace, "tracemalloc": tracing,
-            "per_stream_traced": traced / n, "per_stream_rss": rss / n, "text_bytes": text_bytes,
-            "text_chars": text_chars, "log_bytes": log_bytes, "log_events": log_events, "top": top,
-            "pending_bytes": pending_bytes}
-
-
 async def _writes(cfg: dict[str, Any]) -> dict[str, Any]:
     from asgiref.sync import sync_to_async
     from django.db.backends.signals import connection_created
@@ -778,6 +710,24 @@ async def _writes(cfg: dict[str, Any]) -> dict[str, Any]:
         connection.execute_wrappers.append(wrapper)
 
     connection_created.connect(install)
+
+    # On PostgreSQL the writer sends checkpoints and event batches as `COPY ... FROM STDIN`, which
+    # psycopg runs outside Django's execute wrappers: one write per call, counted here.
+    from django.db import connections
+
+    from responses_app import services
+
+    insert_rows = services._insert_rows
+
+    def counted_insert_rows(model: Any, rows: list[dict[str, Any]]) -> None:
+        if rows and connections["default"].vendor == "postgresql":
+            total["writes"] += 1
+            total["all"] += 1
+            key = f"COPY {model._meta.db_table}"
+            counts[key] = counts.get(key, 0) + 1
+        insert_rows(model, rows)
+
+    services._insert_rows = counted_insert_rows  # type: ignore[assignment]
 
     def close_all() -> None:
         from django.db import connections
@@ -829,7 +779,7 @@ def role_main(role: str, cfg: dict[str, Any]) -> None:
             result = asyncio.run(floor(cfg))
     else:
         _django(cfg)
-        result = asyncio.run(_memory(cfg) if role == "memory" else _writes(cfg))
+        result = asyncio.run(_writes(cfg))
     print(json.dumps(result))
 
 
@@ -844,13 +794,10 @@ class Plan:
     latency_streams: int = 5
     latency_window: float = 10.0
     tokens_per_s: int = 30
-    # streams, tokens, pace (deltas/s), tracemalloc (else RSS)
-    memory: list[tuple[int, int, int, bool]] = field(default_factory=lambda: [
-        (100, 3000, 100, True), (100, 3000, 100, False), (30, 3000, 1000, True), (30, 12000, 1000, True)])
     writes_paces: tuple[int, ...] = (30, 100, 200)
     writes_tokens: int = 2000
     background: bool = False
-    sections: tuple[str, ...] = ("latency", "cpu", "capacity", "memory", "writes")
+    sections: tuple[str, ...] = ("latency", "cpu", "capacity", "writes")
     cpu_streams: int = 100
     cpu_window: float = 10.0
     baseline: str = ""  # another checkout, whose server is measured beside ours in the CPU section
@@ -871,7 +818,7 @@ class Plan:
 
 def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
     procs = Procs()
-    results: dict[str, Any] = {"latency": {}, "capacity": {"ours": [], "naive": []}, "memory": [], "writes": [],
+    results: dict[str, Any] = {"latency": {}, "capacity": {"ours": [], "naive": []}, "writes": [],
                                "cpu": {"rows": [], "floor": []}}
     base_env = {k: v for k, v in os.environ.items()
                 if k not in ("REDIS_URL", "DATABASE_URL", "DJANGO_SETTINGS_MODULE", "OPENAI_API_KEY",
@@ -1060,9 +1007,8 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
             for proc, _ in servers.values():
                 procs.stop(proc)
 
-            # 3 and 4. Memory per in-flight stream and database writes per response, with runners built
-            # directly in Django processes. The write probes (one process per pace, each counting its own
-            # statements) run in the background while the memory probes run one after another.
+            # 4. Database writes per response, with runners built directly in Django processes: one
+            # process per pace, each counting its own statements, at once.
             probe_env = dict(env, DJANGO_SETTINGS_MODULE="project.settings")
             writes: list[dict[str, Any]] = [{} for _ in plan.writes_paces]
 
@@ -1079,19 +1025,6 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
                        if "writes" in plan.sections]
             for t in threads:
                 t.start()
-            for streams, tok, pace, tracing in plan.memory if "memory" in plan.sections else ():
-                cfg = {"simulator": sim_url, "streams": streams, "tokens": tok, "tokens_per_s": pace,
-                       "tracemalloc": tracing}
-                try:
-                    r = run_role("memory", cfg, probe_env, procs, timeout=300)
-                except Exception as exc:  # reported, not fatal: the other sections' results stand
-                    print(f"memory probe failed: {exc}"[:2000], flush=True)
-                    continue
-                results["memory"].append(r)
-                print(f"memory {streams} x {tok} tokens at {pace}/s ({'tracemalloc' if tracing else 'rss'}"
-                      "): "
-                      f"{(r['per_stream_traced'] if tracing else r['per_stream_rss']) / 1024:,.0f} KiB/stream, "
-                      f"text {r['text_bytes'] / 1024:,.1f} KiB", flush=True)
             for t in threads:
                 t.join()
             results["writes"] = writes if threads else []
@@ -1240,32 +1173,10 @@ def render(res: dict[str, Any], plan: Plan) -> str:
                "thread alone, the event loop: the rest is the database thread and other workers). *flowing*: "
                "viewers that received deltas (ramp-up ends when all do).\n")
 
-    sections.append((bool(res["memory"]), len(out)))
-    out.append("### 3. Memory per in-flight stream (StreamRunners held mid-stream by `sim.stall_at`, 5 deltas "
-               "before the end)\n")
-    out.append("| streams | tokens | pace | text (UTF-8) | measured | per stream | target 2 x text + 64 KiB "
-               "| raw events not yet in the DB (`_log`, + being written) | met |")
-    out.append("|---:|---:|---:|---:|---|---:|---:|---:|---|")
-    for r in res["memory"]:
-        per = r["per_stream_traced"] if r["tracemalloc"] else r["per_stream_rss"]
-        target = 2 * r["text_bytes"] + 64 * 1024
-        how = "tracemalloc growth" if r["tracemalloc"] else "RSS growth"
-        out.append(f"| {r['streams']} | {r['tokens']:,} | {r['tokens_per_s']}/s | {r['text_bytes'] / 1024:,.1f} KiB "
-                   f"| {how} | {per / 1024:,.1f} KiB | {target / 1024:,.1f} KiB "
-                   f"| {r['log_events']:,.0f} events, {r['log_bytes'] / 1024:,.1f} KiB "
-                   f"+ {r.get('pending_bytes', 0) / 1024:,.1f} KiB "
-                   f"| {'yes' if per <= target else 'NO'} |")
-    for r in res["memory"]:
-        if r["tracemalloc"] and r["top"]:
-            out.append(f"\nTop allocation sites, {r['streams']} x {r['tokens']:,} tokens at {r['tokens_per_s']}/s"
-                       ", per stream: "
-                       + ", ".join(f"`{name}` {size / 1024:,.1f} KiB" for name, size in r["top"][:6]) + ".")
-    out.append("")
-
     sections.append((bool(res["writes"]), len(out)))
-    out.append(f"### 4. Database writes per response ({plan.writes_tokens:,}-delta answer)\n")
-    out.append("| pace | duration | status | INSERT/UPDATE/DELETE | runner's own counter | checkpoints | event batches "
-               "| vs one write per delta | breakdown |")
+    out.append(f"### 3. Database writes per response ({plan.writes_tokens:,}-delta answer)\n")
+    out.append("| pace | duration | status | INSERT/UPDATE/DELETE/COPY | runner's own counter | checkpoints "
+               "| event batches | vs one write per delta | breakdown |")
     out.append("|---:|---:|---|---:|---:|---:|---:|---:|---|")
     for r in res["writes"]:
         if "error" in r:
@@ -1278,7 +1189,9 @@ def render(res: dict[str, Any], plan: Plan) -> str:
                    f"| {r['checkpoints']} | {r['event_batches']} | {ratio:.1f}x fewer "
                    f"{'(>= 20x: met)' if ratio >= 20 else '(< 20x: MISSED)'} | {kinds} |")
     out.append("\nCounted by an `execute_wrapper` installed on every database connection of the process running "
-               "the runner (submit's own writes, the conversation and the request rows, are not included: "
+               "the runner, and each `COPY` the checkpoint writer sends on PostgreSQL (psycopg runs it outside "
+               "Django's wrappers; runs from ee16b8d to 2026-12-04 missed them) (submit's own writes, the "
+               "conversation and the request rows, are not included: "
                f"{res['writes'][0].get('submit_writes', '?') if res['writes'] else '?'} statements).\n")
     bounds = [start for _, start in sections[1:]] + [len(out)]
     return "\n".join(line for (kept, start), end in zip(sections, bounds, strict=True) if kept
@@ -1291,7 +1204,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", default="", help="comma-separated stream counts")
     parser.add_argument("--window", type=float, default=0)
     parser.add_argument("--sqlite", action="store_true", help="a temp SQLite file instead of PostgreSQL")
-    parser.add_argument("--only", default="", help="comma-separated sections: latency,cpu,capacity,memory,writes")
+    parser.add_argument("--only", default="", help="comma-separated sections: latency,cpu,capacity,writes "
+                        "(memory per stream: python -m bench storage --only memory)")
     parser.add_argument("--cpu-streams", type=int, default=0, help="streams in the CPU section (100)")
     parser.add_argument("--asgi", default="", help=f"ASGI servers to measure ours on too: {','.join(ASGI_SERVERS)}")
     parser.add_argument("--targets", default="ours,naive", help="the capacity section's relays")
@@ -1320,7 +1234,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.quick:
         plan = Plan(steps=[50, 150], window=4, warmup=2, latency_window=5,
-                    memory=[(20, 3000, 1000, True)], writes_paces=(200,))
+                    writes_paces=(200,))
     else:
         plan = Plan(steps=[50, 100, 150, 200, 250, 300, 400], window=8, warmup=3)
     if args.steps:
