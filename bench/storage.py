@@ -489,7 +489,7 @@ The probe now runs a warm-up of 10 (the pools started: 0 threads start after it)
 slope: what 25 runners held beside 25 others added. Side by side, the same relay twice in one
 run: 61 and 59 KiB per added stream, where the probe before read 95 and 96; two more runs 55 and
 56; at 100 streams (50 beside 50, by hand) 62, so it is linear in the streams. Growth / N from the
-warmed base reads lower still (33-42) because the batch reuses memory the warm-up freed; it is
+warmed base reads lower still (33-45) because the batch reuses memory the warm-up freed; it is
 shown, not used.
 
 What an added stream holds (50 streams; tracemalloc, `cfg["detail"]` probes, `mallinfo2`):
