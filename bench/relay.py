@@ -730,8 +730,6 @@ async def _writes(cfg: dict[str, Any]) -> dict[str, Any]:
     services._insert_rows = counted_insert_rows  # type: ignore[assignment]
 
     def close_all() -> None:
-        from django.db import connections
-
         connections.close_all()
 
     await sync_to_async(close_all)()  # every connection from here on carries the counter
@@ -1007,7 +1005,7 @@ def run(plan: Plan, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
             for proc, _ in servers.values():
                 procs.stop(proc)
 
-            # 4. Database writes per response, with runners built directly in Django processes: one
+            # 3. Database writes per response, with runners built directly in Django processes: one
             # process per pace, each counting its own statements, at once.
             probe_env = dict(env, DJANGO_SETTINGS_MODULE="project.settings")
             writes: list[dict[str, Any]] = [{} for _ in plan.writes_paces]

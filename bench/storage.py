@@ -437,11 +437,12 @@ def run(quick: bool, use_postgres: bool, only: str = "", baseline: str = "") -> 
                     results["memory"].append(r)
                     print(f"memory {tree} {streams} x {mem_tokens} deltas ({'tracemalloc' if tracing else 'RSS'}, "
                           f"warm-up {warmup}, {r['threads_started']} threads started): "
-                          f"{r['per_added_stream'] / KIB:,.0f} KiB per added stream; growth / N "
+                          + (f"{r['per_added_stream'] / KIB:,.0f} KiB per added stream; " if cfg["split"] else "")
+                          + "growth / N "
                           f"{r['per_stream'] / KIB:,.0f} KiB (max {r['per_stream_max'] / KIB:,.0f}), text "
-                          f"{r['text_bytes'] / KIB:,.1f} KiB; per stream "
+                          f"{r['text_bytes'] / KIB:,.1f} KiB; allocators "
                           + ", ".join(f"{k} {v / KIB:,.0f} KiB" for k, v in r["allocators"].items())
-                          + ("; samples " + " ".join(f"{v / KIB:.0f}" for v in r["samples"]) if r["samples"] else ""),
+                          + "; samples " + " ".join(f"{v / KIB:.0f}" for v in r["samples"]),
                           flush=True)
         finally:
             procs.stop_all()
