@@ -108,12 +108,18 @@ def _tool_errors() -> list[checks.CheckMessage]:
     from django.utils.module_loading import import_string
 
     found = []
+    from .tools import Tool
+
     for path in app_settings.TOOLS:
         try:
-            import_string(path)
+            candidate = import_string(path)
         except ImportError as exc:
             found.append(_error("E006", f"RELAY_TOOLS entry {path!r} cannot be imported: {exc}",
                                 "A dotted path to a function decorated with @responses_app.api.tool."))
+            continue
+        if not isinstance(candidate, Tool):
+            found.append(_error("E006", f"RELAY_TOOLS entry {path!r} is not a tool: decorate it with "
+                                        "@responses_app.api.tool."))
     return found
 
 

@@ -214,9 +214,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("WEBSOCKET_PREFIX", None, _optional_text,
             "Where responses_app.routing.websocket_urlpatterns are mounted (e.g. /assistant/); default: "
             "where responses_app.urls are included.", "pages"),
-    Setting("TOOLS", (), _dotted_paths,
-            "Dotted paths of the host's function tools (functions decorated with responses_app.api.tool), "
-            "imported when the app is ready.", "pages"),
+    Setting("TOOLS", ("responses_app.tools.get_weather", "responses_app.tools.get_time"), _dotted_paths,
+            "Dotted paths of the function tools offered to the model (functions decorated with "
+            "responses_app.api.tool), imported when the app is ready. Default: the two built-in ones.", "tools"),
     # the relay
     Setting("FLUSH_INTERVAL_MS", 50, _integer(), "The least time between two patches of a stream.", "relay"),
     Setting("FLUSH_MIN_CHARS", 32, _integer(minimum=0), "A slow stream's patch waits for this much text…",

@@ -2,15 +2,15 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import api, views
+from . import jsonapi, views
 
 app_name = "responses_app"
 
 urlpatterns = [
-    path("api/requests", api.requests_create, name="api-requests"),
-    path("api/requests/<uuid:request_id>", api.requests_detail, name="api-request"),
-    path("api/requests/<uuid:request_id>/cancel", api.requests_cancel, name="api-request-cancel"),
-    path("api/requests/<uuid:request_id>/approvals/<str:approval_request_id>", api.requests_approve,
+    path("api/requests", jsonapi.requests_create, name="api-requests"),
+    path("api/requests/<uuid:request_id>", jsonapi.requests_detail, name="api-request"),
+    path("api/requests/<uuid:request_id>/cancel", jsonapi.requests_cancel, name="api-request-cancel"),
+    path("api/requests/<uuid:request_id>/approvals/<str:approval_request_id>", jsonapi.requests_approve,
          name="api-request-approve"),
     # pages
     path("", views.conversation_list, name="conversations"),
