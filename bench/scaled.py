@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.cluster import Cluster
-from bench.relay import fmt_ms
+from bench.harness import fmt_ms
 from bench.viewers import Load
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -17,17 +17,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.harness import pct
+from bench.stamps import STAMP, STAMPED
 from responses_app.streaming.view import apply_patch
 from responses_app.streaming.wire import PROTOCOL, appended, decode
-
-STAMP = re.compile(r"⟨(\d+\.\d+)⟩")
-STAMPED = re.compile(r"⟨\d+\.\d+⟩")
 
 
 def plain_text(view: dict[str, Any]) -> str:
@@ -224,8 +222,6 @@ class Load:
         return [lag for viewer in self.watchers for lag in viewer.lags]
 
     def summary(self) -> dict[str, Any]:
-        from bench.relay import pct
-
         lags = self.lags()
         return {
             "streams": self.streams, "submitted": len(self.request_ids), "completed": self.completed(),

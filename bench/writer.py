@@ -20,6 +20,8 @@ import uuid
 from pathlib import Path
 from typing import Any, cast
 
+from bench.harness import database
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "writer.md"
 SIZES = (10, 40, 100)
@@ -114,8 +116,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench writer")
     parser.add_argument("--rounds", type=int, default=60)
     args = parser.parse_args(argv)
-    from bench.relay import database
-
     with database(True) as (url, db):
         os.environ["DATABASE_URL"] = url
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
