@@ -38,7 +38,7 @@ test: install
 	else echo "== PostgreSQL not reachable: the relay's tests ran on SQLite only"; fi
 
 bench: install
-	$(PY) -m bench
+	$(PY) -m bench core
 
 lint: install
 	$(VENV)/bin/ruff check project responses_app tests bench

@@ -15,6 +15,7 @@ subprocess because prometheus_client chooses its value store at import.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -200,8 +201,10 @@ def render(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str]) -> int:
-    if argv[:1] == ["--child"]:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench metrics")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # one store's measurement
+    if parser.parse_args(argv).child:
         print(json.dumps(measure()))
         return 0
     results = []
