@@ -27,7 +27,8 @@ import os
 import sys
 import threading
 import time
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from bench.harness import rss_bytes
 from bench.probe import make_requests, setup_django
@@ -63,8 +64,9 @@ async def _answer(cfg: dict[str, Any]) -> dict[str, Any]:
 
     def measure() -> dict[str, Any]:
         request = ResponseRequest.objects.get(pk=request_id)
+        rid = request.pk
         text = request.final_text.encode()
-        rows = list(Checkpoint.objects.filter(request_id=request_id).order_by("revision"))
+        rows = list(Checkpoint.objects.filter(request_id=rid).order_by("revision"))
         final_snapshot = next(r.snapshot for r in reversed(rows) if r.snapshot is not None)
         snapshot_bytes = len(orjson.dumps(final_snapshot))
         now = before = 0
@@ -79,10 +81,10 @@ async def _answer(cfg: dict[str, Any]) -> dict[str, Any]:
             shown = sum(len(b.get("text", "").encode()) for b in view["blocks"] if b.get("kind") == "text")
             before += len(orjson.dumps(view)) + snapshot_bytes - len(text) + shown
         assert selectors.view_latest(request=request) == runner.view.to_dict()
-        records = list(EventRecord.objects.filter(request_id=request_id).values_list("data", "compressed"))
+        records = list(EventRecord.objects.filter(request_id=rid).values_list("data", "compressed"))
         log_now = sum(len(c) if c is not None else len(d.encode()) for d, c in records)
         log_before = sum(len(storage.log_bytes(d, c)) for d, c in records)
-        assert selectors.event_log_text(request_id=request_id).encode() == b"".join(
+        assert selectors.event_log_text(request_id=rid).encode() == b"".join(
             storage.log_bytes(d, c) for d, c in records)
         t0 = time.perf_counter()
         raw = [storage.log_bytes(d, c) for d, c in records]
@@ -139,6 +141,13 @@ def _allocators() -> dict[str, int]:
         out.update(pymalloc_arenas=int(arenas.group(1).replace(",", "")),
                    pymalloc_used=int(used.group(1).replace(",", "")))
     return out
+
+
+T = TypeVar("T")
+
+
+def _same(value: T) -> T:
+    return value
 
 
 def _where(filename: str) -> str:
@@ -217,7 +226,7 @@ async def _memory(cfg: dict[str, Any]) -> dict[str, Any]:
         ids = await sync_to_async(make_requests)(count, metadata, False)
         runners = [StreamRunner(rid, hub) for rid in ids]
         for rid, runner in zip(ids, runners, strict=True):
-            hub.spawn(rid, lambda r=runner: r)
+            hub.spawn(rid, partial(_same, runner))
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             await asyncio.sleep(0.25)
@@ -320,7 +329,7 @@ def role_main(role: str, cfg: dict[str, Any]) -> None:
     if os.environ.get("BENCH_RECV_MAX"):  # an experiment: asyncio's bytes per recv (256 KiB by default)
         from asyncio import selector_events
 
-        selector_events._SelectorSocketTransport.max_size = int(os.environ["BENCH_RECV_MAX"])
+        selector_events._SelectorSocketTransport.max_size = int(os.environ["BENCH_RECV_MAX"])  # type: ignore[attr-defined]
     setup_django(cfg)
     result = asyncio.run(_answer(cfg) if role == "answer" else _memory(cfg))
     print(json.dumps(result))

@@ -134,14 +134,16 @@ class Load:
 
     async def watch(self, viewer: Viewer) -> None:
         from websockets.asyncio.client import connect
+        from websockets.typing import Origin
 
         url = f"ws://127.0.0.1:{viewer.port}/ws/requests/{viewer.request_id}/?v={PROTOCOL}"
         headers = {"Cookie": f"sessionid={self.session}"}
         while time.time() < self.deadline:
             query = "&reconnect=1" if viewer.reconnects or viewer.view is not None else ""
             try:
-                async with connect(url + query, origin=f"http://127.0.0.1:{viewer.port}", additional_headers=headers,
-                                   compression=None, proxy=None, open_timeout=20, ping_interval=None) as ws:
+                async with connect(url + query, origin=Origin(f"http://127.0.0.1:{viewer.port}"),
+                                   additional_headers=headers, compression=None, proxy=None, open_timeout=20,
+                                   ping_interval=None) as ws:
                     if await self._receive(viewer, ws):
                         return
             except Exception as exc:

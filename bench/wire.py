@@ -115,6 +115,7 @@ def deflated(frames: list[bytes]) -> tuple[int, float]:
 async def follow(port: int, session: str, answer: Answer, tokens: int, seed: int) -> None:
     import httpx
     from websockets.asyncio.client import connect
+    from websockets.typing import Origin
 
     token = "x" * 32
     metadata = {"sim.tokens": str(tokens), "sim.tokens_per_s": str(answer.pace), "sim.seed": str(seed)}
@@ -131,7 +132,8 @@ async def follow(port: int, session: str, answer: Answer, tokens: int, seed: int
         started = time.time()
         view: dict[str, Any] | None = None
         async with connect(f"ws://127.0.0.1:{port}/ws/requests/{request_id}/?v={PROTOCOL}",
-                           origin=f"http://127.0.0.1:{port}", additional_headers={"Cookie": f"sessionid={session}"},
+                           origin=Origin(f"http://127.0.0.1:{port}"),
+                           additional_headers={"Cookie": f"sessionid={session}"},
                            compression=None, proxy=None, open_timeout=30, max_size=None) as ws:
             async with asyncio.timeout(tokens / answer.pace * 3 + 60):
                 while True:

@@ -18,7 +18,7 @@ import statistics
 import time
 import uuid
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from bench.harness import database
 
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
 
         django.setup()
         res = run(args.rounds)
-    text = render(res, args.rounds, cast(str, db))
+    text = render(res, args.rounds, db)
     print(text)
     RESULTS.write_text(text)
     print(f"written to {RESULTS.relative_to(ROOT)}")

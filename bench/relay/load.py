@@ -126,7 +126,7 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
     control_lags = [lag for at, lag in control if start_at <= at < start_at + cfg["window"]]
     control_worst = sorted(((lag, round(at - start_at, 2)) for at, lag in control
                             if start_at <= at < start_at + cfg["window"]), reverse=True)[:5]
-    parts = []
+    parts: list[dict[str, Any]] = []
     for c in children:
         out, err = await c.communicate()
         if c.returncode != 0:

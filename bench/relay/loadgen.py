@@ -22,11 +22,12 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from websockets.client import ClientProtocol
-from websockets.frames import Opcode
+from websockets.frames import Frame, Opcode
 from websockets.http11 import Response
+from websockets.typing import BytesLike
 from websockets.uri import parse_uri
 
 from bench.harness import cpu_seconds
@@ -80,7 +81,7 @@ class Viewer(asyncio.Protocol):
         self.opened: asyncio.Future[None] = loop.create_future()
         self.closed: asyncio.Future[None] = loop.create_future()
         self.terminal: asyncio.Future[None] = loop.create_future()
-        self._fragments: list[bytes] = []
+        self._fragments: list[BytesLike] = []
         # state the handler keeps
         self.index = -1
         self.flowing = False
@@ -115,11 +116,11 @@ class Viewer(asyncio.Protocol):
                 elif not self.opened.done():
                     self.opened.set_result(None)
                 continue
-            if event.opcode in (Opcode.TEXT, Opcode.BINARY, Opcode.CONT):
+            if isinstance(event, Frame) and event.opcode in (Opcode.TEXT, Opcode.BINARY, Opcode.CONT):
                 if not event.fin:
                     self._fragments.append(event.data)
                     continue
-                payload = event.data
+                payload = cast(bytes, event.data)  # a received frame's payload is bytes
                 if self._fragments:
                     payload = b"".join([*self._fragments, payload])
                     self._fragments.clear()

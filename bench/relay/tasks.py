@@ -38,6 +38,7 @@ async def _received(ws: Any, win: Window) -> AsyncIterator[tuple[float, str | by
 async def _viewer_ours(cfg: dict[str, Any], i: int, win: Window, http: Any, gate: asyncio.Semaphore,
                        ready: list[int], errors: list[str]) -> None:
     from websockets.asyncio.client import connect
+    from websockets.typing import Origin
 
     from responses_app.streaming.wire import PROTOCOL
 
@@ -52,7 +53,7 @@ async def _viewer_ours(cfg: dict[str, Any], i: int, win: Window, http: Any, gate
             created.raise_for_status()
             request_id = created.json()["id"]
             sockets = [await connect(f"ws://127.0.0.1:{port}/ws/requests/{request_id}/?v={PROTOCOL}",
-                                     origin=f"http://127.0.0.1:{port}", additional_headers={
+                                     origin=Origin(f"http://127.0.0.1:{port}"), additional_headers={
                                          "Cookie": f"sessionid={session}"}, compression=None, proxy=None,
                                      open_timeout=30, ping_interval=None)
                        for _ in range(cfg.get("viewers", 1))]

@@ -86,8 +86,8 @@ async def writes(cfg: dict[str, Any]) -> dict[str, Any]:
 
     def facts() -> dict[str, Any]:
         request = ResponseRequest.objects.get(pk=request_id)
-        return {"status": request.status, "checkpoints": Checkpoint.objects.filter(request_id=request_id).count(),
-                "event_batches": EventRecord.objects.filter(request_id=request_id).count(),
+        return {"status": request.status, "checkpoints": Checkpoint.objects.filter(request_id=request.pk).count(),
+                "event_batches": EventRecord.objects.filter(request_id=request.pk).count(),
                 "events": request.events if hasattr(request, "events") else None}
 
     info = await sync_to_async(facts)()
