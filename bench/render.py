@@ -33,6 +33,8 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from bench.harness import keep_notes
+
 ROOT = Path(__file__).resolve().parents[1]
 STATIC = ROOT / "responses_app" / "static"
 RESULTS = Path(__file__).resolve().parent / "results" / "render.md"
@@ -203,10 +205,10 @@ def main(argv: list[str] | None = None) -> int:
     text = table(rows)
     print(text)
     if sizes == SIZES and modes == MODES:
-        RESULTS.write_text(
+        RESULTS.write_text(keep_notes(RESULTS,
             "# Render benchmark (bench/render.py)\n\n"
             f"Chromium {CHROMIUM}, {platform.machine()}, {os.cpu_count()} cores shared; {DELTA} characters per "
-            "animation frame; statistics over the last fifth of each run's frames.\n\n" + text + "\n")
+            "animation frame; statistics over the last fifth of each run's frames.\n\n" + text + "\n"))
     return 0
 
 

@@ -49,6 +49,7 @@ from bench.harness import (
     django_env,
     environment,
     fmt_ms,
+    keep_notes,
     make_session,
     migrate,
     pct,
@@ -345,8 +346,8 @@ def main(argv: list[str] | None = None) -> int:
     for a in failures:
         print(f"{a.tree} {a.pace}/s{' stamped' if a.stamped else ''}: {a.error}  (logs: {log_dir})", file=sys.stderr)
     if not args.quick and not failures:
-        RESULTS.write_text(HEADER.format(env=environment(), seconds=res["seconds"], baseline=res["baseline"],
-                                         db=res["database"]) + table + "\n")
+        RESULTS.write_text(keep_notes(RESULTS, HEADER.format(
+            env=environment(), seconds=res["seconds"], baseline=res["baseline"], db=res["database"]) + table + "\n"))
         print(f"\nwrote {RESULTS.relative_to(ROOT)}")
     with contextlib.suppress(OSError):
         if not failures:

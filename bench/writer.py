@@ -20,7 +20,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench.harness import database
+from bench.harness import database, keep_notes
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "writer.md"
@@ -125,6 +125,6 @@ def main(argv: list[str] | None = None) -> int:
         res = run(args.rounds)
     text = render(res, args.rounds, db)
     print(text)
-    RESULTS.write_text(text)
+    RESULTS.write_text(keep_notes(RESULTS, text))
     print(f"written to {RESULTS.relative_to(ROOT)}")
     return 0
