@@ -5,6 +5,7 @@ with a minimal raw-socket HTTP client (so the client stays cheap), and reads the
 from /proc/<pid>/stat before and after. Prints its figures; writes no results file.
 
     python -m bench simulator [--streams 1000] [--tokens 2000] [--tokens-per-s 0]
+    python -m bench.simulator_throughput ...     # the same
 """
 
 from __future__ import annotations
