@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 import threading
 import time
 import uuid
@@ -86,7 +87,7 @@ class RelayRun:
                                         "cpu": {"rows": [], "floor": []}}
         self.base_env = base_env(PYTHONUNBUFFERED="1")
         self.tokens = int(plan.tokens_per_s * 120)  # lasts far beyond any step; every step stops its streams
-        self.servers: dict[str, Any] = {}  # target: (process, port)
+        self.servers: dict[str, tuple[subprocess.Popen[Any], int]] = {}  # target: (process, port)
         self.sessions: dict[str, str] = {}
         self.db_urls: dict[str, str] = {}
 
