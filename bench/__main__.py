@@ -34,7 +34,8 @@ BENCHMARKS = (
     Benchmark("metrics", "bench.metrics", "what the live metrics add to the per-event work", ""),
     Benchmark("safety", "bench.safety", "the latency and CPU each safety mode adds", "[--quick] [--pace 50]"),
     Benchmark("render", "bench.render", "the chat page's render cost per frame in Chromium", "[--quick]"),
-    Benchmark("simulator", "bench.simulator_throughput", "the simulator's events per second on one core", "[--streams 1000]"),
+    Benchmark("simulator", "bench.simulator_throughput", "the simulator's events per second on one core",
+              "[--streams 1000]"),
 )
 BY_NAME = {b.name: b for b in BENCHMARKS}
 ALL = ("transport", "core", "relay")  # `python -m bench all`
