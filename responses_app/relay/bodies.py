@@ -1,8 +1,16 @@
-"""Request bodies for `POST /v1/responses`, from a stored logical request."""
+"""Request bodies for `POST /v1/responses` (and WebSocket mode's `response.create`), from a stored
+logical request.
+
+Each asks the provider not to pad streamed deltas (`stream_options.include_obfuscation: false`):
+between two servers the padding is only bytes. RELAY_UPSTREAM_NO_OBFUSCATION=false leaves
+`stream_options` out, for a provider that refuses it; the event log drops the padding either way.
+"""
 
 from __future__ import annotations
 
 from typing import Any
+
+from django.conf import settings
 
 from ..models import ResponseRequest
 from ..selectors import RunRequest
@@ -13,6 +21,8 @@ _FORWARDED = ("background", "metadata", "previous_response_id", "instructions", 
 def build_body(request: ResponseRequest | RunRequest) -> dict[str, Any]:
     params = request.params or {}
     body: dict[str, Any] = {"model": request.model, "input": request.input, "store": True}
+    if getattr(settings, "RELAY_UPSTREAM_NO_OBFUSCATION", True):
+        body["stream_options"] = {"include_obfuscation": False}
     for key in _FORWARDED:
         if params.get(key) not in (None, "", {}, []):
             body[key] = params[key]
