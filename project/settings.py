@@ -361,9 +361,16 @@ RELAY_UPSTREAM_MAX_CONNECTIONS = _positive_int("RELAY_UPSTREAM_MAX_CONNECTIONS",
 RELAY_INPROCESS_RUNNER = env.bool("RELAY_INPROCESS_RUNNER", default=True)
 # Also fan patches out through the channel group (only matters when the layer spans processes).
 RELAY_GROUP_FANOUT = env.bool("RELAY_GROUP_FANOUT", default=True)
+# aiohttp and httpx: SSE clients, a POST per response; websocket: the Responses API's WebSocket mode,
+# one connection per process (responses_app/upstream_ws.py, docs/upstream-websocket.md).
 RELAY_UPSTREAM_TRANSPORT = env.str("RELAY_UPSTREAM_TRANSPORT", default="aiohttp")
-if RELAY_UPSTREAM_TRANSPORT not in ("aiohttp", "httpx"):
-    raise ImproperlyConfigured("RELAY_UPSTREAM_TRANSPORT must be aiohttp or httpx")
+if RELAY_UPSTREAM_TRANSPORT not in ("aiohttp", "httpx", "websocket"):
+    raise ImproperlyConfigured("RELAY_UPSTREAM_TRANSPORT must be aiohttp, httpx or websocket")
+# WebSocket mode: a connection takes new streams this long, then rotates (the provider's limit is 60 min).
+RELAY_UPSTREAM_WS_MAX_AGE_S = _positive_int("RELAY_UPSTREAM_WS_MAX_AGE_S", 2400)
+# Ask the provider not to pad streamed deltas (stream_options.include_obfuscation: false); false for a
+# provider that refuses stream_options. The event log drops the padding either way.
+RELAY_UPSTREAM_NO_OBFUSCATION = env.bool("RELAY_UPSTREAM_NO_OBFUSCATION", default=True)
 
 # --- Safety policy for partial output (responses_app/safety/, README "Safety") ---------------------
 # off | progressive (shown at once, checked per window, retracted on a violation) | buffered
