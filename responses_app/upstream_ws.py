@@ -44,6 +44,9 @@ logger = logging.getLogger(__name__)
 LIMIT_CODE = "websocket_connection_limit_reached"
 MAX_ROTATIONS = 3  # a response.create sent again on a fresh connection at most this often
 _END = object()
+# A response's last event: its lane carries nothing more for it (looked for near the frame's start).
+_TERMINALS = ('"type":"response.completed"', '"type":"response.failed"', '"type":"response.incomplete"',
+              '"type":"response.cancelled"')
 _lane_numbers = itertools.count(1)
 
 
@@ -140,16 +143,25 @@ class Lane:
         return self._iterate()
 
     async def _iterate(self) -> AsyncIterator[str]:
-        if self._first is not None:
-            first, self._first = self._first, None
-            yield first
         frames = self._frames
-        while True:
+        frame: Any = self._first
+        self._first = None
+        if frame is None:
             frame = await frames.get()
-            if frame is _END:
-                frames.put_nowait(_END)
-                return  # the socket closed: the stream ends without a terminal event (a drop)
+        while frame is not _END:
             yield frame
+            head = frame[:160]
+            if any(kind in head for kind in _TERMINALS):
+                # The end of the response, as a closed SSE body is: what came with it is read, then
+                # the stream ends (a terminal event held behind a gap that never fills is released).
+                while not frames.empty():
+                    frame = frames.get_nowait()
+                    if frame is _END:
+                        break
+                    yield frame
+                return
+            frame = await frames.get()
+        frames.put_nowait(_END)  # the socket closed: the stream ends without a terminal event (a drop)
 
 
 class Connection:
