@@ -10,6 +10,7 @@
     python -m bench safety [--quick]   the latency buffered mode adds, the CPU each safety mode costs (bench/safety.py)
     python -m bench render [--quick]   the chat page's render cost per frame in Chromium (bench/render.py)
     python -m bench writer             one checkpoint round on PostgreSQL, COPY against INSERT (bench/writer.py)
+    python -m bench tool_rounds        a 10-round tool conversation over SSE and WebSocket mode (bench/tool_rounds.py)
     python -m bench all                core, transport and relay
 """
 
@@ -18,7 +19,8 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ("core", "relay", "scaled", "transport", "metrics", "safety", "render", "storage", "wire", "writer")
+BENCHMARKS = ("core", "relay", "scaled", "transport", "metrics", "safety", "render", "storage", "wire", "writer",
+              "tool_rounds")
 
 
 def _run(name: str, argv: list[str]) -> int:
