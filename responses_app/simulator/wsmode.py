@@ -8,8 +8,8 @@ its `stream_id`. A request refused before any stream (a 4xx/5xx over HTTP) is on
 with the HTTP `status` and no `sequence_number`; the connection stays open.
 
 What the connection alone knows: a response created with `store: false` is kept, once it ended,
-only in this connection's cache (the latest of each lane), so a new connection cannot continue
-from it (`previous_response_not_found`). A connection lives at most `max_age_s` (the API's 60
+only in this connection's cache (the latest of each of its last 64 lanes), so no other connection
+can continue from it (`previous_response_not_found`). A connection lives at most `max_age_s` (the API's 60
 minutes; `sim.ws_max_age_s` on a `response.create` sets it for that connection): past it every
 `response.create` gets `websocket_connection_limit_reached`, responses in flight finish, and the
 server closes the connection (reason `websocket_connection_limit_reached`) once none is left.
@@ -38,6 +38,7 @@ from .wire import Receive, Scope, Send
 WS_MAX_AGE_S = 3600.0  # the API's limit on one connection
 LIMIT_CODE = "websocket_connection_limit_reached"
 DROP_CLOSE_CODE = 1011
+CACHE_LANES = 64  # store: false responses a connection keeps: the latest of this many lanes
 
 
 def error_event(error: ApiError, stream_id: str | None) -> str:
@@ -170,8 +171,12 @@ class Session:
                 await self._create(lane, event)
             finally:
                 self.busy -= 1
+                if queue.empty():  # an idle lane keeps no task (a client may use a lane per request)
+                    del self.lanes[lane]
                 if not self.busy and self.expired and not self.closed.is_set():
                     await self._close_at_limit()
+            if lane not in self.lanes:
+                return
 
     async def _create(self, lane: str | None, event: dict[str, Any]) -> None:
         request = {k: v for k, v in event.items() if k not in ("type", "stream_id", "stream")}
@@ -193,7 +198,10 @@ class Session:
             self.live.discard(resp)
             if request.get("store") is False and resp.finished:
                 self.store.discard(resp.id)
+                self.cache.pop(lane, None)
                 self.cache[lane] = resp
+                if len(self.cache) > CACHE_LANES:
+                    del self.cache[next(iter(self.cache))]  # the lane that ended longest ago
 
     def _lookup(self, response_id: str) -> SimResponse | None:
         for resp in self.cache.values():
