@@ -27,7 +27,7 @@ from django.dispatch import receiver
 PREFIX = "RELAY_"
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 SAFETY_MODES = ("off", "progressive", "buffered")
-TRANSPORTS = ("aiohttp", "httpx")
+TRANSPORTS = ("aiohttp", "httpx", "websocket")
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off", "")
 _WINDOWS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -192,7 +192,14 @@ SETTINGS: tuple[Setting, ...] = (
             "The provider's base URL (…/v1). Empty: the built-in simulator. With a key and no URL: OpenAI's.",
             "upstream"),
     Setting("UPSTREAM_TRANSPORT", "aiohttp", _choice(*TRANSPORTS),
-            "The SSE client: aiohttp (httpx-aiohttp, cheaper per event) or httpx's own.", "upstream"),
+            "aiohttp (SSE over httpx-aiohttp, cheaper per event), httpx (SSE over httpx's own) or websocket "
+            "(the Responses API's WebSocket mode, docs/upstream-websocket.md).", "upstream"),
+    Setting("UPSTREAM_WS_MAX_AGE_S", 2400, _integer(),
+            "WebSocket mode: a connection older than this takes no new response (the provider's limit is an "
+            "hour; the request deadline must fit in what is left).", "upstream"),
+    Setting("UPSTREAM_NO_OBFUSCATION", True, _boolean,
+            "Ask the provider for no padding on streamed deltas (stream_options.include_obfuscation=false); "
+            "false for a provider that refuses stream_options. Padding is never stored either way.", "upstream"),
     Setting("UPSTREAM_MAX_CONNECTIONS", 2000, _integer(), "Upstream connections per process.", "upstream"),
     Setting("SIMULATOR_BASE_URL", "", _url,
             "A standalone simulator (python -m responses_app.simulator) when there is no provider; empty: "

@@ -36,7 +36,7 @@ from ..selectors import RunRequest
 from ..streaming import vocabulary as v
 from ..streaming.safety import SafetyGate
 from ..streaming.transcript import Step, Transcript
-from ..upstream import Upstream, UpstreamHTTPError, body_chunks
+from ..upstream import EventFrames, Upstream, UpstreamHTTPError, stream_reader
 from .bodies import build_body, continuation_body, full_context_body
 from .dbthreads import db
 from .delivery import Delivery
@@ -259,12 +259,12 @@ class StreamRunner:
             self._error = ("outcome_unknown", "The relay restarted before the model provider confirmed the "
                            "request; it may have run, so it is not sent again.")
             return v.UNKNOWN
-        if (request.params or {}).get("background"):
+        if (request.params or {}).get("background") and upstream.resumable:
             return await self._drive(upstream, Kind.RESUME, None)
         return await self._reconcile(upstream)
 
     async def _drive(self, upstream: Upstream, kind: str, body: dict[str, Any] | None) -> str:
-        background = bool((self.request.params or {}).get("background"))
+        background = bool((self.request.params or {}).get("background")) and upstream.resumable
         resumes = http_retries = 0
         while True:
             if self.cancel_requested.is_set():
@@ -349,7 +349,7 @@ class StreamRunner:
     # --- one upstream segment ---------------------------------------------------------------
 
     async def _segment(self, kind: str, upstream: Upstream, body: dict[str, Any] | None) -> SegmentResult:
-        ctx: AbstractAsyncContextManager[httpx.Response]
+        ctx: AbstractAsyncContextManager[httpx.Response | EventFrames]
         if kind == Kind.RESUME:
             starting_after = self.transcript.last_sequence_number
             ctx = upstream.resume_stream(self.transcript.response_id or "", starting_after)
@@ -389,14 +389,16 @@ class StreamRunner:
         self.count_write()
         return result
 
-    async def _read(self, ctx: AbstractAsyncContextManager[httpx.Response], events: list[int]) -> SegmentResult:
+    async def _read(self, ctx: AbstractAsyncContextManager[httpx.Response | EventFrames],
+                    events: list[int]) -> SegmentResult:
         transcript = self.transcript
         async with ctx as response:
+            chunks, feed = stream_reader(response, transcript)  # SSE bytes, or one event per frame
             try:
                 async with asyncio.timeout(None) as grace:
-                    async for chunk in body_chunks(response):
+                    async for chunk in chunks:
                         self._last_bytes = now = self._loop.time()
-                        step = transcript.feed(chunk, now)
+                        step = feed(chunk, now)
                         del chunk  # nor the last chunk (up to 16 KiB) while the stream is quiet
                         if step.events:
                             events[0] += len(step.events)

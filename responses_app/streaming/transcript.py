@@ -121,6 +121,13 @@ class Transcript:
             self.gate.tick(now)
         return self._step(*self.pipeline.feed(chunk))
 
+    def feed_event(self, data: str, now: float | None = None) -> Step:
+        """One event's JSON without SSE framing (WebSocket mode: a frame is an event); `now` as
+        for `feed`."""
+        if now is not None and self.gate is not None:
+            self.gate.tick(now)
+        return self._step(*self.pipeline.feed_event(data))
+
     def finish(self) -> Step:
         """The stream closed: flush the decoder; a terminal event waiting behind a gap ends the
         response now. Anything else held stays held: a resume starts before the gap and fills it
