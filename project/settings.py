@@ -286,6 +286,22 @@ if RELAY_METRICS_TOKEN and not DEVELOPMENT and len(RELAY_METRICS_TOKEN) < 16:
 _multiproc_dir = env.str("PROMETHEUS_MULTIPROC_DIR", default="")
 if _multiproc_dir and not (Path(_multiproc_dir).is_dir() and os.access(_multiproc_dir, os.W_OK)):
     raise ImproperlyConfigured(f"PROMETHEUS_MULTIPROC_DIR must be a writable directory, got {_multiproc_dir!r}")
+# Bearer tokens of the front-end streams (AG-UI, the AI SDK; responses_app/frontends_views.py) for
+# clients without a browser session: "username=token,username=token", each token acting as that user.
+def _api_tokens(raw: str) -> dict[str, str]:
+    tokens: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in raw.split(","))):
+        username, sep, token = item.partition("=")
+        if not sep or not username.strip() or not token.strip():
+            raise ImproperlyConfigured(f"RELAY_API_TOKENS must look like alice=token1,bob=token2, got {item[:40]!r}")
+        if not DEVELOPMENT and len(token.strip()) < 32:
+            raise ImproperlyConfigured(f"RELAY_API_TOKENS: each token must be at least 32 characters under "
+                                       f"DJANGO_ENV={ENVIRONMENT}")
+        tokens[token.strip()] = username.strip()
+    return tokens
+
+
+RELAY_API_TOKENS = _api_tokens(env.str("RELAY_API_TOKENS", default=""))
 # Scraped or probed straight from a process's port (no proxy, plain HTTP): never redirected to
 # HTTPS, or a supervisor's probe of 127.0.0.1:8001/healthz gets a 301 to a port with no TLS.
 SECURE_REDIRECT_EXEMPT = [r"^metrics$", r"^healthz$"]

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 from django.conf import settings
@@ -45,3 +46,12 @@ def refuse_bad_safety_settings() -> None:
     errors = [m for m in checks.run_checks(tags=[SAFETY_TAG]) if m.is_serious()]
     if errors:
         raise ImproperlyConfigured("; ".join(f"{m.id}: {m.msg}" for m in errors))
+
+
+@checks.register()
+def agui_check(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """The AG-UI routes need the optional ag-ui-protocol package (the AI SDK routes do not)."""
+    if importlib.util.find_spec("ag_ui") is not None:
+        return []
+    return [checks.Warning("ag-ui-protocol is not installed: the AG-UI routes (agui-run, agui-stream) answer 501.",
+                           id="responses_app.W001", hint="pip install 'responses-relay[agui]'")]
