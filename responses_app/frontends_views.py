@@ -96,8 +96,8 @@ async def approve(user: Any, request: ResponseRequest, answers: dict[str, bool])
     """Store each answer (a repeated answer is a no-op); why not, when it cannot be answered."""
     if request.owner_id != user.pk:
         return "only the owner can answer an approval request"
-    asked = await sync_to_async(selectors.approval_requests_in_view)(request=request)
-    if not answers or not set(answers) <= asked:
+    view, _ = await _snapshot(str(request.pk))  # the live view: its last commit may not show them yet
+    if not answers or not set(answers) <= _approvals_asked(view):
         return "no such approval request"
     for approval_id, approved in answers.items():
         await sync_to_async(services.mcp_approval_decide)(request=request, approval_request_id=approval_id,
@@ -166,6 +166,10 @@ async def subscribe(request: ResponseRequest, *, reconnect: bool) -> AsyncGenera
                 yield view, status, True
     finally:
         hub.detach(request_id, follower)
+
+
+def _approvals_asked(view: dict[str, Any]) -> set[str]:
+    return {str(b.get("item_id")) for b in view.get("blocks") or () if b.get("tool") == "mcp_approval_request"}
 
 
 async def _snapshot(request_id: str) -> tuple[dict[str, Any], str]:
@@ -271,15 +275,17 @@ def _model(requested: Any, conversation: Conversation) -> str:
     return last or (allowed[0] if allowed else DEFAULT_MODEL)
 
 
-async def _new_turn(user: Any, thread_id: str, text: str, model: Any, client_request_id: str | None,
+async def _new_turn(user: Any, thread_id: str, text: str, options: dict[str, Any], client_request_id: str | None,
                     ) -> tuple[ResponseRequest | None, HttpResponse | None]:
+    """A new turn of the thread; `options`: the client's `model` and `metadata`, if any."""
     if not text.strip():
         return None, _error(400, "no user message to answer")
     conversation = await sync_to_async(services.conversation_for_thread)(user=user, thread_id=thread_id)
     if conversation is None:
         return None, _error(404, "no such thread")
-    data = {"input": text, "model": await sync_to_async(_model)(model, conversation),
-            "conversation": str(conversation.pk), "client_request_id": client_request_id}
+    data = {"input": text, "model": await sync_to_async(_model)(options.get("model"), conversation),
+            "conversation": str(conversation.pk), "client_request_id": client_request_id,
+            "metadata": options.get("metadata")}
     return await submit(user, data)
 
 
@@ -294,7 +300,7 @@ async def _continue(user: Any, request_id: str, answers: dict[str, bool],
     refused = await approve(user, request, answers)
     if refused is not None:
         return None, None, _error(403 if refused.startswith("only") else 404, refused)
-    view = await sync_to_async(selectors.view_latest)(request=request)
+    view, _ = await _snapshot(str(request.pk))
     return Told.paused_at(view, set(answers), str(request.pk)), request, None
 
 
@@ -331,14 +337,14 @@ async def agui_run(http: HttpRequest) -> HttpResponseBase:
         return JsonResponse({"error": "not an AG-UI RunAgentInput", "detail": str(exc)[:2000]}, status=400)
     props = run_input.forwarded_props if isinstance(run_input.forwarded_props, dict) else {}
     if answers:
-        resumed = await sync_to_async(_waiting_request)(user, run_input.thread_id, set(answers))
+        resumed = await _waiting_request(user, run_input.thread_id, set(answers))
         if resumed is None:
             return _error(404, "no request of this thread waits for these interrupts")
         told, request, refusal = await _continue(user, resumed, answers)
     else:
         told = None
         request, refusal = await _new_turn(user, run_input.thread_id, agui.last_user_text(run_input),
-                                           props.get("model"), run_input.run_id)
+                                           props, f"agui:{run_input.run_id}"[:100])
     if refusal is not None:
         return refusal
     assert request is not None
@@ -348,12 +354,15 @@ async def agui_run(http: HttpRequest) -> HttpResponseBase:
                             "agui-stream")
 
 
-def _waiting_request(user: Any, thread_id: str, approval_ids: set[str]) -> str | None:
-    """The request of the thread whose view asks these approvals (the newest such)."""
+async def _waiting_request(user: Any, thread_id: str, approval_ids: set[str]) -> str | None:
+    """The request of the thread whose view asks these approvals (of its newest few)."""
     conversation_id = selectors.thread_conversation_id(user=user, thread_id=thread_id)
-    for request in ResponseRequest.objects.filter(conversation_id=conversation_id).order_by("-created")[:10]:
-        if approval_ids <= selectors.approval_requests_in_view(request=request):
-            return str(request.pk)
+    newest = ResponseRequest.objects.filter(conversation_id=conversation_id).order_by("-created").values_list(
+        "pk", flat=True)[:5]
+    async for request_id in newest:
+        view, _ = await _snapshot(str(request_id))
+        if approval_ids <= _approvals_asked(view):
+            return str(request_id)
     return None
 
 
@@ -410,8 +419,8 @@ async def aisdk_chat(http: HttpRequest) -> HttpResponseBase:
     else:
         text, user_message_id = aisdk.last_user_text(body["messages"])
         fresh = body.get("trigger") == "regenerate-message" or not user_message_id
-        request, refusal = await _new_turn(user, str(body.get("id") or ""), text, body.get("model"),
-                                           None if fresh else f"aisdk:{body.get('id')}:{user_message_id}")
+        request, refusal = await _new_turn(user, str(body.get("id") or ""), text, body,
+                                           None if fresh else f"aisdk:{body.get('id')}:{user_message_id}"[:100])
     if refusal is not None:
         return refusal
     assert request is not None

@@ -64,11 +64,12 @@ APPROVAL_SCHEMA = {"type": "object", "properties": {"approve": {"type": "boolean
 
 def state_of(view: dict[str, Any], request_id: str, status: str) -> dict[str, Any]:
     """The AG-UI state: the view without the text its messages carry."""
-    blocks = []
+    blocks = []  # copies: the view's blocks change in place as patches apply
     for block in view.get("blocks") or ():
         if block.get("kind") in ("text", "refusal", "reasoning"):
-            block = {k: v for k, v in block.items() if k != "text"}
-        blocks.append(block)
+            blocks.append({k: v for k, v in block.items() if k != "text"})
+        else:
+            blocks.append(dict(block))
     return {"request": {"id": request_id, "status": status}, "meta": dict(view.get("meta") or {}), "blocks": blocks}
 
 
@@ -82,11 +83,12 @@ class AguiStream:
         self._run_id = run_id  # the client's name for the run this stream opens or continues
         self._state: dict[str, Any] | None = None
         self._encoder = EventEncoder()
+        self._closed = False
 
     @property
     def closed(self) -> bool:
-        """The run this stream carried has ended (finished, failed, or paused for approvals)."""
-        return self.told.run % 2 == 1 or self.told.finished
+        """This stream's run has ended (finished, failed, or paused for approvals): close it."""
+        return self._closed or self.told.finished
 
     def run_id(self, index: int) -> str:
         if self._run_id is not None:
@@ -118,6 +120,7 @@ class AguiStream:
             self._state = state
         if closing is not None:
             frames.append(self._frame(self._event(closing, view), closing.cursor))
+            self._closed = True
         return frames
 
     def _frame(self, event: BaseEvent, cursor: str) -> str:

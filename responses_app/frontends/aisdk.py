@@ -58,17 +58,19 @@ class AisdkStream:
     def __init__(self, *, request_id: str, told: Told | None = None) -> None:
         self.request_id = request_id
         self.told = told or Told(request_id)
+        self._closed = False
 
     @property
     def closed(self) -> bool:
-        """The message finished: the request ended, or waits for approvals."""
-        return self.told.run % 2 == 1 or self.told.finished
+        """This stream's message finished (the request ended, or waits for approvals): close it."""
+        return self._closed or self.told.finished
 
     def frames(self, view: dict[str, Any], status: str, *, ended: bool = False) -> list[str]:
-        frames = [frame(chunk) for step in self.told.advance(view, status if ended else None)
-                  for chunk in self._chunks(step, view)]
-        if frames and self.closed:
+        steps = self.told.advance(view, status if ended else None)
+        frames = [frame(chunk) for step in steps for chunk in self._chunks(step, view)]
+        if steps and steps[-1].kind in ("finish", "interrupt"):
             frames.append(DONE)
+            self._closed = True
         return frames
 
     def _chunks(self, step: Step, view: dict[str, Any]) -> list[dict[str, Any]]:

@@ -219,7 +219,7 @@ class Told:
                 self._emit(steps, "result", part, result)
 
     def _end(self, index: int, part: Part, steps: list[Step]) -> None:
-        self.stages[index] = ["b" if part.kind == TOOL and not part.approval else "", 0]
+        self.stages[index][:] = ["b" if part.kind == TOOL and not part.approval else "", 0]
         self._emit(steps, "end", part)
 
     def _close_open(self, steps: list[Step], parts: list[tuple[Part, dict[str, Any]]], keep_span: str | None) -> None:
