@@ -313,7 +313,10 @@ def thread_conversation_id(*, user: User | AnonymousUser, thread_id: str) -> uui
 def request_in_flight_for_user(*, user: User | AnonymousUser, key: str) -> ResponseRequest | None:
     """What a front end's resume route names: a request by its id, or a conversation (a thread or
     chat id) by its newest request; only while it is pending or streaming, only for whom may view it."""
-    request = request_get_for_user(user=user, request_id=key)
+    try:
+        request = request_get_for_user(user=user, request_id=uuid.UUID(key))
+    except ValueError:  # a chat id of the front end's own making
+        request = None
     if request is None and user.is_authenticated:
         conversation_id = thread_conversation_id(user=user, thread_id=key)
         newest = ResponseRequest.objects.filter(conversation_id=conversation_id).order_by("-created").values_list(

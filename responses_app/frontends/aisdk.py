@@ -2,7 +2,8 @@
 SSE frames of JSON chunks, `data: [DONE]` last, header `x-vercel-ai-ui-message-stream: v1`).
 
 One assistant message per logical request, its `messageId` the request's id, so a replay names the
-same message. The steps of steps.py become `start`, `text-start/-delta/-end` (answer text),
+same message; each of its runs (before and after MCP approvals) a step (`start-step`,
+`finish-step`). The steps of steps.py become `start`, `text-start/-delta/-end` (answer text),
 `reasoning-start/-delta/-end` (reasoning summaries), `tool-input-start/-delta/-available` and
 `tool-output-available` (tool calls the relay ran: `providerExecuted`, `dynamic`, so the client's
 `onToolCall` never runs them again), then `finish` (`stop`; `length` or `content-filter` for an
@@ -75,14 +76,15 @@ class AisdkStream:
 
     def _chunks(self, step: Step, view: dict[str, Any]) -> list[dict[str, Any]]:
         kind, part = step.kind, step.part
-        if kind == "run_start":
-            return [{"type": "start", "messageId": self.request_id, "messageMetadata": {"requestId": self.request_id}}]
+        if kind == "run_start":  # a run is a step: the client checks approvals step by step
+            return [{"type": "start", "messageId": self.request_id, "messageMetadata": {"requestId": self.request_id}},
+                    {"type": "start-step"}]
         if kind == "finish":
-            return self._finish(step.value, view)
+            return [{"type": "finish-step"}, *self._finish(step.value, view)]
         if kind == "interrupt":
             asked = [{"type": "tool-approval-request", "approvalId": p.id, "toolCallId": p.id} for p, _ in step.value]
-            return [*asked, {"type": "finish", "finishReason": "tool-calls",
-                             "messageMetadata": {"status": "waiting_for_approval"}}]
+            return [*asked, {"type": "finish-step"}, {"type": "finish", "finishReason": "tool-calls",
+                                                      "messageMetadata": {"status": "waiting_for_approval"}}]
         assert part is not None
         if part.kind == SPAN:
             return []

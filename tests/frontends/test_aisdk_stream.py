@@ -53,6 +53,8 @@ def message_of(stream: list[Any]) -> dict[str, Any]:
                 parts[key]["input"] = chunk["input"]
         elif kind == "tool-output-available":
             parts[key]["output"] = chunk["output"]
+        elif kind in ("start-step", "finish-step"):
+            message.setdefault("steps", []).append(kind)
         elif kind in ("finish", "abort", "error", "tool-approval-request"):
             message.setdefault("ends", []).append(chunk)
     assert not open_ and stream[-1] == "[DONE]"
@@ -107,6 +109,7 @@ def test_approvals_finish_the_message_and_the_answer_continues_it() -> None:
             break
     assert [c["approvalId"] for c in first if c != "[DONE]" and c["type"] == "tool-approval-request"] == asked
     assert first[-2]["finishReason"] == "tool-calls" and first[-1] == "[DONE]"
+    assert message_of(first)["steps"] == ["start-step", "finish-step"]
     resumed = AisdkStream(request_id="req", told=Told.paused_at(views.seen[waiting], set(asked), "req"))
     second = [c for view, status, ended in list(timeline(views))[waiting:]
               for c in chunks(resumed.frames(view, status, ended=ended))]
