@@ -67,7 +67,7 @@ class Translator(Protocol):
     @property
     def closed(self) -> bool: ...
 
-    def frames(self, view: dict[str, Any], status: str, *, ended: bool = False) -> list[str]: ...
+    def frames(self, view: dict[str, Any], status: str, *, ended: bool = False, fresh: bool = False) -> list[str]: ...
 
 
 # --- adapters ----------------------------------------------------------------------------------
@@ -119,14 +119,14 @@ class _Follower:
             self.behind = True
 
 
-Update = tuple[dict[str, Any], str, bool] | None
+Update = tuple[dict[str, Any], str, bool, bool] | None
 
 
 async def subscribe(request: ResponseRequest, *, reconnect: bool) -> AsyncGenerator[Update]:
-    """The request's view as it grows: (view, status, ended) after each change, None when nothing
-    came for HEARTBEAT_S. The first is a snapshot (the live runner's, else the committed view and
-    the patches heard since); a patch that does not continue the view, or falling behind, brings a
-    fresh snapshot instead, so the view never skips a change; the last has `ended` set."""
+    """The request's view as it grows: (view, status, ended, fresh) after each change, None when
+    nothing came for HEARTBEAT_S. The first is a snapshot (the live runner's, else the committed view
+    and the patches heard since); a patch that does not continue the view, or falling behind, brings
+    a fresh snapshot instead (`fresh`), so the view never skips a change; the last has `ended` set."""
     request_id, hub, follower = str(request.pk), get_hub(), _Follower()
     await hub.attach(request_id, follower)  # before the first read: nothing published after it is missed
     try:
@@ -135,7 +135,7 @@ async def subscribe(request: ResponseRequest, *, reconnect: bool) -> AsyncGenera
         if status == ResponseRequest.Status.PENDING or (
                 status == ResponseRequest.Status.STREAMING and hub.runner(request_id) is None):
             await start_request(request_id)  # a lost start is retried; a dead runner's lease taken over
-        yield view, status, status in ENDED
+        yield view, status, status in ENDED, True
         while status not in ENDED:
             try:
                 message = await asyncio.wait_for(follower.queue.get(), HEARTBEAT_S)
@@ -143,7 +143,7 @@ async def subscribe(request: ResponseRequest, *, reconnect: bool) -> AsyncGenera
                 if hub.runner(request_id) is None:  # ended elsewhere, its terminal lost on the way?
                     view, status = await _snapshot(request_id)
                     if status in ENDED:
-                        yield view, status, True
+                        yield view, status, True, True
                         return
                 yield None
                 continue
@@ -157,13 +157,13 @@ async def subscribe(request: ResponseRequest, *, reconnect: bool) -> AsyncGenera
                 view, status = await _snapshot(request_id)
                 if kind == "terminal":
                     status = message["status"]
-                yield view, status, status in ENDED
+                yield view, status, status in ENDED, True
             elif kind == "patch" and message["revision"] > view["revision"]:
                 apply_patch(view, message)
-                yield view, status, False
+                yield view, status, False, False
             elif kind == "terminal":
                 status = message["status"]
-                yield view, status, True
+                yield view, status, True, False
     finally:
         hub.detach(request_id, follower)
 
@@ -198,8 +198,8 @@ async def _sse(request: ResponseRequest, translator: Translator, *, reconnect: b
             if update is None:
                 yield heartbeat
                 continue
-            view, status, ended = update
-            frames = translator.frames(view, status, ended=ended)
+            view, status, ended, fresh = update
+            frames = translator.frames(view, status, ended=ended, fresh=fresh)
             if frames:
                 yield "".join(frames)
             if translator.closed:

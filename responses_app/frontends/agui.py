@@ -95,8 +95,9 @@ class AguiStream:
             return self._run_id
         return self.request_id if index == 0 else f"{self.request_id}:{index}"
 
-    def frames(self, view: dict[str, Any], status: str, *, ended: bool = False) -> list[str]:
-        """SSE frames bringing the client up to `view`; `ended`: the request has its outcome."""
+    def frames(self, view: dict[str, Any], status: str, *, ended: bool = False, fresh: bool = False) -> list[str]:
+        """SSE frames bringing the client up to `view`; `ended`: the request has its outcome;
+        `fresh`: a snapshot read after a gap, whose state goes out whole (STATE_SNAPSHOT)."""
         before = self.told.cursor()
         was_open = self.told.run >= 0 and self.told.run % 2 == 0
         steps = self.told.advance(view, status if ended else None)
@@ -113,10 +114,12 @@ class AguiStream:
                 frames.append(self._frame(StateSnapshotEvent(snapshot=state), step.cursor))
                 self._state = state
         if self._state is not None and self._state != state and (was_open or body):
-            delta = jsonpatch.diff(self._state, state)
-            if delta:
-                event = StateDeltaEvent.model_validate({"delta": delta})
-                frames.append(self._frame(event, body[-1].cursor if body else before))
+            at = body[-1].cursor if body else before
+            if fresh:
+                frames.append(self._frame(StateSnapshotEvent(snapshot=state), at))
+            else:
+                frames.append(self._frame(StateDeltaEvent.model_validate({"delta": jsonpatch.diff(self._state, state)}),
+                                          at))
             self._state = state
         if closing is not None:
             frames.append(self._frame(self._event(closing, view), closing.cursor))

@@ -66,7 +66,9 @@ class AisdkStream:
         """This stream's message finished (the request ended, or waits for approvals): close it."""
         return self._closed or self.told.finished
 
-    def frames(self, view: dict[str, Any], status: str, *, ended: bool = False) -> list[str]:
+    def frames(self, view: dict[str, Any], status: str, *, ended: bool = False, fresh: bool = False) -> list[str]:
+        """Frames bringing the client up to `view` (`fresh`: a snapshot read after a gap; the
+        steps from it are the same, so it changes nothing here)."""
         steps = self.told.advance(view, status if ended else None)
         frames = [frame(chunk) for step in steps for chunk in self._chunks(step, view)]
         if steps and steps[-1].kind in ("finish", "interrupt"):

@@ -150,3 +150,17 @@ def test_input_is_the_newest_user_message_and_resume_answers_are_strict() -> Non
         resume_answers(bad.resume or [])
     with pytest.raises(ValueError):
         parse_input(b'{"threadId":"t"}')
+
+
+def test_a_gap_brings_a_fresh_state_snapshot_and_no_repeat() -> None:
+    views = scenario("sim-function", 53)
+    stream = AguiStream(request_id="req", thread_id="thread")
+    events: list[Any] = []
+    for index, (view, status, ended) in enumerate(timeline(views)):
+        if index % 5 == 4 or ended:  # patches lost on the way: a fresh snapshot of the view instead
+            events.extend(e for _, e in parse(stream.frames(view, status, ended=ended, fresh=True)))
+    kinds = [e.type for e in events]
+    assert kinds.count(EventType.STATE_SNAPSHOT) > 1 and EventType.STATE_DELTA not in kinds
+    consumer = Consumer().feed(events)
+    assert list(consumer.messages.values()) == texts(views.seen[-1], ("text",))
+    assert consumer.state["meta"] == views.seen[-1]["meta"] and consumer.runs == [("req", "success")]
