@@ -22,8 +22,8 @@ RUNS = "/api/agui/runs"
 def run_input(text: str, model: str, *, thread_id: str | None = None, pace: int | None = None,
               resume: list[ResumeEntry] | None = None) -> dict[str, Any]:
     props: dict[str, Any] = {"model": model}
-    if pace:
-        props["metadata"] = {"sim.tokens_per_s": str(pace)}
+    if pace:  # a paced answer of 700 tokens: a few seconds, so there is a middle to act in
+        props["metadata"] = {"sim.tokens_per_s": str(pace), "sim.tokens": "700"}
     value = RunAgentInput(thread_id=thread_id or f"thread-{uuid.uuid4()}", run_id=f"run-{uuid.uuid4()}",
                           messages=[UserMessage(id=str(uuid.uuid4()), content=text)], forwarded_props=props,
                           resume=resume)

@@ -8,7 +8,8 @@ import { AbstractChat, DefaultChatTransport, lastAssistantMessageIsCompleteWithA
 const config = JSON.parse(process.argv[2]);
 const api = `${config.base}/api/aisdk/chat`;
 const headers = { Authorization: `Bearer ${config.token}` };
-const body = { model: config.model, metadata: config.pace ? { "sim.tokens_per_s": String(config.pace) } : {} };
+// A paced answer of 700 tokens: a few seconds, so there is a middle to act in.
+const body = { model: config.model, metadata: config.pace ? { "sim.tokens_per_s": String(config.pace), "sim.tokens": "700" } : {} };
 
 class MemoryState {
   constructor(messages) {
