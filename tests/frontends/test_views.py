@@ -4,7 +4,11 @@ without ag-ui-protocol, refusals before a stream opens."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +20,8 @@ from django.urls import reverse
 from responses_app import checks as relay_checks
 from responses_app import frontends_views
 from responses_app.models import Conversation, ResponseRequest
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -105,3 +111,18 @@ def test_a_check_warns_without_ag_ui(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(relay_checks.importlib.util, "find_spec", lambda name: None)
     (warning,) = relay_checks.agui_check()
     assert warning.id == "responses_app.W001" and warning.level == checks.WARNING
+
+
+@pytest.mark.parametrize(("value", "env", "refused"), [
+    ("alice=short", "development", False),
+    ("alice=short", "production", True),
+    ("alice", "development", True),
+    ("=token-0123456789abcdef0123456789abcdef", "development", True),
+])
+def test_api_tokens_are_read_strictly(value: str, env: str, refused: bool) -> None:
+    production = {"SECRET_KEY": "x" * 50, "ALLOWED_HOSTS": "relay.example", "SIMULATOR_ENABLED": "false",
+                  "OPENAI_API_KEY": "sk-test", "RELAY_ALLOWED_MODELS": "gpt-4.1-mini"} if env == "production" else {}
+    done = subprocess.run([sys.executable, "-c", "import project.settings"], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "DJANGO_ENV": env, "RELAY_API_TOKENS": value, **production}, timeout=60)
+    assert (done.returncode != 0) == refused, done.stderr[-500:]
+    assert ("RELAY_API_TOKENS" in done.stderr) == refused
