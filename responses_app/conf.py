@@ -147,6 +147,21 @@ def _checker(raw: Any) -> str:
     return value
 
 
+def _api_tokens(raw: Any) -> dict[str, str]:
+    """{token: username}, or its text `alice=<token>,bob=<token>`."""
+    if isinstance(raw, str):
+        pairs = {}
+        for item in filter(None, (part.strip() for part in raw.split(","))):
+            username, sep, token = item.partition("=")
+            if not sep or not username.strip() or not token.strip():
+                raise ValueError(f"must look like alice=<token>,bob=<token>, got {item[:40]!r}")
+            pairs[token.strip()] = username.strip()
+        return pairs
+    if not isinstance(raw, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in raw.items()):
+        raise ValueError("must be a dict of token: username")
+    return dict(raw)
+
+
 def _optional_text(raw: Any) -> str | None:
     return None if raw is None else _text(raw)
 
@@ -278,6 +293,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("MAX_SOCKETS_PER_USER", 16, _integer(), "Open websockets per user, across processes.", "limits"),
     Setting("WS_FRAME_RATE", 10, _integer(), "Frames a socket may send per second…", "limits"),
     Setting("WS_FRAME_BURST", 30, _integer(), "…and in a burst; beyond it dropped, then closed.", "limits"),
+    Setting("API_TOKENS", {}, _api_tokens,
+            "Bearer tokens of programmatic clients of the AG-UI and AI SDK endpoints: {token: username} or "
+            "alice=<token>,bob=<token> (each at least 32 characters under check --deploy).", "limits"),
     # operations
     Setting("METRICS_TOKEN", "", _text,
             "GET /metrics needs Authorization: Bearer <token>; empty: loopback clients only.", "operations"),

@@ -136,22 +136,28 @@ class Follow:
         return Update(kind=kind, revision=self.view["revision"], status=self.status, view=self.view, ops=ops)
 
     async def _snapshot(self) -> Update:
-        hub = get_hub()
-        runner = hub.runner(self.request_id)
-        if runner is not None:
-            view, status = await runner.live_view()
-            view = copy.deepcopy(view)
-        else:
-            view, status = await ws_call(_committed)(self.request_id)
-            for patch in hub.recent_patches(self.request_id):
-                if patch["base"] == view["revision"]:
-                    apply_patch(view, patch)
-        self.view, self.status = view, status
+        self.view, self.status = await current_view(self.request_id)
         return self._update("snapshot")
 
     async def _ended_in_database(self) -> bool:
         status = await ws_call(selectors.request_status)(request_id=self.request_id)
         return status in ResponseRequest.ENDED
+
+
+async def current_view(request_id: str) -> tuple[dict[str, Any], str]:
+    """The view as it stands and the request's status: the live runner's when it is in this
+    process (at a patch boundary, newer than the last commit), else the latest committed view with
+    the patches this process heard since (a checkpoint is a patch boundary). A copy of its own."""
+    hub = get_hub()
+    runner = hub.runner(request_id)
+    if runner is not None:
+        view, status = await runner.live_view()
+        return copy.deepcopy(view), status
+    view, status = await ws_call(_committed)(request_id)
+    for patch in hub.recent_patches(request_id):
+        if patch["base"] == view["revision"]:
+            apply_patch(view, patch)
+    return view, status
 
 
 def _committed(request_id: str) -> tuple[dict[str, Any], str]:

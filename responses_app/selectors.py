@@ -336,3 +336,32 @@ def usage_totals(*, user: User) -> dict[str, Any]:
         if cost is not None:
             totals["cost"] = (totals["cost"] or 0.0) + cost
     return totals
+
+
+# A thread id that is not a UUID (a front end's own chat or thread id) names one conversation per user.
+THREAD_NAMESPACE = uuid.UUID("5b0f6c52-4a3e-4f0b-9d55-7e1f0c6a2b91")
+
+
+def thread_conversation_id(*, user: User | AnonymousUser, thread_id: str) -> uuid.UUID:
+    """The conversation id a front end's thread id names: itself when it is a UUID."""
+    try:
+        return uuid.UUID(thread_id)
+    except ValueError:
+        return uuid.uuid5(THREAD_NAMESPACE, f"{user.pk}:{thread_id}")
+
+
+def request_in_flight_for_user(*, user: User | AnonymousUser, key: str) -> ResponseRequest | None:
+    """What a front end's resume route names: a request by its id, or a conversation (a thread or
+    chat id) by its newest request; only while it is pending or streaming, only for whom may view it."""
+    try:
+        request = request_get_for_user(user=user, request_id=uuid.UUID(key))
+    except ValueError:  # a chat id of the front end's own making
+        request = None
+    if request is None and user.is_authenticated:
+        conversation_id = thread_conversation_id(user=user, thread_id=key)
+        newest = ResponseRequest.objects.filter(conversation_id=conversation_id).order_by("-created").values_list(
+            "pk", flat=True).first()
+        request = request_get_for_user(user=user, request_id=newest) if newest else None
+    if request is None or request.status not in (ResponseRequest.Status.PENDING, ResponseRequest.Status.STREAMING):
+        return None
+    return request

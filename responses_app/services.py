@@ -433,3 +433,14 @@ def conversation_delete(*, conversation: Conversation) -> list[ResponseRequest]:
     for request in live:
         request_cancel(request=request)
     return live
+
+
+def conversation_for_thread(*, user: User, thread_id: str) -> Conversation | None:
+    """The conversation a front end's thread names (an AG-UI `threadId`, an AI SDK chat id):
+    a UUID is the conversation's own id, any other string maps to one conversation of this user;
+    made on first use. None when it is another user's conversation, or a deleted one."""
+    pk = selectors.thread_conversation_id(user=user, thread_id=thread_id)
+    conversation, _ = Conversation.objects.get_or_create(pk=pk, defaults={"owner": user})
+    if conversation.owner_id != user.pk or conversation.deleted_at is not None:
+        return None
+    return conversation

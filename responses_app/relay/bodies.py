@@ -1,8 +1,9 @@
 """Request bodies for `POST /v1/responses` (and WebSocket mode's `response.create`), from a stored
 logical request.
 
-Every body carries the output cap (RELAY_MAX_OUTPUT_TOKENS), and each asks the provider not to pad streamed deltas (`stream_options.include_obfuscation: false`):
-between two servers the padding is only bytes. RELAY_UPSTREAM_NO_OBFUSCATION=false leaves
+Every body carries the output cap (RELAY_MAX_OUTPUT_TOKENS) and asks the provider not to pad
+streamed deltas (`stream_options.include_obfuscation: false`): between two servers the padding is
+only bytes. RELAY_UPSTREAM_NO_OBFUSCATION=false leaves
 `stream_options` out, for a provider that refuses it; the event log drops the padding either way.
 """
 
