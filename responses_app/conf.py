@@ -53,6 +53,19 @@ def _integer(*, minimum: int = 1) -> Callable[[Any], int]:
     return parse
 
 
+def _seconds(raw: Any) -> float:
+    """A positive number of seconds (an int, a float, or their text)."""
+    if isinstance(raw, bool):
+        raise ValueError(f"must be a number of seconds, got {raw!r}")
+    try:
+        value = float(raw.strip()) if isinstance(raw, str) else float(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"must be a number of seconds, got {raw!r}") from None
+    if not value > 0:
+        raise ValueError(f"must be positive, got {raw!r}")
+    return value
+
+
 def _boolean(raw: Any) -> bool:
     if isinstance(raw, bool):
         return raw
@@ -209,7 +222,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("UPSTREAM_TRANSPORT", "aiohttp", _choice(*TRANSPORTS),
             "aiohttp (SSE over httpx-aiohttp, cheaper per event), httpx (SSE over httpx's own) or websocket "
             "(the Responses API's WebSocket mode, docs/upstream-websocket.md).", "upstream"),
-    Setting("UPSTREAM_WS_MAX_AGE_S", 2400, _integer(),
+    Setting("UPSTREAM_WS_MAX_AGE_S", 2400, _seconds,
             "WebSocket mode: a connection older than this takes no new response (the provider's limit is an "
             "hour; the request deadline must fit in what is left).", "upstream"),
     Setting("UPSTREAM_NO_OBFUSCATION", True, _boolean,
