@@ -245,13 +245,13 @@ SETTINGS: tuple[Setting, ...] = (
             "upstream"),
     # pages and sockets
     Setting("BASE_TEMPLATE", "responses_app/base.html", _text,
-            "The template the app's pages extend (blocks: title, relay_content).", "pages"),
+            "The template the app's pages extend (blocks: title and content).", "pages"),
     Setting("WEBSOCKET_PREFIX", None, _optional_text,
             "Where responses_app.routing.websocket_urlpatterns are mounted (e.g. /assistant/); default: "
             "where responses_app.urls are included.", "pages"),
     Setting("TOOLS", ("responses_app.tools.get_weather", "responses_app.tools.get_time"), _dotted_paths,
             "Dotted paths of the function tools offered to the model (functions decorated with "
-            "responses_app.api.tool), imported when the app is ready. Default: the two built-in ones.", "tools"),
+            "responses_app.api.tool), imported when tools are offered. Default: the two built-in ones.", "tools"),
     # the relay
     Setting("FLUSH_INTERVAL_MS", 50, _integer(), "The least time between two patches of a stream.", "relay"),
     Setting("FLUSH_MIN_CHARS", 32, _integer(minimum=0), "A slow stream's patch waits for this much text…",
