@@ -24,7 +24,8 @@ UNKNOWN: Final = "unknown"
 # The error code of a request whose input the precheck flagged: nothing was sent upstream.
 INPUT_FLAGGED: Final = "input_flagged"
 
-REQUEST_STATUSES: Final[tuple[str, ...]] = (PENDING, STREAMING, COMPLETED, FAILED, INCOMPLETE, ERROR, CANCELLED, UNKNOWN)
+REQUEST_STATUSES: Final[tuple[str, ...]] = (
+    PENDING, STREAMING, COMPLETED, FAILED, INCOMPLETE, ERROR, CANCELLED, UNKNOWN)
 
 # Statuses the upstream's own Response can end in (and `error`, a transport-level error event).
 TERMINAL_STATUSES: Final[frozenset[str]] = frozenset({COMPLETED, FAILED, INCOMPLETE, ERROR, CANCELLED})

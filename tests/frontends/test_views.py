@@ -67,7 +67,8 @@ async def test_limits_of_the_submit_path_refuse_before_any_stream(front: list[st
 async def test_a_thread_is_one_conversation_of_its_user(front: list[str], owner: Any) -> None:
     client = await signed_in(owner)
     for _ in range(2):
-        response = await client.post(reverse("responses_app:agui-run"), agui_body("my-thread"), content_type="application/json")
+        response = await client.post(reverse("responses_app:agui-run"), agui_body("my-thread"),
+                                     content_type="application/json")
         assert response.status_code == 200
     conversation = await Conversation.objects.aget(owner=owner)
     assert await conversation.requests.acount() == 2
@@ -86,10 +87,12 @@ async def test_another_users_conversation_is_not_a_thread(front: list[str], owne
 async def test_refusals_before_a_stream(front: list[str], owner: Any) -> None:
     client = await signed_in(owner)
     assert (await client.get(reverse("responses_app:agui-run"))).status_code == 405
-    assert (await client.post(reverse("responses_app:agui-run"), b"[", content_type="application/json")).status_code == 400
+    run = reverse("responses_app:agui-run")
+    assert (await client.post(run, b"[", content_type="application/json")).status_code == 400
     assert (await client.post(reverse("responses_app:agui-run"), agui_body("t", text=""),
                               content_type="application/json")).status_code == 400
-    assert (await client.post(reverse("responses_app:aisdk-chat"), {"id": "c"}, content_type="application/json")).status_code == 400
+    chat = reverse("responses_app:aisdk-chat")
+    assert (await client.post(chat, {"id": "c"}, content_type="application/json")).status_code == 400
     assert (await client.get(reverse("responses_app:aisdk-stream", args=["nothing-here"]))).status_code == 204
     anonymous = await AsyncClient().post(reverse("responses_app:aisdk-chat"), {}, content_type="application/json")
     assert anonymous.status_code == 401
