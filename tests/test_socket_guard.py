@@ -91,20 +91,30 @@ def pending(owner: Any) -> int:
     return 0 if queue is None else int(queue.qsize())
 
 
-def test_a_password_set_tells_the_users_sockets_to_look_again(listening: Any) -> None:
-    listening.set_password("new")
-    listening.save()
-    assert pending(listening) == 1
+def test_a_password_set_tells_the_users_sockets_once_committed(listening: Any, commits: Any) -> None:
+    with commits(execute=True) as callbacks:
+        listening.set_password("new")
+        listening.save()
+        assert pending(listening) == 0, "not before the commit: a socket would read the old hash"
+    assert len(callbacks) == 1 and pending(listening) == 1
 
 
 @pytest.mark.parametrize("fields", [["password"], ["is_active"], None])
-def test_saves_that_may_end_a_session_tell_the_sockets(listening: Any, fields: list[str] | None) -> None:
-    listening.save(update_fields=fields)
+def test_saves_that_may_end_a_session_tell_the_sockets(listening: Any, commits: Any,
+                                                       fields: list[str] | None) -> None:
+    with commits(execute=True):
+        listening.save(update_fields=fields)
     assert pending(listening) == 1
 
 
-def test_a_login_or_another_field_tells_nothing(listening: Any) -> None:
-    listening.save(update_fields=["last_login"])
-    listening.save(update_fields=["first_name"])
-    get_user_model().objects.create_user("newcomer")
-    assert pending(listening) == 0
+def test_a_login_or_another_field_tells_nothing(listening: Any, commits: Any) -> None:
+    with commits(execute=True) as callbacks:
+        listening.save(update_fields=["last_login"])
+        listening.save(update_fields=["first_name"])
+        get_user_model().objects.create_user("newcomer")
+    assert callbacks == [] and pending(listening) == 0
+
+
+@pytest.fixture
+def commits(django_capture_on_commit_callbacks: Any) -> Any:
+    return django_capture_on_commit_callbacks

@@ -39,6 +39,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model, load_backend
 from django.contrib.auth.signals import user_logged_out
+from django.db import transaction
 from django.db.models.signals import post_save
 from django.dispatch import receiver
 from django.utils import timezone
@@ -98,7 +99,8 @@ def recheck_sockets_on_user_save(sender: Any, instance: Any, created: bool, upda
         return
     if update_fields is not None and not {"password", "is_active"} & set(update_fields):
         return
-    _group_send(user_group(instance.pk), {"type": "relay.recheck"})
+    group = user_group(instance.pk)  # once committed: a socket that looked before would read the old hash
+    transaction.on_commit(lambda: _group_send(group, {"type": "relay.recheck"}))
 
 
 def session_time_left(session_key: str, user_id: Any) -> float | None:
