@@ -4,7 +4,12 @@ safety policy's verdicts and a paginated raw event log, downloadable as an `.sse
 
 The text a safety verdict judged (withheld or retracted answer text, a blocked prompt) is shown only
 to superusers and to staff with the `view_safetyverdict` permission; other staff who may read the
-request see each verdict without it."""
+request see each verdict without it. The rule is per request, because that text also sits in what
+is derived from the answer: when the policy withheld, retracted or blocked anything of a request
+(`selectors.request_has_withheld_text`), its prompt, final text, error message, conversation
+title, tool calls' arguments and outputs and segments' details are hidden on its page (which
+says why), and its raw event log (the page, `events.sse` and the download action) is refused
+with 403, to staff without `view_safetyverdict`."""
 
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ import uuid
 import zipfile
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
@@ -26,6 +31,8 @@ from . import selectors
 from .models import Checkpoint, Conversation, McpApproval, ResponseRequest, SafetyVerdict, Segment, ToolCall
 
 EVENT_BATCHES_PER_PAGE = 20
+WITHHELD_NOTICE = ("Hidden: the safety policy withheld, retracted or blocked text of this request. Its text, tool "
+                   "data and raw event log need the view_safetyverdict permission.")
 
 
 def event_log_bytes(request: ResponseRequest) -> bytes:
@@ -48,17 +55,29 @@ class ReadOnlyInline(admin.TabularInline):
         return False
 
 
-class SegmentInline(ReadOnlyInline):
+class TextHidingInline(ReadOnlyInline):
+    """Its `text_fields` are left out for a request whose text is withheld from the viewer."""
+
+    text_fields: tuple[str, ...] = ()
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        fields = super().get_fields(request, obj)
+        return [f for f in fields if f not in self.text_fields] if hides_text(request, obj) else fields
+
+
+class SegmentInline(TextHidingInline):
     model = Segment
     fields = ("index", "kind", "response_id", "starting_after", "started_at", "ended_at", "outcome",
               "http_status", "events", "detail")
     readonly_fields = fields
+    text_fields = ("detail",)  # an upstream's error message
 
 
-class ToolCallInline(ReadOnlyInline):
+class ToolCallInline(TextHidingInline):
     model = ToolCall
     fields = ("call_id", "name", "status", "arguments", "output", "started_at", "finished_at")
     readonly_fields = fields
+    text_fields = ("arguments", "output")
 
 
 class McpApprovalInline(ReadOnlyInline):
@@ -83,9 +102,17 @@ class CheckpointInline(ReadOnlyInline):
 
 
 def can_read_safety_text(request: HttpRequest) -> bool:
-    user = request.user
-    return bool(user.is_active and user.is_staff and (user.is_superuser
-                                                      or user.has_perm("responses_app.view_safetyverdict")))
+    return bool(request.user.is_staff and selectors.can_read_withheld(request.user))
+
+
+def hides_text(request: HttpRequest, obj: ResponseRequest | None) -> bool:
+    """This request's text is withheld from this viewer (asked once per page)."""
+    if obj is None or obj.pk is None or can_read_safety_text(request):
+        return False
+    known: dict[Any, bool] = request.__dict__.setdefault("_relay_withheld", {})
+    if obj.pk not in known:
+        known[obj.pk] = selectors.request_has_withheld_text(request_id=obj.pk)
+    return known[obj.pk]
 
 
 SAFETY_FIELDS = ("created", "kind", "mode", "action", "block_id", "start", "end", "checker", "categories_shown",
@@ -135,9 +162,22 @@ class ResponseRequestAdmin(admin.ModelAdmin):
         ("Runner", {"fields": ("runner_token", "lease_expires", "params"), "classes": ("collapse",)}),
     )
 
+    # Shown in place of these fields when the request's text is withheld from the viewer.
+    WITHHELD_FIELDS: dict[Any, str | None] = {
+        "prompt": "withheld", "final_text": None, "error_message": None, "conversation": "conversation_id_only",
+        "links": "links_without_log"}
+
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         names = [f.name for f in ResponseRequest._meta.fields]
-        return names + ["links", "prompt", "ttft_ms"]
+        return names + ["links", "prompt", "ttft_ms", "withheld", "conversation_id_only", "links_without_log"]
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        fieldsets = super().get_fieldsets(request, obj)
+        if not hides_text(request, obj):
+            return fieldsets
+        swap = self.WITHHELD_FIELDS
+        return [(name, {**options, "fields": tuple(swap.get(f, f) for f in options["fields"] if swap.get(f, f))})
+                for name, options in fieldsets]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -162,20 +202,37 @@ class ResponseRequestAdmin(admin.ModelAdmin):
     def prompt(self, obj: ResponseRequest) -> str:
         return obj.prompt_text
 
+    @admin.display(description="withheld text")
+    def withheld(self, obj: ResponseRequest) -> str:
+        return WITHHELD_NOTICE
+
+    @admin.display(description="conversation")
+    def conversation_id_only(self, obj: ResponseRequest) -> str:
+        return str(obj.conversation_id or "-")  # its title is the first prompt, which may be what was blocked
+
     @admin.display(description="links")
     def links(self, obj: ResponseRequest) -> str:
+        return self._links(obj, log=True)
+
+    @admin.display(description="links")
+    def links_without_log(self, obj: ResponseRequest) -> str:
+        return self._links(obj, log=False)
+
+    def _links(self, obj: ResponseRequest, *, log: bool) -> str:
         if obj.pk is None:
             return "-"
-        events = reverse("admin:responses_app_responserequest_events", args=[obj.pk])
-        download = reverse("admin:responses_app_responserequest_events_sse", args=[obj.pk])
-        parts = [format_html('<a href="{}">Event log ({} batches)</a>', events,
-                             selectors.event_batches(request_id=obj.pk).count()),
-                 format_html('<a href="{}">Download .sse</a>', download)]
+        parts = []
+        if log:
+            events = reverse("admin:responses_app_responserequest_events", args=[obj.pk])
+            download = reverse("admin:responses_app_responserequest_events_sse", args=[obj.pk])
+            parts += [format_html('<a href="{}">Event log ({} batches)</a>', events,
+                                  selectors.event_batches(request_id=obj.pk).count()),
+                      format_html('<a href="{}">Download .sse</a>', download)]
         if obj.conversation_id:
             chat = reverse("responses_app:chat", args=[obj.conversation_id]) + f"#turn-{obj.pk}"
             label = "Watch live" if not obj.is_terminal else "Open in chat"
             parts.append(format_html('<a href="{}">{}</a>', chat, label))
-        return format_html(" · ".join(["{}"] * len(parts)), *parts)
+        return format_html(" · ".join(["{}"] * len(parts)), *parts) if parts else "-"
 
     # --- search: request ids too -------------------------------------------------------------------
 
@@ -205,6 +262,8 @@ class ResponseRequestAdmin(admin.ModelAdmin):
             raise Http404("No such request")
         if not self.has_view_permission(request, obj):
             raise PermissionDenied
+        if hides_text(request, obj):
+            raise PermissionDenied(WITHHELD_NOTICE)
         return obj
 
     def events_view(self, request: HttpRequest, object_id: uuid.UUID) -> HttpResponse:
@@ -233,8 +292,14 @@ class ResponseRequestAdmin(admin.ModelAdmin):
         return response
 
     @admin.action(description="Download event logs (.sse; a .zip for several)")
-    def download_event_logs(self, request: HttpRequest, queryset: QuerySet[ResponseRequest]) -> HttpResponse:
+    def download_event_logs(self, request: HttpRequest, queryset: QuerySet[ResponseRequest]) -> HttpResponse | None:
         requests = list(queryset.order_by("created"))
+        withheld = [obj for obj in requests if hides_text(request, obj)]
+        if withheld:
+            self.message_user(request, f"Nothing was downloaded: {len(withheld)} of these requests have text the "
+                              "safety policy withheld, retracted or blocked; their event logs need the "
+                              "view_safetyverdict permission.", messages.ERROR)
+            return None
         if len(requests) == 1:
             return self._sse_response(requests[0])
         buffer = io.BytesIO()

@@ -144,15 +144,16 @@ class Follow:
         return status in ResponseRequest.ENDED
 
 
-async def current_view(request_id: str) -> tuple[dict[str, Any], str]:
+async def current_view(request_id: str, *, own_copy: bool = True) -> tuple[dict[str, Any], str]:
     """The view as it stands and the request's status: the live runner's when it is in this
     process (at a patch boundary, newer than the last commit), else the latest committed view with
-    the patches this process heard since (a checkpoint is a patch boundary). A copy of its own."""
+    the patches this process heard since (a checkpoint is a patch boundary). A copy of its own
+    unless `own_copy=False`, for a caller that serialises it before its next await."""
     hub = get_hub()
     runner = hub.runner(request_id)
     if runner is not None:
         view, status = await runner.live_view()
-        return copy.deepcopy(view), status
+        return (copy.deepcopy(view) if own_copy else view), status
     view, status = await ws_call(_committed)(request_id)
     for patch in hub.recent_patches(request_id):
         if patch["base"] == view["revision"]:

@@ -12,10 +12,10 @@ the relay itself (the committed view, then live patches), as the request socket 
 
 Authentication is the request socket's: the session (with CSRF on POST and DELETE), or
 `Authorization: Bearer <token>` for clients without a browser, a token of RELAY_API_TOKENS
-(token -> username). Who may follow a request is `selectors.request_get_for_user`; only its owner
-answers approvals. A new turn goes through the submit path with its per-user limits (429 and
-Retry-After, before any stream). A stream counts as one viewer connection of its request (a
-resumed one as a reconnect too), never as a request.
+(token -> username). Who may follow a request is `selectors.request_get_for_user`, who may stop it
+`selectors.can_cancel` (403 otherwise); only its owner answers approvals. A new turn goes through
+the submit path with its per-user limits (429 and Retry-After, before any stream). A stream counts
+as one viewer connection of its request (a resumed one as a reconnect too), never as a request.
 
 The adapters below (`submit`, `subscribe`, `cancel`, `approve`) are this module's only contact
 with how requests start, stream and stop.
@@ -329,7 +329,7 @@ async def agui_stream(http: HttpRequest, request_id: str) -> HttpResponseBase:
     if request is None:
         return _error(404, "no such request")
     if http.method == "DELETE":
-        return await _stop(request)
+        return await _stop(user, request)
     cursor = http.headers.get("Last-Event-ID") or http.GET.get("last_event_id")
     try:
         told = Told.from_cursor(cursor, str(request.pk)) if cursor else None
@@ -343,7 +343,9 @@ async def agui_stream(http: HttpRequest, request_id: str) -> HttpResponseBase:
                             request, None)
 
 
-async def _stop(request: ResponseRequest) -> JsonResponse:
+async def _stop(user: Any, request: ResponseRequest) -> JsonResponse:
+    if not await sync_to_async(selectors.can_cancel)(user, request):
+        return _error(403, "stopping another person's request needs the change_responserequest permission")
     if request.is_terminal:
         return JsonResponse({"id": str(request.pk), "status": request.status, "cancelled": False})
     await cancel(request)
@@ -390,7 +392,7 @@ async def aisdk_stream(http: HttpRequest, key: str) -> HttpResponseBase:
     if request is None:
         return HttpResponse(status=204)  # nothing in flight: useChat stays as it is
     if http.method == "DELETE":
-        return await _stop(request)
+        return await _stop(user, request)
     stream = aisdk.AisdkStream(request_id=str(request.pk))
     return _stream_response(http, _sse(request, stream, reconnect=True, heartbeat=aisdk.HEARTBEAT), request, None,
                             aisdk.HEADERS)

@@ -24,8 +24,8 @@ from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 from django.urls import path
 
-from .consumers import RequestConsumer
-from .conversation_events import ConversationConsumer
+from .consumers.conversation import ConversationConsumer
+from .consumers.request import RequestConsumer
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 

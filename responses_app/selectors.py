@@ -48,6 +48,15 @@ def can_read_withheld(user: Any) -> bool:
     return bool(user.is_authenticated and user.has_perm("responses_app.view_safetyverdict"))
 
 
+WITHHOLDING = (SafetyVerdict.Action.WITHHELD, SafetyVerdict.Action.RETRACTED, SafetyVerdict.Action.INPUT_BLOCKED)
+
+
+def request_has_withheld_text(*, request_id: uuid.UUID) -> bool:
+    """The safety policy withheld, retracted or blocked text of this request: then its text, tool
+    data and raw event log are for `can_read_withheld` only, wherever they are shown."""
+    return SafetyVerdict.objects.filter(request_id=request_id, action__in=WITHHOLDING).exists()
+
+
 def request_get_for_user(
     *, user: User | AnonymousUser, request_id: uuid.UUID | str
 ) -> ResponseRequest | None:

@@ -252,3 +252,78 @@ def test_a_verdict_page_gates_its_text_and_nobody_edits_it(admin_client_: Client
     staff = staff_client("view_responserequest")
     assert staff.get(url).status_code == 403
     assert staff.get(reverse("admin:responses_app_safetyverdict_changelist")).status_code == 403
+
+
+# --- withheld text: every page that can show it needs view_safetyverdict ------------------------------
+
+ANSWER_TEXT = {"final_text": "held back: the launch codes", "error_message": "failed saying the launch codes"}
+
+
+def with_withheld_text(owner: Any, *, action: str = "withheld") -> ResponseRequest:
+    """A request whose answer the policy withheld (or whose prompt it blocked), with the same text
+    in everything derived from it: its final text, error, a tool call, a segment and its event log."""
+    from responses_app.models import ToolCall
+
+    request = make_request(owner, batches=1)
+    ResponseRequest.objects.filter(pk=request.pk).update(**ANSWER_TEXT)
+    ToolCall.objects.create(request=request, call_id="call_1", name="lookup", arguments={"q": "launch codes args"},
+                            output="launch codes output")
+    Segment.objects.filter(request=request).update(detail="launch codes detail")
+    EventRecord.objects.create(request=request, first_sequence=9, last_sequence=9, count=1,
+                               data=f'data: {{"type":"response.output_text.delta","delta":"{SECRET}"}}\n\n')
+    services.safety_verdicts_record(request_id=request.pk, verdicts=[
+        {"kind": "output", "mode": "buffered", "block_id": "m0-c0", "text": SECRET, "flagged": True,
+         "action": action, "checker": "rules", "elapsed_ms": 0.1}])
+    request.refresh_from_db()
+    return request
+
+
+def log_answers(client: Client, request: ResponseRequest) -> tuple[int, int, int]:
+    """The event log page, events.sse and the download action, as statuses (the action: 200 when
+    it downloaded, 302 when it refused and went back to the list)."""
+    page = client.get(reverse("admin:responses_app_responserequest_events", args=[request.pk]))
+    sse = client.get(reverse("admin:responses_app_responserequest_events_sse", args=[request.pk]))
+    action = client.post(reverse(CHANGELIST), {"action": "download_event_logs", "_selected_action": [request.pk]})
+    return page.status_code, sse.status_code, action.status_code
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("action", ["withheld", "retracted", "input_blocked"])
+def test_withheld_text_is_on_no_admin_page_without_the_permission(alice: Any, action: str) -> None:
+    request = with_withheld_text(alice, action=action)
+    auditor = staff_client("view_responserequest", "view_toolcall", "view_segment")
+    html = change_page(auditor, request)
+    assert "view_safetyverdict permission" in html, "the page says why"
+    assert "launch codes" not in html and SECRET not in html
+    assert "Event log (" not in html, "no link to what would be refused"
+    assert log_answers(auditor, request) == (403, 403, 302)
+    listing = auditor.get(reverse(CHANGELIST))
+    assert "launch codes" not in listing.content.decode()
+
+
+@pytest.mark.django_db
+def test_withheld_text_is_shown_with_the_permission_and_to_superusers(admin_client_: Client, alice: Any) -> None:
+    request = with_withheld_text(alice)
+    trusted = staff_client("view_responserequest", "view_toolcall", "view_segment", "view_safetyverdict")
+    for client in (trusted, admin_client_):
+        html = change_page(client, request)
+        for text in (*ANSWER_TEXT.values(), "launch codes args", "launch codes output", "launch codes detail"):
+            assert text in html, text
+        assert log_answers(client, request) == (200, 200, 200)
+        assert SECRET in client.get(reverse("admin:responses_app_responserequest_events_sse",
+                                            args=[request.pk])).content.decode()
+
+
+@pytest.mark.django_db
+def test_a_request_nothing_was_withheld_of_is_read_with_the_view_permission(alice: Any) -> None:
+    request = with_verdicts(alice)  # a retraction: withheld text
+    clean = make_request(alice, batches=1)
+    services.safety_verdicts_record(request_id=clean.pk, verdicts=[
+        {"kind": "input", "mode": "precheck", "text": "Hi", "flagged": False, "action": "passed",
+         "checker": "rules", "elapsed_ms": 0.4}])
+    auditor = staff_client("view_responserequest")
+    assert log_answers(auditor, clean) == (200, 200, 200)
+    assert log_answers(auditor, request)[:2] == (403, 403)
+    both = auditor.post(reverse(CHANGELIST), {"action": "download_event_logs",
+                                              "_selected_action": [clean.pk, request.pk]}, follow=True)
+    assert "Nothing was downloaded: 1 of these requests" in both.content.decode()

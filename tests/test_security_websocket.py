@@ -21,7 +21,8 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from responses_app.consumers import RESYNC, RequestConsumer
+from responses_app.consumers.cursor import RESYNC, Cursor
+from responses_app.consumers.request import RequestConsumer
 from responses_app.limits import FrameBudget
 from tests.servers import stop
 from tests.test_security_production import free_port, serve
@@ -282,13 +283,12 @@ def test_no_tracebacks_in_the_server_log(server: dict[str, Any]) -> None:
 
 async def test_one_pending_snapshot_per_socket() -> None:
     consumer = RequestConsumer()
-    consumer.outbox = asyncio.Queue(maxsize=64)
-    consumer.budget = FrameBudget(rate=10, burst=100, now=time.monotonic())
-    consumer.snapshot_pending = False
-    consumer.closing = False
+    loop = asyncio.get_running_loop()
+    consumer.cursor = Cursor(clock=loop.time, later=loop.call_later)
     for _ in range(50):
         await consumer.receive(text_data='{"type":"snapshot"}')
-    assert [consumer.outbox.get_nowait() for _ in range(consumer.outbox.qsize())] == [RESYNC]
+    outbox = consumer.cursor.outbox
+    assert [outbox.get_nowait() for _ in range(outbox.qsize())] == [RESYNC]
 
 
 def test_frame_budget_refills_with_time() -> None:

@@ -1,4 +1,4 @@
-"""Where runners run: a Channels consumer that belongs to no websocket, kept alive by a supervisor.
+"""Where runners run: the runner consumer (consumers/runner.py), kept alive by a supervisor.
 
 Submitting a request sends `relay.start` to the `relay-runner` channel. By default a Channels
 `Worker` listens on that channel inside the web process itself (started on first use), so
@@ -20,7 +20,8 @@ Every runner process, in-process or not, is supervised (`serve`):
 - a channel-layer failure (Redis restarting) restarts the Worker with backoff instead of ending
   the process; runners already streaming are tasks of their own and go on meanwhile.
 
-May import: the runner (nothing imports this module back but consumers, views and the command).
+May import: the runner and its consumer (nothing imports this module back but the websocket
+consumers, views and the command).
 """
 
 from __future__ import annotations
@@ -31,10 +32,8 @@ import logging
 from typing import Any
 
 from asgiref.sync import async_to_sync
-from channels.consumer import AsyncConsumer
 from channels.db import database_sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
-from channels.routing import ChannelNameRouter
 from channels.worker import Worker
 from django.core.handlers.asgi import ASGIHandler
 from django.core.signals import request_started
@@ -43,7 +42,7 @@ from django.dispatch import receiver
 
 from .. import logcontext, selectors
 from ..conf import app_settings
-from ..wsthreads import DirectDispatch
+from ..consumers.runner import runner_application
 from .hub import RUNNER_CHANNEL, get_hub
 from .runner import StreamRunner
 
@@ -55,28 +54,6 @@ WATCH_WINDOW_S = 60  # ... among those created this recently (older ones are the
 NOTIFY_START = "relay_start"  # PostgreSQL notification channels
 NOTIFY_CANCEL = "relay_cancel"
 BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)  # between restarts of a Worker whose channel layer failed
-
-
-class RunnerConsumer(DirectDispatch, AsyncConsumer):
-    """Starts runners; each runs as its own task, so one slow stream never blocks the next start.
-
-    Dispatched directly: Channels' own dispatch first awaits `aclose_old_connections()` on the
-    process's one thread-sensitive thread, where page views and other consumers' calls queue: in a
-    burst of connects each start waited its turn there (0.1-0.2 s), and some waited past the
-    sweep's 10 s ("never started"; issue #13). This consumer touches no database."""
-
-    async def relay_start(self, message: dict[str, Any]) -> None:
-        request_id = str(message["request_id"])
-        hub = get_hub()
-        hub.spawn(request_id, lambda: StreamRunner(request_id, hub))
-
-    async def relay_cancel(self, message: dict[str, Any]) -> None:
-        runner = get_hub().runner(str(message["request_id"]))
-        if runner is not None:
-            runner.cancel()
-
-
-runner_application = ChannelNameRouter({RUNNER_CHANNEL: RunnerConsumer.as_asgi()})
 
 
 async def serve() -> None:

@@ -180,7 +180,7 @@ async def test_checkpoints_are_coarse_not_per_delta(owner: Any) -> None:
 async def test_a_failing_writer_closes_its_socket_so_the_tab_reconnects(owner: Any, monkeypatch: Any) -> None:
     """A viewer's writer that fails (here: the resync a `snapshot` message asks for) must not leave
     the socket open and silent: it is closed with 1011, and the tab's reconnect resyncs it."""
-    from responses_app.consumers import RequestConsumer
+    from responses_app.consumers.writer import Writer
 
     request = await make_request(owner, "sim-text")
     communicator = await connect(owner, request.pk)
@@ -191,7 +191,7 @@ async def test_a_failing_writer_closes_its_socket_so_the_tab_reconnects(owner: A
     async def broken(self: Any) -> None:
         raise RuntimeError("the database went away")
 
-    monkeypatch.setattr(RequestConsumer, "_send_snapshot", broken)
+    monkeypatch.setattr(Writer, "snapshot", broken)
     await communicator.send_to(text_data='{"type":"snapshot"}')
     closed = await communicator.receive_output(timeout=10)
     assert closed == {"type": "websocket.close", "code": 1011}
@@ -202,9 +202,9 @@ async def test_a_quiet_socket_gets_a_ping_carrying_its_revision_after_ping_secon
         owner: Any, monkeypatch: Any) -> None:
     """The writer's one idle timer: nothing sent for PING_SECONDS (a stream stalled mid-answer),
     a ping with the revision the client holds; none while frames flow."""
-    from responses_app import consumers
+    from responses_app.consumers import writer
 
-    monkeypatch.setattr(consumers, "PING_SECONDS", 0.4)
+    monkeypatch.setattr(writer, "PING_SECONDS", 0.4)
     request = await make_request(owner, "sim-text", {"sim.stall_at": "8", "sim.stall_ms": "1500"})
     communicator = await connect(owner, request.pk)
     assert (await communicator.connect())[0]
@@ -228,19 +228,16 @@ def test_frames_go_past_the_session_wrapper_only_where_it_does_nothing() -> None
     frames skip it (it read the lazy session twice per frame); a wrapper that would act is kept."""
     from channels.sessions import InstanceSessionWrapper
 
-    from responses_app.consumers import RequestConsumer
+    from responses_app.consumers.writer import frame_send
 
     async def inner(message: dict[str, Any]) -> None:
         pass
 
-    consumer = RequestConsumer()
     wrapper = InstanceSessionWrapper({"type": "websocket", "cookies": {}}, inner)
-    consumer.base_send = wrapper.send
-    assert consumer._frame_send() is inner
+    assert frame_send(wrapper.send) is inner
 
     class Saving(InstanceSessionWrapper):
         save_message_types = ["http.response.start", "websocket.send"]
 
     saving = Saving({"type": "websocket", "cookies": {}}, inner)
-    consumer.base_send = saving.send
-    assert consumer._frame_send() == saving.send
+    assert frame_send(saving.send) == saving.send

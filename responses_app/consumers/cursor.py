@@ -1,0 +1,149 @@
+"""One viewer's cursor: the revision its client holds, and what to send it next. No socket in it.
+
+The hub offers every message of the request to the cursor (`offer`: it never waits). The cursor
+queues what continues the client's revision in a bounded outbox, and the socket's writer sends the
+outbox in order (consumers/writer.py). When the client is behind, the cursor puts one RESYNC
+marker in the outbox instead of what the client could not apply, and the writer sends a snapshot
+there. The rules, all in `offer`:
+
+- before the first snapshot, patches and heartbeats are dropped: the snapshot being taken is at
+  least as new;
+- a patch at or below the client's revision is stale: dropped;
+- a patch that does not continue the client's revision (lost across processes, or dropped by a
+  full outbox), any patch while a resync is pending, and every patch to a client that reads
+  snapshots only (another protocol): not sent; a resync follows, at most one snapshot per
+  RESYNC_MIN_S, so a viewer catches up in one step instead of a storm;
+- a heartbeat ahead of the client's revision means it is behind: a resync, throttled alike;
+- a terminal ahead of a snapshots-only client: a resync now (the snapshot of an ended request is
+  followed by its terminal);
+- a full outbox: everything queued is dropped for one resync (bounded memory, and the runner
+  never waits); a terminal is kept.
+
+At most one RESYNC waits in the outbox however often one is asked for (`resync_now`: the client's
+own `snapshot` message too). Time comes from `clock` and timers from `later` (in a socket the event
+loop's `time` and `call_later`), so the throttle is testable without waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from ..metrics import ARRIVED
+
+OUTBOX_SIZE = 64  # messages; a viewer further behind than this drops patches and resyncs
+RESYNC_MIN_S = 1.0  # at most one snapshot per viewer per second (about a checkpoint interval)
+RESYNC = "resync"  # outbox marker: send a fresh snapshot instead of the patches dropped before it
+IDLE = "idle"  # outbox marker: nothing was sent for a while (consumers/writer.py sends a ping)
+
+Clock = Callable[[], float]
+Later = Callable[[float, Callable[[], None]], object]
+
+
+class Cursor:
+    """The delivery state of one socket (see the module docstring); registered with the hub as its
+    viewer, so `offer` is called once per message and viewer with nothing in between."""
+
+    __slots__ = ("outbox", "sent_revision", "snapshots_only", "overflows", "resyncs", "resync_pending",
+                 "resync_queued", "last_snapshot", "lag_text", "lag_at", "_clock", "_later")
+
+    def __init__(self, *, clock: Clock, later: Later, snapshots_only: bool = False, size: int = OUTBOX_SIZE) -> None:
+        self.outbox: asyncio.Queue[str] = asyncio.Queue(maxsize=size)
+        self.sent_revision = -1  # the revision the client holds; -1 until its first snapshot
+        self.snapshots_only = snapshots_only  # the client reads another protocol than this server's
+        self.overflows = 0
+        self.resyncs = 0  # snapshots sent, the first included
+        self.resync_pending = False  # patches wait for a snapshot
+        self.resync_queued = False  # a RESYNC marker is in the outbox
+        self.last_snapshot = 0.0
+        self.lag_text: str | None = None  # the latest stamped patch queued, and its upstream arrival
+        self.lag_at = 0.0
+        self._clock = clock
+        self._later = later
+
+    def offer(self, message: dict[str, Any], text: str) -> None:
+        """A message of the request (`text` its wire form): queue it, drop it, or resync instead."""
+        kind = message["type"]
+        revision = message.get("revision", 0)
+        if self.sent_revision < 0 and kind in ("patch", "ping"):
+            return
+        if kind == "patch":
+            if revision <= self.sent_revision:
+                return
+            if message["base"] != self.sent_revision or self.resync_pending or self.snapshots_only:
+                self.resync_soon()
+                return
+        elif kind == "ping" and revision > self.sent_revision >= 0:
+            self.resync_soon()
+            return
+        elif kind == "terminal" and self.snapshots_only and revision > self.sent_revision >= 0:
+            self.resync_now()
+            return
+        try:
+            self.outbox.put_nowait(text)
+        except asyncio.QueueFull:
+            self._overflow(kind, text)
+            return
+        if kind == "patch":
+            self.sent_revision = revision
+            if ARRIVED in message:
+                self.lag_text, self.lag_at = text, message[ARRIVED]
+
+    def _overflow(self, kind: str, text: str) -> None:
+        self.overflows += 1
+        self._drain()
+        self.resync_queued = False
+        self.resync_now()
+        if kind not in ("patch", "ping"):
+            self.outbox.put_nowait(text)  # a terminal message is never dropped
+
+    def _drain(self) -> None:
+        outbox = self.outbox
+        while not outbox.empty():
+            outbox.get_nowait()
+
+    def resync_soon(self) -> None:
+        """A snapshot once RESYNC_MIN_S passed since the last one (now, if it has)."""
+        if self.resync_pending:
+            return
+        self.resync_pending = True
+        self._later(max(0.0, self.last_snapshot + RESYNC_MIN_S - self._clock()), self._resync_due)
+
+    def _resync_due(self) -> None:
+        if self.resync_pending:  # unless a snapshot went out meanwhile
+            self.resync_now()
+
+    def resync_now(self) -> None:
+        """A snapshot next: one RESYNC in the outbox, however often it is asked for."""
+        self.resync_pending = True
+        if self.resync_queued:
+            return
+        self.resync_queued = True
+        try:
+            self.outbox.put_nowait(RESYNC)
+        except asyncio.QueueFull:  # what is queued is older than the snapshot anyway
+            self._drain()
+            self.outbox.put_nowait(RESYNC)
+
+    # --- the writer's side ----------------------------------------------------------------------
+
+    def resync_taken(self) -> None:
+        """The writer took the RESYNC marker: a later ask queues another."""
+        self.resync_queued = False
+
+    def snapshot_sent(self, revision: int) -> bool:
+        """The client now holds `revision`; True when this was a resync (not the first snapshot)."""
+        resync = self.sent_revision >= 0
+        self.resync_pending = False
+        self.last_snapshot = self._clock()
+        self.resyncs += 1
+        self.sent_revision = revision
+        return resync
+
+    def idle(self) -> bool:
+        """The socket was silent too long: queue IDLE for the writer unless it is busy sending."""
+        if self.outbox.empty():
+            self.outbox.put_nowait(IDLE)
+            return True
+        return False

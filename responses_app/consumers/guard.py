@@ -1,0 +1,271 @@
+"""What both sockets (a request's and a conversation's) hold to alike: who may keep one open, how
+many one user may have, how fast one may send, and what a bad frame gets. The origin check is in
+routing.py; who may open which socket is each consumer's own (4403, 4404).
+
+- **Session.** A socket lives only as long as the session it was opened with is still its user's:
+  logged out, flushed, expired, its user deactivated or deleted, or a session hash that no longer
+  matches the user's *current stored* password (a password change elsewhere) close it with 4401.
+  Logout is pushed at once to the session's sockets (a group per session); a save of the user that
+  may change its password or activity is pushed to every socket of the user, each of which
+  re-reads its session then (a group per user). Both reach sockets in any process when the channel
+  layer spans processes (Redis). Otherwise a socket notices at its session's expiry, or at the
+  latest at the next check every SESSION_CHECK_SECONDS (a password written with
+  `QuerySet.update` is only noticed so).
+- **Sockets per user:** at most RELAY_MAX_SOCKETS_PER_USER across processes (limits.SocketSlots);
+  more are closed 4429.
+- **Frames:** past the per-socket budget (RELAY_WS_FRAME_RATE, RELAY_WS_FRAME_BURST) a frame is
+  dropped unread; a socket that keeps flooding is closed 4429.
+- **Bad frames**, the same rule on both sockets, never a traceback: a binary frame is closed 1003
+  (unsupported data: the protocol is JSON text); a text frame longer than MAX_FRAME_CHARS 1009
+  (too big); text that is not a JSON object 1007 (invalid payload; a text frame that is not UTF-8
+  is closed 1007 by the server before it reaches a consumer). A well-formed object of a type the
+  socket does not know is answered `{"type": "error", "message": ...}` and the socket stays open:
+  a newer client may send what this server does not know yet. `ping` is answered `pong` on both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from importlib import import_module
+from typing import Any
+
+import orjson
+from asgiref.sync import async_to_sync
+from channels.generic.websocket import AsyncWebsocketConsumer
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model, load_backend
+from django.contrib.auth.signals import user_logged_out
+from django.db import transaction
+from django.db.models.signals import post_save
+from django.dispatch import receiver
+from django.utils import timezone
+from django.utils.crypto import constant_time_compare
+
+from .. import limits
+from ..conf import app_settings
+from ..relay.dbthreads import ws_db
+from ..wsthreads import PooledConsumerMixin
+
+logger = logging.getLogger(__name__)
+
+SESSION_CHECK_SECONDS = 60.0  # a session invalidated where no push reaches is noticed this soon
+MAX_FRAME_CHARS = 4096  # every client message is a few dozen bytes
+CLOSE_UNSUPPORTED = 1003
+CLOSE_INVALID = 1007
+CLOSE_TOO_BIG = 1009
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
+CLOSE_NOT_FOUND = 4404
+CLOSE_TOO_MANY = 4429
+PONG = '{"type":"pong"}'
+
+
+def session_group(session_key: str) -> str:
+    return "relay-session." + hashlib.sha256(session_key.encode()).hexdigest()[:40]
+
+
+def user_group(user_id: Any) -> str:
+    return "relay-user." + hashlib.sha256(str(user_id).encode()).hexdigest()[:40]
+
+
+def _group_send(group: str, message: dict[str, Any]) -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(group, message)
+    except Exception:  # the logout or save itself must succeed; its sockets then close at the next check
+        logger.exception("could not tell the sockets of %s to check their session", group)
+
+
+@receiver(user_logged_out, dispatch_uid="relay-close-sockets-on-logout")
+def close_sockets_on_logout(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
+    """Every socket opened with this session closes 4401 now, in any process (through the layer)."""
+    session_key = getattr(getattr(request, "session", None), "session_key", None)
+    if session_key:
+        _group_send(session_group(session_key), {"type": "relay.logout"})
+
+
+@receiver(post_save, sender=settings.AUTH_USER_MODEL, dispatch_uid="relay-recheck-sockets-on-user-save")
+def recheck_sockets_on_user_save(sender: Any, instance: Any, created: bool, update_fields: Any = None,
+                                 **kwargs: Any) -> None:
+    """A password set (`set_password`, a form, the admin) or a save that may deactivate the user:
+    each socket of the user re-reads its session now. A login's `last_login` is not."""
+    if created:
+        return
+    if update_fields is not None and not {"password", "is_active"} & set(update_fields):
+        return
+    group = user_group(instance.pk)  # once committed: a socket that looked before would read the old hash
+    transaction.on_commit(lambda: _group_send(group, {"type": "relay.recheck"}))
+
+
+def session_time_left(session_key: str, user_id: Any) -> float | None:
+    """Seconds until the session expires; None once it is not this user's any more. Django's own
+    rule (`auth.get_user`): the session's backend and user, the hash checked against the stored
+    user's current password (or a SECRET_KEY_FALLBACKS hash), read fresh, without side effects."""
+    store = import_module(settings.SESSION_ENGINE).SessionStore(session_key=session_key)
+    data = store.load()  # a fresh read: empty once the session is gone or expired
+    backend_path = data.get(BACKEND_SESSION_KEY)
+    if str(data.get(SESSION_KEY)) != str(user_id) or backend_path not in settings.AUTHENTICATION_BACKENDS:
+        return None
+    user = load_backend(backend_path).get_user(get_user_model()._meta.pk.to_python(user_id))
+    if user is None:  # deleted, or a backend that refuses it now (an inactive user)
+        return None
+    if hasattr(user, "get_session_auth_hash"):
+        session_hash = data.get(HASH_SESSION_KEY) or ""
+        if not session_hash or not (constant_time_compare(session_hash, user.get_session_auth_hash()) or any(
+                constant_time_compare(session_hash, h) for h in user.get_session_auth_fallback_hash())):
+            return None
+    if hasattr(store, "get_model_class"):  # database sessions: the stored expiry, not a new one
+        expires = store.get_model_class().objects.filter(session_key=session_key).values_list(
+            "expire_date", flat=True).first()
+        if expires is None:
+            return None
+        return float((expires - timezone.now()).total_seconds())
+    return float(store.get_expiry_age())
+
+
+class GuardedConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
+    """A websocket consumer with the rules above. A subclass decides who may open it, then calls
+    `admit` (which accepts the socket or closes it), handles its messages in `handle` and calls
+    `super().disconnect(code)` from its own `disconnect`."""
+
+    closing = False
+    user_id: Any = None
+    session_key: str | None = None
+    slots: limits.SocketSlots | None = None
+    budget: limits.FrameBudget | None = None
+    watchdog: asyncio.Task[None] | None = None
+
+    async def refuse(self, code: int) -> None:
+        """Accept, then close: a close before the handshake reaches browsers as a bare 1006, and
+        the client must be able to tell "not yours" (stop retrying) from a network blip."""
+        await self.accept()
+        await self.shut(code)
+
+    async def admit(self, user: Any) -> bool:
+        """A socket slot and a live session, then accept; False when the socket was closed."""
+        slots = limits.SocketSlots(user_id=user.pk, owner=self.channel_name)
+        if not await slots.acquire():
+            await self.refuse(CLOSE_TOO_MANY)
+            return False
+        self.slots, self.user_id = slots, user.pk
+        session = self.scope.get("session")
+        self.session_key = session.session_key if session is not None else None
+        if session is not None and not self.session_key:
+            await self.refuse(CLOSE_UNAUTHENTICATED)
+            await slots.release()
+            return False
+        self.budget = limits.FrameBudget(rate=app_settings.WS_FRAME_RATE, burst=app_settings.WS_FRAME_BURST,
+                                         now=time.monotonic())
+        await self.accept()
+        if self.session_key:
+            await self.channel_layer.group_add(session_group(self.session_key), self.channel_name)
+            await self.channel_layer.group_add(user_group(user.pk), self.channel_name)
+        self.watchdog = asyncio.get_running_loop().create_task(self._watch_session())
+        return True
+
+    async def disconnect(self, code: int) -> None:
+        if self.slots is None:
+            return  # refused before a slot was taken
+        try:
+            if self.watchdog is not None:
+                self.watchdog.cancel()
+                if self.session_key:
+                    await self.channel_layer.group_discard(session_group(self.session_key), self.channel_name)
+                    await self.channel_layer.group_discard(user_group(self.user_id), self.channel_name)
+        finally:
+            await self.slots.release()  # whatever failed above, the slot is not leaked
+
+    async def shut(self, code: int) -> None:
+        """Close once with `code`; frames that arrive meanwhile are not read."""
+        if not self.closing:
+            self.closing = True
+            await self.close(code=code)
+
+    # --- frames from the client -------------------------------------------------------------------
+
+    async def websocket_receive(self, message: dict[str, Any]) -> None:
+        # The budget before anything else: a flood of frames dropped here costs microseconds each.
+        budget = self.budget
+        if budget is None or self.closing:
+            return  # refused at connect, or already closing
+        if not budget.allow(time.monotonic()):
+            if budget.exhausted:  # a client that keeps flooding is cut off
+                await self.shut(CLOSE_TOO_MANY)
+            return
+        text = message.get("text")
+        await self.receive(text_data=text, bytes_data=None if text is not None else message.get("bytes") or b"")
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if text_data is None:
+            await self.shut(CLOSE_UNSUPPORTED)
+            return
+        if len(text_data) > MAX_FRAME_CHARS:
+            await self.shut(CLOSE_TOO_BIG)
+            return
+        try:
+            message = orjson.loads(text_data)
+        except orjson.JSONDecodeError:
+            message = None
+        if not isinstance(message, dict):
+            await self.shut(CLOSE_INVALID)
+            return
+        kind = message.get("type")
+        if kind == "ping":
+            await self.send(text_data=PONG)
+        elif not await self.handle(kind, message):
+            await self.send(text_data=orjson.dumps({"type": "error", "message": "unknown message"}).decode())
+
+    async def handle(self, kind: Any, message: dict[str, Any]) -> bool:
+        """A client message other than `ping`; False when this socket does not know it."""
+        return False
+
+    # --- the session ------------------------------------------------------------------------------
+
+    async def relay_logout(self, event: dict[str, Any]) -> None:
+        """This socket's session was logged out (in any process)."""
+        await self.shut(CLOSE_UNAUTHENTICATED)
+
+    async def relay_recheck(self, event: dict[str, Any]) -> None:
+        """This socket's user was saved (a password change, say): is the session still theirs?"""
+        if not self.closing and await self.session_seconds_left() is None:
+            await self.shut(CLOSE_UNAUTHENTICATED)
+
+    async def session_alive(self) -> bool:
+        """For an action that must not outlive the session (a Stop): closes 4401 when it has ended."""
+        if await self.session_seconds_left() is None:
+            await self.shut(CLOSE_UNAUTHENTICATED)
+            return False
+        return True
+
+    @ws_db
+    def session_seconds_left(self) -> float | None:
+        """See `session_time_left`. A socket opened without a session (only in tests that bypass
+        the auth middleware stack) has nothing to watch."""
+        if "session" not in self.scope:
+            return SESSION_CHECK_SECONDS
+        if not self.session_key:
+            return None
+        return session_time_left(self.session_key, self.user_id)
+
+    async def _watch_session(self) -> None:
+        """Close 4401 once the session has ended (checked at its expiry and every
+        SESSION_CHECK_SECONDS; logout and user saves are pushed); keeps the socket slot alive."""
+        assert self.slots is not None
+        next_check = expires_at = 0.0
+        while True:
+            now = time.monotonic()
+            if now >= next_check or now >= expires_at:
+                left = await self.session_seconds_left()
+                if left is None:
+                    await self.shut(CLOSE_UNAUTHENTICATED)
+                    return
+                now = time.monotonic()
+                expires_at, next_check = now + left, now + SESSION_CHECK_SECONDS
+            await asyncio.sleep(max(0.05, min(limits.SOCKET_REFRESH, next_check - now, expires_at - now)))
+            await self.slots.refresh()

@@ -1,0 +1,127 @@
+"""`RequestConsumer` at /ws/requests/<uuid>/: one browser tab watching one logical request.
+
+On connect: who may watch it (`selectors.can_view`: else closed 4403), then the hardening both
+sockets share (consumers/guard.py: sockets per user, the session, the frame budget, bad frames),
+then the latest view as a `snapshot`, live patches, and `terminal`. Messages are JSON objects
+with `type` and `revision`, except patches: arrays in the wire format of streaming/wire.py, which
+carry their base too. The client names the protocol it reads (`?v=2`); a socket that names none
+or another one (a tab loaded before this protocol, or after the next) gets snapshots only, at
+most one a second, each saying which protocol this server speaks, so no tab misreads a patch.
+What is sent when is the socket's cursor (consumers/cursor.py) and writer (consumers/writer.py).
+
+From the client: `snapshot` (a resync: at most one pending per socket), `cancel` (the explicit
+Stop: needs `selectors.can_cancel`, else answered `{"type": "error"}`; honoured and written once
+per request however many sockets press it), `ping`. Disconnecting never cancels, and a reconnect
+never starts an upstream call nor counts the request again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+from urllib.parse import parse_qs
+
+import orjson
+from django.contrib.auth import get_user_model
+
+from .. import limits, logcontext, selectors, services
+from ..models import ResponseRequest
+from ..relay.dbthreads import ws_call, ws_db
+from ..relay.hub import get_hub
+from ..relay.worker import cancel_request, start_request
+from ..streaming.wire import PROTOCOL
+from .cursor import Cursor
+from .guard import CLOSE_FORBIDDEN, GuardedConsumer
+from .writer import Writer
+
+CANCEL_MEMORY_SECONDS = 24 * 3600
+CANCEL_REFUSED = "stopping another person's answer needs the change_responserequest permission"
+
+
+class RequestConsumer(GuardedConsumer):
+    request_id: str
+    request: ResponseRequest
+    cursor: Cursor
+    writer: Writer | None = None
+    cancel_sent = False
+    cancel_refused = False
+
+    async def connect(self) -> None:
+        self.request_id = str(self.scope["url_route"]["kwargs"]["request_id"])
+        user = self.scope.get("user")
+        request = await self._load(user)
+        if request is None:
+            await self.refuse(CLOSE_FORBIDDEN)
+            return
+        if not await self.admit(user):
+            return
+        self.request = request
+        logcontext.bind(self.request_id, request.response_id or None)  # this socket's task logs name it
+        query = parse_qs(self.scope.get("query_string", b"").decode())
+        loop = asyncio.get_running_loop()
+        self.cursor = Cursor(clock=loop.time, later=loop.call_later, snapshots_only=query.get("v") != [str(PROTOCOL)])
+        hub = get_hub()
+        await hub.attach(self.request_id, self.cursor)  # before reading: nothing published from now on is missed
+        self.writer = Writer(self.request_id, self.cursor, self.base_send, self.shut)
+        await self._count(query.get("reconnect") == ["1"])
+        await self.writer.snapshot()  # before the writer starts, so it is the first message
+        self.writer.start()
+        if request.status == ResponseRequest.Status.PENDING:
+            await start_request(self.request_id)  # a lost start message is retried, single-flight
+        elif request.status == ResponseRequest.Status.STREAMING and hub.runner(self.request_id) is None:
+            await start_request(self.request_id)  # takes over only if the owner's lease ran out
+
+    async def disconnect(self, code: int) -> None:
+        try:
+            if self.writer is not None:
+                get_hub().detach(self.request_id, self.cursor)
+                self.writer.stop()
+        finally:
+            await super().disconnect(code)
+
+    async def handle(self, kind: Any, message: dict[str, Any]) -> bool:
+        if kind == "snapshot":
+            self.cursor.resync_now()  # one pending per socket (more would only repeat it), in order with the patches
+        elif kind == "cancel":
+            await self._cancel_once()
+        else:
+            return False
+        return True
+
+    async def _cancel_once(self) -> None:
+        if self.cancel_refused:
+            await self.send(text_data=orjson.dumps({"type": "error", "message": CANCEL_REFUSED}).decode())
+            return
+        if self.cancel_sent:
+            return
+        if not await self.session_alive():  # logged out meanwhile: not honoured
+            return
+        if not await self._may_cancel():
+            self.cancel_refused = True
+            await self.send(text_data=orjson.dumps({"type": "error", "message": CANCEL_REFUSED}).decode())
+            return
+        self.cancel_sent = True
+        # One write per request, however many sockets (in however many processes) press Stop.
+        if await limits.cache_call("add", f"relay:cancel:{self.request_id}", 1, timeout=CANCEL_MEMORY_SECONDS):
+            await ws_call(services.request_cancel)(request=self.request)
+            await cancel_request(self.request_id)
+
+    # --- database (on the websocket pool: dbthreads.ws_call) ---------------------------------------
+
+    @ws_db
+    def _load(self, user: Any) -> ResponseRequest | None:
+        if user is None:
+            return None
+        return selectors.request_get_for_user(user=user, request_id=self.request_id)
+
+    @ws_db
+    def _may_cancel(self) -> bool:
+        """Read now, with the user's current permissions (not those cached at connect)."""
+        user = self.scope["user"]
+        if user.pk != self.request.owner_id:
+            user = get_user_model()._default_manager.filter(pk=user.pk, is_active=True).first()
+        return user is not None and selectors.can_cancel(user, self.request)
+
+    @ws_db
+    def _count(self, reconnect: bool) -> None:
+        services.request_count(request_id=self.request.pk, viewer_connections=1, reconnects=int(reconnect))

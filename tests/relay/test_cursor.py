@@ -1,0 +1,193 @@
+"""The per-viewer cursor (consumers/cursor.py) without a socket: what a viewer's client holds, what
+is queued for it, when it resyncs instead, and that a slow viewer never slows the runner (its
+bounded outbox turns a backlog into one snapshot). Time is a fake clock; timers are recorded."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from responses_app.consumers.cursor import IDLE, OUTBOX_SIZE, RESYNC, RESYNC_MIN_S, Cursor
+from responses_app.metrics import ARRIVED
+
+
+class Clock:
+    """A fake clock with the event loop's `call_later`: `advance` runs what came due."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.timers: list[tuple[float, Callable[[], None]]] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def later(self, delay: float, callback: Callable[[], None]) -> None:
+        self.timers.append((self.now + delay, callback))
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+        due = [t for t in self.timers if t[0] <= self.now]
+        self.timers = [t for t in self.timers if t[0] > self.now]
+        for _, callback in sorted(due, key=lambda t: t[0]):
+            callback()
+
+
+def viewer(revision: int = 0, *, snapshots_only: bool = False, size: int = OUTBOX_SIZE) -> tuple[Cursor, Clock]:
+    clock = Clock()
+    cursor = Cursor(clock=clock, later=clock.later, snapshots_only=snapshots_only, size=size)
+    if revision >= 0:
+        cursor.snapshot_sent(revision)
+        clock.now += 10  # that first snapshot was a while ago
+    return cursor, clock
+
+
+def patch(revision: int, base: int | None = None) -> tuple[dict[str, Any], str]:
+    message = {"type": "patch", "base": revision - 1 if base is None else base, "revision": revision, "ops": []}
+    return message, f'{{"revision":{revision}}}'
+
+
+def queued(cursor: Cursor) -> list[str]:
+    return [cursor.outbox.get_nowait() for _ in range(cursor.outbox.qsize())]
+
+
+def test_patches_that_continue_the_client_are_queued_in_order() -> None:
+    cursor, _ = viewer(3)
+    for revision in (4, 5, 6):
+        cursor.offer(*patch(revision))
+    assert queued(cursor) == ['{"revision":4}', '{"revision":5}', '{"revision":6}']
+    assert cursor.sent_revision == 6 and not cursor.resync_pending
+
+
+def test_nothing_before_the_first_snapshot_but_a_terminal() -> None:
+    cursor, _ = viewer(-1)
+    cursor.offer(*patch(1))
+    cursor.offer({"type": "ping", "revision": 5}, "ping")
+    assert cursor.outbox.empty(), "the first snapshot, being taken, is at least as new"
+    cursor.offer({"type": "terminal", "revision": 5, "status": "completed"}, "terminal")
+    assert queued(cursor) == ["terminal"]
+
+
+def test_overflow_drops_the_backlog_for_a_resync_and_keeps_the_terminal() -> None:
+    cursor, _ = viewer(0)
+    for revision in range(1, OUTBOX_SIZE + 11):
+        cursor.offer(*patch(revision))
+        assert cursor.outbox.qsize() <= OUTBOX_SIZE
+    cursor.offer({"type": "terminal", "revision": 999}, '{"type":"terminal"}')
+    sent = queued(cursor)
+    assert cursor.overflows >= 1
+    assert RESYNC in sent
+    assert sent[-1] == '{"type":"terminal"}'
+    assert len(sent) < OUTBOX_SIZE
+
+
+def test_stale_patches_are_not_queued() -> None:
+    cursor, _ = viewer(10)
+    cursor.offer(*patch(9))
+    cursor.offer(*patch(10))
+    assert cursor.outbox.empty()
+    cursor.offer(*patch(11))
+    assert cursor.outbox.qsize() == 1 and cursor.sent_revision == 11
+
+
+def test_a_gap_is_held_for_one_snapshot_at_most_one_a_second() -> None:
+    cursor, clock = viewer(10)
+    cursor.offer(*patch(13))  # 11 and 12 were lost on the way
+    cursor.offer(*patch(14))
+    cursor.offer(*patch(15))
+    assert cursor.outbox.empty(), "the client is not sent what it cannot apply"
+    assert len(clock.timers) == 1, "one resync scheduled, not one per patch"
+    assert clock.timers[0][0] == clock.now, "the last snapshot was long ago: now"
+    clock.advance(0)
+    assert queued(cursor) == [RESYNC]
+    cursor.resync_taken()
+    assert cursor.snapshot_sent(15) is True, "a snapshot after the first is a resync"
+    cursor.offer(*patch(18))  # another gap right after the snapshot: throttled
+    assert clock.timers[0][0] == clock.now + RESYNC_MIN_S
+    clock.advance(RESYNC_MIN_S / 2)
+    assert cursor.outbox.empty()
+    clock.advance(RESYNC_MIN_S / 2)
+    assert queued(cursor) == [RESYNC]
+
+
+def test_a_resync_due_after_a_snapshot_went_out_is_not_sent() -> None:
+    cursor, clock = viewer(10)
+    cursor.offer(*patch(13))
+    cursor.resync_now()  # the client asked for one meanwhile
+    assert queued(cursor) == [RESYNC]
+    cursor.resync_taken()
+    cursor.snapshot_sent(13)
+    clock.advance(RESYNC_MIN_S)
+    assert cursor.outbox.empty()
+
+
+def test_patches_wait_while_a_resync_is_pending() -> None:
+    cursor, _ = viewer(10)
+    cursor.resync_now()
+    cursor.offer(*patch(11))
+    assert queued(cursor) == [RESYNC], "the snapshot will carry it"
+
+
+def test_at_most_one_snapshot_waits_however_often_it_is_asked_for() -> None:
+    cursor, _ = viewer(0)
+    for _ in range(3000):
+        cursor.resync_now()
+    assert cursor.outbox.qsize() == 1
+    cursor.resync_taken()
+    cursor.outbox.get_nowait()
+    cursor.resync_now()
+    assert queued(cursor) == [RESYNC], "taken, it can be asked for again"
+
+
+def test_a_resync_asked_for_with_a_full_outbox_replaces_it() -> None:
+    cursor, _ = viewer(0, size=4)
+    for revision in range(1, 5):
+        cursor.offer(*patch(revision))
+    cursor.resync_now()
+    assert queued(cursor) == [RESYNC]
+
+
+def test_a_heartbeat_ahead_of_the_client_means_it_is_behind() -> None:
+    cursor, clock = viewer(10)
+    cursor.offer({"type": "ping", "revision": 10, "status": "streaming"}, '{"type":"ping"}')
+    assert cursor.outbox.get_nowait() == '{"type":"ping"}', "level: passed on"
+    cursor.offer({"type": "ping", "revision": 12, "status": "streaming"}, '{"type":"ping"}')
+    assert cursor.outbox.empty()
+    clock.advance(0)
+    assert queued(cursor) == [RESYNC]
+
+
+def test_a_snapshots_only_client_gets_no_patch_and_its_ending_as_a_snapshot() -> None:
+    cursor, clock = viewer(10, snapshots_only=True)
+    cursor.offer(*patch(11))
+    clock.advance(0)
+    assert queued(cursor) == [RESYNC]
+    cursor.resync_taken()
+    cursor.snapshot_sent(11)
+    cursor.offer({"type": "terminal", "revision": 12, "status": "completed"}, "terminal")
+    assert queued(cursor) == [RESYNC], "at once, not throttled: the snapshot of an ended request ends it"
+    cursor.resync_taken()
+    cursor.snapshot_sent(12)
+    cursor.offer({"type": "terminal", "revision": 12, "status": "completed"}, "terminal")
+    assert queued(cursor) == ["terminal"]
+
+
+def test_the_lag_probe_is_the_latest_stamped_patch_queued() -> None:
+    cursor, _ = viewer(0)
+    message, text = patch(1)
+    message[ARRIVED] = 12.5
+    cursor.offer(message, text)
+    cursor.offer(*patch(2))
+    assert cursor.lag_text is text and cursor.lag_at == 12.5
+
+
+def test_idle_is_queued_only_when_the_writer_has_nothing_to_send() -> None:
+    cursor, _ = viewer(0)
+    assert cursor.idle() and queued(cursor) == [IDLE]
+    cursor.offer(*patch(1))
+    assert not cursor.idle() and queued(cursor) == ['{"revision":1}']
+
+
+def test_the_first_snapshot_is_not_a_resync() -> None:
+    cursor, clock = viewer(-1)
+    assert cursor.snapshot_sent(4) is False
+    assert (cursor.sent_revision, cursor.resyncs, cursor.last_snapshot) == (4, 1, clock())
