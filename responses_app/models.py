@@ -118,6 +118,8 @@ class Conversation(models.Model):
     last_response_id = models.CharField(max_length=128, blank=True)
     # Deleted by its owner: gone from their pages, kept (with every request) for the admin and analytics.
     deleted_at = models.DateTimeField(null=True, blank=True)
+    # The last turn of the branch every tab shows (branches.py); NULL: the newest turn.
+    leaf = models.ForeignKey("ResponseRequest", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
 
     class Meta:
         ordering = ["-updated"]
@@ -151,6 +153,9 @@ class ResponseRequest(models.Model):
         Conversation, on_delete=models.CASCADE, related_name="requests", null=True, blank=True
     )
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="response_requests")
+    # The turn this one follows in its conversation (NULL: a first turn). Turns with one parent are
+    # versions of one turn, oldest first: Regenerate and Edit add one (branches.py).
+    parent = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="children")
     client_request_id = models.CharField(max_length=100)
     model = models.CharField(max_length=100)
     input = FastJSONField()
@@ -394,4 +399,5 @@ class SafetyVerdict(models.Model):
 
     class Meta:
         ordering = ["request", "id"]
+
 

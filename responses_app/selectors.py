@@ -13,7 +13,8 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
 
-from . import storage
+from . import branches, storage
+from .branches import Versions
 from .conf import app_settings
 from .models import (
     Checkpoint,
@@ -226,14 +227,15 @@ def conversation_get_for_user(*, user: User, conversation_id: uuid.UUID | str) -
 
 
 def conversation_context(*, request: ResponseRequest | RunRequest) -> list[dict[str, Any]]:
-    """The turns of the request's conversation before it, as Responses input items: each turn's
-    input, its function calls with their outputs, and the answer shown. For when the upstream
-    no longer has the chain (`previous_response_not_found`)."""
+    """The turns before the request on its branch, as Responses input items: each turn's input,
+    its function calls with their outputs, and the answer shown. For when the upstream no longer
+    has the chain (`previous_response_not_found`), or never had it (branches.branch_head)."""
     if request.conversation_id is None:
         return []
+    chain = branches.ancestors(conversation_id=request.conversation_id, request_id=request.pk)
     # A turn the precheck flagged was never sent, and never is: not in any context either.
-    earlier = list(ResponseRequest.objects.filter(conversation_id=request.conversation_id, created__lt=request.created)
-                   .exclude(error_code=INPUT_FLAGGED).order_by("created"))
+    by_pk = ResponseRequest.objects.filter(pk__in=chain).exclude(error_code=INPUT_FLAGGED).in_bulk()
+    earlier = [by_pk[pk] for pk in chain if pk in by_pk]
     calls: dict[uuid.UUID, list[ToolCall]] = {}
     for call in ToolCall.objects.filter(request__in=earlier).order_by("started_at"):
         calls.setdefault(call.request_id, []).append(call)
@@ -249,29 +251,14 @@ def conversation_context(*, request: ResponseRequest | RunRequest) -> list[dict[
     return items
 
 
-def response_before(*, request: ResponseRequest) -> str:
-    """The last completed response of the request's conversation before it: what Regenerate and
-    Edit chain to, as if the request had not been."""
-    if request.conversation_id is None:
-        return ""
-    return (ResponseRequest.objects
-            .filter(conversation_id=request.conversation_id, created__lt=request.created,
-                    status=ResponseRequest.Status.COMPLETED)
-            .exclude(response_id="").order_by("-created").values_list("response_id", flat=True).first()) or ""
-
-
-def conversation_has_turns(*, conversation: Conversation, before: ResponseRequest | None = None) -> bool:
-    turns = conversation.requests.exclude(error_code=INPUT_FLAGGED)
-    if before is not None:
-        turns = turns.filter(created__lt=before.created)
-    return turns.exists()
-
-
-def conversation_turns(*, conversation: Conversation) -> list[tuple[ResponseRequest, dict[str, Any]]]:
-    """Every request of a conversation with its latest committed view (two queries)."""
-    requests = list(conversation.requests.order_by("created"))
-    views = views_latest(request_ids=[r.pk for r in requests])
-    return [(r, views.get(r.pk) or _empty_view(r)) for r in requests]
+def conversation_turns(*, conversation: Conversation) -> list[tuple[ResponseRequest, dict[str, Any], Versions]]:
+    """The branch shown, each turn with its latest committed view and its place among its
+    versions (three queries)."""
+    path, turns = branches.chosen_path(conversation)
+    by_pk = ResponseRequest.objects.in_bulk(path)
+    requests = [by_pk[pk] for pk in path if pk in by_pk]
+    views = views_latest(request_ids=path)
+    return [(r, views.get(r.pk) or _empty_view(r), turns.versions(r.pk)) for r in requests]
 
 
 def mcp_approvals(*, request_id: uuid.UUID) -> dict[str, bool]:
@@ -305,8 +292,8 @@ def conversation_open_for_user(*, user: User | AnonymousUser, conversation_id: u
 
 
 def conversation_turn_ids(*, conversation_id: uuid.UUID | str) -> list[str]:
-    ids = ResponseRequest.objects.filter(conversation_id=conversation_id).order_by("created")
-    return [str(i) for i in ids.values_list("pk", flat=True)]
+    """The turns of the branch shown, first turn first."""
+    return branches.chosen_path_ids(conversation_id)
 
 
 def usage_cost(*, usage: dict[str, Any] | None, model: str) -> float | None:
