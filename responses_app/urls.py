@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import frontends_views, jsonapi, views
+from . import branch_views, frontends_views, jsonapi, views
 
 app_name = "responses_app"
 
@@ -25,6 +25,7 @@ urlpatterns = [
     path("c/<uuid:conversation_id>/turns/<uuid:request_id>/cancel", views.chat_cancel, name="chat-cancel"),
     path("c/<uuid:conversation_id>/turns/<uuid:request_id>/regenerate", views.chat_regenerate, name="chat-regenerate"),
     path("c/<uuid:conversation_id>/turns/<uuid:request_id>/edit", views.chat_edit, name="chat-edit"),
+    path("c/<uuid:conversation_id>/turns/<uuid:request_id>/show", branch_views.chat_show, name="chat-show"),
     path("c/<uuid:conversation_id>/rename", views.conversation_rename, name="conversation-rename"),
     path("c/<uuid:conversation_id>/delete", views.conversation_delete, name="conversation-delete"),
     path("analytics/", views.analytics_page, name="analytics"),
