@@ -1,6 +1,6 @@
-"""`RequestConsumer` at /ws/requests/<uuid>/: one browser tab watching one logical request.
-
-On connect: authenticate (owner or staff, else close 4403), send the latest view as a `snapshot`,
+"""`RequestConsumer` at /ws/requests/<uuid>/ (and /ws/shares/<token>/requests/<uuid>/ for a share
+link's viewers, closed 4403 once it is revoked): one browser tab watching one logical request.
+On connect: authenticate (selectors.request_for_viewer, else close 4403), send the latest view as a `snapshot`,
 then live patches, then `terminal`. Messages are JSON objects with `type` and `revision`, except
 patches: arrays in the wire format of streaming/wire.py, which carry their base too, so a client
 that sees a base other than its revision asks for a `snapshot` instead of showing a hole. The
@@ -48,6 +48,7 @@ from .models import ResponseRequest
 from .relay.dbthreads import ws_call, ws_db
 from .relay.hub import get_hub
 from .relay.worker import cancel_request, start_request
+from .shares import ShareViewerMixin
 from .streaming.view import apply_patch
 from .streaming.wire import PROTOCOL
 from .wsthreads import PooledConsumerMixin
@@ -84,7 +85,7 @@ def close_sockets_on_logout(sender: Any, request: Any, user: Any, **kwargs: Any)
             logger.exception("could not tell the sockets of a logged-out session to close")
 
 
-class RequestConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
+class RequestConsumer(ShareViewerMixin, PooledConsumerMixin, AsyncWebsocketConsumer):
     request_id: str
     request: ResponseRequest
     # Delivery state (see `offer`), per socket.
@@ -98,6 +99,7 @@ class RequestConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
 
     async def connect(self) -> None:
         self.request_id = str(self.scope["url_route"]["kwargs"]["request_id"])
+        self.share = self.scope["url_route"]["kwargs"].get("share")  # opened through a share link: its token
         user = self.scope.get("user")
         request = await self._load(user)
         if request is None:
@@ -107,7 +109,9 @@ class RequestConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
             await self.close(code=CLOSE_FORBIDDEN)
             return
         assert user is not None
-        self.slots = limits.SocketSlots(user_id=user.pk, owner=self.channel_name)
+        # a share link's anonymous viewers: counted by address
+        self.slots = limits.SocketSlots(user_id=user.pk or f"anon:{(self.scope.get('client') or ['?'])[0]}",
+                                        owner=self.channel_name)
         if not await self.slots.acquire():
             await self.accept()
             await self.close(code=CLOSE_TOO_MANY)
@@ -120,12 +124,14 @@ class RequestConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
         self.cancel_sent = False
         self.closing = False
         self.session_key: str | None = self.scope["session"].session_key if "session" in self.scope else None
-        if "session" in self.scope and not self.session_key:
+        if "session" in self.scope and not self.session_key and user.is_authenticated:
             await self.accept()
             await self._close(CLOSE_UNAUTHENTICATED)
             await self.slots.release()
             return
         await self.accept()
+        if self.share and not await self.share_join(lambda: self._load(user)):
+            return
         if self.session_key:
             await self.channel_layer.group_add(session_group(self.session_key), self.channel_name)
         self.watchdog = asyncio.get_running_loop().create_task(self._watch_session())
@@ -154,6 +160,7 @@ class RequestConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
             session_key = getattr(self, "session_key", None)
             if session_key and hasattr(self, "watchdog"):
                 await self.channel_layer.group_discard(session_group(session_key), self.channel_name)
+            await self.share_leave()
         finally:
             await self.slots.release()  # whatever failed above, the slot is not leaked
 
@@ -215,8 +222,8 @@ class RequestConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
             await self.slots.refresh()
 
     async def _cancel_once(self) -> None:
-        if self.cancel_sent:
-            return
+        if self.cancel_sent or not await ws_call(selectors.can_cancel)(self.scope.get("user"), self.request):
+            return  # (a viewer who may not stop it: a share link's, an auditor's)
         self.cancel_sent = True
         if await self._session_seconds_left() is None:  # logged out meanwhile: not honoured
             await self._close(CLOSE_UNAUTHENTICATED)
@@ -396,7 +403,7 @@ class RequestConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
     def _load(self, user: Any) -> ResponseRequest | None:
         if user is None:
             return None
-        return selectors.request_get_for_user(user=user, request_id=self.request_id)
+        return selectors.request_for_viewer(user=user, request_id=self.request_id, share=self.share)
 
     @ws_db
     def _ended(self) -> bool:
@@ -407,8 +414,11 @@ class RequestConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
         """Seconds until this socket's session expires; None once it is not this user's any more
         (logged out, flushed, expired, or the password changed). A socket opened without a session
         (only in tests that bypass AuthMiddlewareStack) has nothing to watch."""
-        if "session" not in self.scope:
-            return float(SESSION_CHECK_SECONDS)
+        if self.share and not selectors.request_for_viewer(user=self.scope["user"], request_id=self.request_id,
+                                                           share=self.share):
+            return None  # the link was revoked, its message lost on the way
+        if "session" not in self.scope or not self.scope["user"].is_authenticated:
+            return float(SESSION_CHECK_SECONDS)  # nothing to watch (an anonymous share viewer: the link is)
         if not self.session_key:
             return None
         store = import_module(settings.SESSION_ENGINE).SessionStore(session_key=self.session_key)

@@ -3,8 +3,9 @@
 It says which turns the conversation has and announces new ones, renames and deletion, so every
 open tab shows a turn started anywhere (another tab, the API, Regenerate, Edit); each tab then
 follows that turn's stream over its own /ws/requests/<id>/ like any live turn. It never starts,
-stops or counts a request. Owner or staff only (others closed with 4403, a deleted conversation
-with 4404). Messages (server to client only):
+stops or counts a request. Owner or staff only, or a share link's viewers at
+/ws/shares/<token>/conversations/<uuid>/ (closed 4403 the moment it is revoked); others are closed
+with 4403, a deleted conversation with 4404. Messages (server to client only):
 
     {"type": "turns", "ids": [...]}          on connect: the turns of the branch shown, first turn first
     {"type": "branch", "ids": [...]}         the branch shown changed (a version picked, Regenerate,
@@ -23,6 +24,7 @@ from channels.layers import get_channel_layer
 from . import selectors
 from .relay.dbthreads import ws_db
 from .relay.worker import ensure_worker
+from .shares import ShareViewerMixin
 from .wsthreads import PooledConsumerMixin
 
 
@@ -56,11 +58,12 @@ def announce_turn_sync(request: Any, *, branch: list[str] | None = None) -> None
         async_to_sync(announce_turn)(request, branch=branch)
 
 
-class ConversationConsumer(PooledConsumerMixin, AsyncJsonWebsocketConsumer):  # type: ignore[misc]
+class ConversationConsumer(ShareViewerMixin, PooledConsumerMixin, AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     conversation_id: str
 
     async def connect(self) -> None:
         self.conversation_id = str(self.scope["url_route"]["kwargs"]["conversation_id"])
+        self.share = self.scope["url_route"]["kwargs"].get("share")  # opened through a share link: its token
         code, ids = await self._load(self.scope.get("user"))
         await self.accept()  # before any close: browsers see a close before the handshake as 1006
         if code:
@@ -69,6 +72,8 @@ class ConversationConsumer(PooledConsumerMixin, AsyncJsonWebsocketConsumer):  # 
         ensure_worker()  # the process's runner, its sweep and its watch for requests submitted elsewhere
         self.group = conversation_group(self.conversation_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
+        if self.share and not await self.share_join(self._still_open):
+            return
         # Read again after joining the group: a turn added in between is in one or the other.
         _, ids = await self._load(self.scope.get("user"))
         await self.send_json({"type": "turns", "ids": ids})
@@ -76,6 +81,7 @@ class ConversationConsumer(PooledConsumerMixin, AsyncJsonWebsocketConsumer):  # 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
+            await self.share_leave()
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if isinstance(content, dict) and content.get("type") == "ping":
@@ -84,11 +90,13 @@ class ConversationConsumer(PooledConsumerMixin, AsyncJsonWebsocketConsumer):  # 
     async def conversation_event(self, event: dict[str, Any]) -> None:
         await self.send_json(event["message"])
 
+    async def _still_open(self) -> bool:
+        return (await self._load(self.scope.get("user")))[0] == 0
+
     @ws_db
     def _load(self, user: Any) -> tuple[int, list[str]]:
-        if user is None or not user.is_authenticated:
-            return 4403, []
-        conversation = selectors.conversation_get_for_user(user=user, conversation_id=self.conversation_id)
+        conversation = selectors.conversation_for_viewer(user=user, conversation_id=self.conversation_id,
+                                                         share=self.share)
         if conversation is None:
             return 4403, []
         if conversation.deleted_at is not None:

@@ -401,3 +401,27 @@ class SafetyVerdict(models.Model):
         ordering = ["request", "id"]
 
 
+
+class Share(models.Model):
+    """A read-only link its owner handed out to a conversation, or to one of its turns: anyone with
+    the link and an account (or anyone at all, when the owner chose so and RELAY_SHARE_ANONYMOUS
+    allows it) sees the committed view and follows it live as a viewer, never as a request of
+    theirs. Revoked, it stops working at once, open sockets included (shares.py)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # the link's secret; unique: the lookup of every shared page and socket
+    token = models.CharField(max_length=64, unique=True)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="shares")
+    request = models.ForeignKey(ResponseRequest, on_delete=models.CASCADE, null=True, blank=True,
+                                related_name="shares")  # one turn; NULL: the whole conversation
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    anonymous = models.BooleanField(default=False)  # no account needed (if RELAY_SHARE_ANONYMOUS allows)
+    created = models.DateTimeField(default=timezone.now)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        what = "turn" if self.request_id else "conversation"
+        return f"share of a {what}{' (revoked)' if self.revoked_at else ''}"

@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 from django.contrib.auth.models import AnonymousUser, User
+from django.core.exceptions import ValidationError
 from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
 
@@ -24,6 +25,7 @@ from .models import (
     ResponseRequest,
     SafetyVerdict,
     Segment,
+    Share,
     ToolCall,
 )
 from .streaming.view import apply_op
@@ -59,6 +61,53 @@ def request_get_for_user(
     except (ResponseRequest.DoesNotExist, ValueError, TypeError):
         return None
     return request if can_view(user, request) else None
+
+
+# --- share links ------------------------------------------------------------------------------------
+
+def share_open(*, token: str | None, user: User | AnonymousUser) -> Share | None:
+    """The one rule of a share link, for its pages and its sockets: not revoked, its conversation
+    not deleted, and the visitor signed in, unless the owner chose "anyone with the link" and
+    RELAY_SHARE_ANONYMOUS allows it."""
+    if not token:
+        return None
+    share = (Share.objects.select_related("conversation")
+             .filter(token=token, revoked_at__isnull=True, conversation__deleted_at__isnull=True).first())
+    if share is None or not (user.is_authenticated or (share.anonymous and app_settings.SHARE_ANONYMOUS)):
+        return None
+    return share
+
+
+def request_for_viewer(*, user: User | AnonymousUser, request_id: uuid.UUID | str,
+                       share: str | None = None) -> ResponseRequest | None:
+    """Who may follow a request (the request socket, the shared pages): its owner and staff, or,
+    through a share link (`share`: its token), anyone it admits, to its one turn or to any turn of
+    its conversation. A viewer, never a request of theirs: they can neither stop nor add."""
+    if share is None:
+        return request_get_for_user(user=user, request_id=request_id)
+    grant = share_open(token=share, user=user)
+    if grant is None:
+        return None
+    try:
+        request = ResponseRequest.objects.select_related("conversation").get(
+            pk=request_id, conversation_id=grant.conversation_id)
+    except (ResponseRequest.DoesNotExist, ValueError, TypeError, ValidationError):
+        return None
+    return request if grant.request_id in (None, request.pk) else None
+
+
+def conversation_for_viewer(*, user: User | AnonymousUser | None, conversation_id: uuid.UUID | str,
+                            share: str | None = None) -> Conversation | None:
+    """Who may follow a conversation's turns (its socket): its owner and staff, or anyone a share
+    link of the whole conversation admits. Deleted ones too (the socket says so)."""
+    if user is None:
+        return None
+    if share is None:
+        return conversation_get_for_user(user=user, conversation_id=conversation_id) if user.is_authenticated else None  # type: ignore[arg-type]
+    grant = share_open(token=share, user=user)
+    if grant is None or grant.request_id is not None or str(grant.conversation_id) != str(conversation_id):
+        return None
+    return grant.conversation
 
 
 def _view_from(rows: list[tuple[int, int | None, Any, Any]]) -> dict[str, Any] | None:

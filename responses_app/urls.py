@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import branch_views, frontends_views, jsonapi, views
+from . import branch_views, frontends_views, jsonapi, share_views, views
 
 app_name = "responses_app"
 
@@ -29,4 +29,9 @@ urlpatterns = [
     path("c/<uuid:conversation_id>/rename", views.conversation_rename, name="conversation-rename"),
     path("c/<uuid:conversation_id>/delete", views.conversation_delete, name="conversation-delete"),
     path("analytics/", views.analytics_page, name="analytics"),
+    # share a live answer (share_views.py)
+    path("c/<uuid:conversation_id>/shares", share_views.share_create, name="share-create"),
+    path("c/<uuid:conversation_id>/shares/<uuid:share_id>/revoke", share_views.share_revoke, name="share-revoke"),
+    path("s/<str:token>/", share_views.shared, name="shared"),
+    path("s/<str:token>/turns/<uuid:request_id>/", share_views.shared_turn, name="shared-turn"),
 ]

@@ -36,6 +36,6 @@ def relay_assets(context: template.Context) -> SafeString:
         static("responses_app/chat.css"),
         static("responses_app/chat-tools.css"),
         json_script(vocabulary(), "relay-vocabulary"),
-        json_script(url_templates(), "relay-urls"),
+        json_script({**url_templates(), **(context.get("relay_urls") or {})}, "relay-urls"),  # shared.html: its own
         static("responses_app/chat/main.js"),
     )

@@ -1,5 +1,6 @@
-"""`{% load relay_tools %}`: the chat page's tools.
+"""`{% load relay_tools %}`: the owner's "Share and export" panel of a conversation.
 
+    {% conversation_tools conversation turns %}    its read-only links (make, copy, revoke) and exports
     {% turn_versions %}                           a turn's `‹ 2/3 ›` (in _turn.html)
 """
 
@@ -8,8 +9,29 @@ from __future__ import annotations
 from typing import Any
 
 from django import template
+from django.urls import reverse
+
+from ..conf import app_settings
+from ..shares import shares_of
 
 register = template.Library()
+
+
+@register.inclusion_tag("responses_app/_conversation_tools.html", takes_context=True)
+def conversation_tools(context: template.Context, conversation: Any, turns: Any = ()) -> dict[str, Any]:
+    """`turns`: the chat page's turns (the branch shown), each one shareable alone."""
+    http = context.get("request")
+    links = [{"share": share,
+              "url": http.build_absolute_uri(reverse("responses_app:shared", args=[share.token])) if http else ""}
+             for share in shares_of(conversation=conversation)]
+    return {
+        "conversation": conversation,
+        "turns": turns,
+        "links": links,
+        "anonymous_allowed": app_settings.SHARE_ANONYMOUS,
+        "open": bool(http and http.GET.get("tools")),
+        "csrf_token": context.get("csrf_token"),
+    }
 
 
 @register.inclusion_tag("responses_app/_versions.html", takes_context=True)
