@@ -37,9 +37,13 @@ class Versions:
 
 
 class Tree:
-    """The turns of one conversation by parent, each parent's children oldest first."""
+    """The turns of one conversation by parent, each parent's children oldest first; `answers`:
+    the response id of each completed turn, `unsent`: turns the precheck flagged (never sent)."""
 
-    def __init__(self, rows: Iterable[Row]) -> None:
+    def __init__(self, rows: Iterable[Row], *, answers: dict[uuid.UUID, str] | None = None,
+                 unsent: set[uuid.UUID] | None = None) -> None:
+        self.answers = answers or {}
+        self.unsent = unsent or set()
         self.parent: dict[uuid.UUID, uuid.UUID | None] = {}
         self.created: dict[uuid.UUID, datetime] = {}
         self.children: dict[uuid.UUID | None, list[uuid.UUID]] = {}
@@ -94,15 +98,13 @@ class Tree:
 # --- reads ------------------------------------------------------------------------------------------
 
 def tree(conversation_id: Any) -> Tree:
-    return Tree(ResponseRequest.objects.filter(conversation_id=conversation_id)
-                .values_list("pk", "parent_id", "created"))
-
-
-def chosen_path(conversation: Conversation) -> tuple[list[uuid.UUID], Tree]:
-    """The branch shown, first turn first, and the tree it was read from."""
-    turns = tree(conversation.pk)
-    leaf = turns.leaf(conversation.leaf_id)
-    return (turns.path(leaf) if leaf is not None else []), turns
+    rows = list(ResponseRequest.objects.filter(conversation_id=conversation_id).values_list(
+        "pk", "parent_id", "created", "status", "response_id", "error_code"))
+    return Tree([row[:3] for row in rows],
+                answers={pk: response_id for pk, _p, _c, status, response_id, _e in rows
+                         if status == ResponseRequest.Status.COMPLETED and response_id},
+                # A turn the precheck flagged was never sent, and never is: not a turn of any context.
+                unsent={pk for pk, *_rest, error_code in rows if error_code == INPUT_FLAGGED})
 
 
 def chosen_path_ids(conversation_id: Any) -> list[str]:
@@ -141,20 +143,13 @@ class Head:
 
     previous_response_id: str
     has_turns: bool
+    path: list[uuid.UUID]  # the branch up to `parent`, first turn first
 
 
-def branch_head(*, conversation_id: Any, parent_id: uuid.UUID | None) -> Head:
-    if parent_id is None:
-        return Head("", False)
-    turns = tree(conversation_id)
-    chain = turns.path(parent_id) if parent_id in turns else []
-    # A turn the precheck flagged was never sent, and never is: not a turn of any context.
-    rows = list(ResponseRequest.objects.filter(pk__in=chain).exclude(error_code=INPUT_FLAGGED)
-                .values_list("pk", "status", "response_id"))
-    done = {pk: response_id for pk, status, response_id in rows
-            if status == ResponseRequest.Status.COMPLETED and response_id}
-    previous = next((done[pk] for pk in reversed(chain) if pk in done), "")
-    return Head(previous, bool(rows))
+def branch_head(*, turns: Tree, parent_id: uuid.UUID | None) -> Head:
+    chain = turns.path(parent_id) if parent_id is not None and parent_id in turns else []
+    previous = next((turns.answers[pk] for pk in reversed(chain) if pk in turns.answers), "")
+    return Head(previous, any(pk not in turns.unsent for pk in chain), chain)
 
 
 def ancestors(*, conversation_id: Any, request_id: uuid.UUID) -> list[uuid.UUID]:

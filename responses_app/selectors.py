@@ -302,10 +302,12 @@ def conversation_context(*, request: ResponseRequest | RunRequest) -> list[dict[
 
 def conversation_turns(*, conversation: Conversation) -> list[tuple[ResponseRequest, dict[str, Any], Versions]]:
     """The branch shown, each turn with its latest committed view and its place among its
-    versions (three queries)."""
-    path, turns = branches.chosen_path(conversation)
-    by_pk = ResponseRequest.objects.in_bulk(path)
-    requests = [by_pk[pk] for pk in path if pk in by_pk]
+    versions (two queries)."""
+    by_pk = {r.pk: r for r in conversation.requests.all()}
+    turns = branches.Tree((r.pk, r.parent_id, r.created) for r in by_pk.values())
+    leaf = turns.leaf(conversation.leaf_id)
+    path = turns.path(leaf) if leaf is not None else []
+    requests = [by_pk[pk] for pk in path]
     views = views_latest(request_ids=path)
     return [(r, views.get(r.pk) or _empty_view(r), turns.versions(r.pk)) for r in requests]
 

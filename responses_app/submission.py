@@ -74,8 +74,10 @@ def submit(*, user: Any, data: Mapping[str, Any], replaces: ResponseRequest | No
             raise Refused(429, refusal.code, refusal.message, retry_after=refusal.retry_after)
         conversation = _conversation(user, cleaned.get("conversation"))
         # A new turn follows the branch shown; Regenerate and Edit add a version beside `replaces`.
-        parent_id = replaces.parent_id if replaces is not None else branches.chosen_leaf_id(conversation.pk)
-        params = _params(cleaned, conversation, parent_id=parent_id, tools=data.get("tools"))
+        turns = branches.tree(conversation.pk)
+        parent_id = replaces.parent_id if replaces is not None else turns.leaf(conversation.leaf_id)
+        head = branches.branch_head(turns=turns, parent_id=parent_id)
+        params = _params(cleaned, head=head, tools=data.get("tools"))
         request, created = services.request_create(
             owner=user, input=cleaned["input"], model=cleaned["model"],
             client_request_id=cleaned["client_request_id"], conversation=conversation, params=params,
@@ -83,7 +85,7 @@ def submit(*, user: Any, data: Mapping[str, Any], replaces: ResponseRequest | No
     branch: list[str] = []
     if created:
         signals.send(signals.request_started, request=request)
-        branch = [str(pk) for pk in branches.tree(conversation.pk).path(request.pk)]
+        branch = [str(pk) for pk in (*head.path, request.pk)]
     elif conversation.pk != request.conversation_id and not conversation.requests.exists():
         Conversation.objects.filter(pk=conversation.pk).delete()  # lost a race to a concurrent resubmit
     return Submitted(request, created, created or request.status == ResponseRequest.Status.PENDING, branch)
@@ -110,7 +112,7 @@ def _conversation(user: Any, conversation_id: Any) -> Conversation:
     return conversation
 
 
-def _params(cleaned: dict[str, Any], conversation: Conversation, *, parent_id: Any, tools: Any) -> dict[str, Any]:
+def _params(cleaned: dict[str, Any], *, head: branches.Head, tools: Any) -> dict[str, Any]:
     background = cleaned["background"]
     params: dict[str, Any] = {
         "background": app_settings.BACKGROUND_DEFAULT if background is None else background,
@@ -119,7 +121,6 @@ def _params(cleaned: dict[str, Any], conversation: Conversation, *, parent_id: A
     }
     if cleaned.get("max_output_tokens"):
         params["max_output_tokens"] = cleaned["max_output_tokens"]
-    head = branches.branch_head(conversation_id=conversation.pk, parent_id=parent_id)
     if head.previous_response_id:
         params["previous_response_id"] = head.previous_response_id
     elif head.has_turns:

@@ -48,6 +48,17 @@ def test_a_tree_gives_each_branch_and_each_turn_s_place_among_its_versions() -> 
     assert orphan.path(c) == [c]
 
 
+def test_a_branch_s_head_is_its_last_completed_answer_and_flagged_turns_are_not_turns() -> None:
+    t0 = datetime(2030, 1, 1)
+    a, b, c = (uuid.UUID(int=i) for i in range(1, 4))
+    rows = [(a, None, t0), (b, a, t0 + timedelta(1)), (c, b, t0 + timedelta(2))]
+    tree = Tree(rows, answers={a: "resp_a"}, unsent={c})
+    assert branches.branch_head(turns=tree, parent_id=c) == branches.Head("resp_a", True, [a, b, c])
+    assert branches.branch_head(turns=tree, parent_id=None) == branches.Head("", False, [])
+    flagged_only = Tree(rows[:1], unsent={a})  # never sent: nothing to chain to, nothing to send again
+    assert branches.branch_head(turns=flagged_only, parent_id=a) == branches.Head("", False, [a])
+
+
 # --- helpers --------------------------------------------------------------------------------------------
 
 def add(conversation: Conversation, owner: Any, prompt: str, *, parent: Any = "leaf", status: str = "completed",

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import template
+from django.template.loader import render_to_string
 from django.urls import reverse
 
 from ..conf import app_settings
@@ -34,11 +35,15 @@ def conversation_tools(context: template.Context, conversation: Any, turns: Any 
     }
 
 
-@register.inclusion_tag("responses_app/_versions.html", takes_context=True)
-def turn_versions(context: template.Context) -> dict[str, Any]:
+@register.simple_tag(takes_context=True)
+def turn_versions(context: template.Context) -> str:
     """`‹ 2/3 ›` inside _turn.html: the turn's `versions` (branches.Versions), given to the partial
-    directly or as a field of the chat page's `turn`; the arrows are the owner's (`can_post`)."""
+    directly or as a field of the chat page's `turn`; the arrows are the owner's (`can_post`).
+    Nothing at all for a turn of one version (most of them: no template rendered per turn)."""
     turn = context.get("turn")
     versions = context.get("versions") or (turn.get("versions") if isinstance(turn, dict) else None)
-    return {"versions": versions, "request": context.get("request"), "can_post": context.get("can_post"),
-            "csrf_token": context.get("csrf_token")}
+    if versions is None or versions.count <= 1:
+        return ""
+    return render_to_string("responses_app/_versions.html", {
+        "versions": versions, "request": context.get("request"), "can_post": context.get("can_post"),
+        "csrf_token": context.get("csrf_token")})

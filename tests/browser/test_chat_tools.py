@@ -200,7 +200,7 @@ def test_anyone_with_the_link_where_the_setting_allows_it(browser: Any, anonymou
         try:
             viewer = context.new_page()
             errors: list[str] = []
-            viewer.on("pageerror", lambda error: errors.append(str(error)))
+            viewer.on("pageerror", lambda error, sink=errors: sink.append(str(error)))
             seconds = watch_live_then_revoke(page, viewer, request_id, link)
             assert seconds < 1.5, f"the anonymous viewer's socket closed {seconds:.2f} s after the revocation"
             assert not errors, errors
