@@ -54,6 +54,17 @@ def url_templates() -> dict[str, str]:
     }
 
 
+def share_url_templates(token: str) -> dict[str, str]:
+    """What a shared page's script uses instead (`{% relay_assets %}` takes them from the page's
+    `relay_urls`): its turns, sockets and access check through the link."""
+    turn = _reverse("shared-turn", token=token, request_id=_REQUEST)
+    return {
+        "conversations": _reverse("shared", token=token),  # where a tab goes when the conversation is deleted
+        "turn": turn,
+        "apiRequest": turn,  # "may I still see it?": the link's answer
+        "wsRequest": socket_path("ws-share-request").replace("{share}", token),
+        "wsConversation": socket_path("ws-share-conversation").replace("{share}", token),
+    }
 
 
 def request_socket(request_id: object) -> str:

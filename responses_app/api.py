@@ -80,7 +80,7 @@ def submit(user: Any, input: Any, *, model: str | None = None, conversation: Con
     if done.created:
         from .conversation_events import announce_turn_sync
 
-        announce_turn_sync(done.request)
+        announce_turn_sync(done.request, branch=done.branch)
     return done.request
 
 

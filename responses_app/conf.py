@@ -249,6 +249,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("WEBSOCKET_PREFIX", None, _optional_text,
             "Where responses_app.routing.websocket_urlpatterns are mounted (e.g. /assistant/); default: "
             "where responses_app.urls are included.", "pages"),
+    Setting("SHARE_ANONYMOUS", False, _boolean,
+            "Owners may make a share link that works without an account (each link says whether it does); "
+            "false: every share link needs a signed-in visitor.", "pages"),
+    Setting("SEARCH_CONFIG", "english", _text,
+            "PostgreSQL: the text search configuration of the conversation search (simple, english, "
+            "german ...); SQLite searches words as they are written.", "pages"),
     Setting("TOOLS", ("responses_app.tools.get_weather", "responses_app.tools.get_time"), _dotted_paths,
             "Dotted paths of the function tools offered to the model (functions decorated with "
             "responses_app.api.tool), imported when tools are offered. Default: the two built-in ones.", "tools"),

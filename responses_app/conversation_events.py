@@ -2,8 +2,10 @@
 which turns it has, a turn added anywhere (another tab, the API, Regenerate, Edit), a rename and
 the deletion. Messages, server to client:
 
-    {"type": "turns", "ids": [...]}          on connect: every turn, oldest first
-    {"type": "turn", "request_id": id}       a turn was added
+    {"type": "turns", "ids": [...]}          on connect: the turns of the branch shown, first turn first
+    {"type": "branch", "ids": [...]}         the branch shown changed (a version picked, Regenerate,
+                                             Edit, a new turn): its turns, first turn first
+    {"type": "turn", "request_id": id}       a turn was added (after its `branch`)
     {"type": "renamed", "title": t}          {"type": "deleted"}
 """
 
@@ -25,11 +27,15 @@ async def announce(conversation_id: Any, message: dict[str, Any]) -> None:
         await layer.group_send(conversation_group(conversation_id), {"type": "conversation.event", "message": message})
 
 
-async def announce_turn(request: Any) -> None:
+async def announce_turn(request: Any, *, branch: list[str] | None = None) -> None:
+    """A new turn: its branch first (the tabs show it: a new version replaces the turns after its
+    place), then the turn."""
+    if branch:
+        await announce(request.conversation_id, {"type": "branch", "ids": branch})
     await announce(request.conversation_id, {"type": "turn", "request_id": str(request.pk)})
 
 
-def announce_turn_sync(request: Any) -> None:
+def announce_turn_sync(request: Any, *, branch: list[str] | None = None) -> None:
     """From sync code: through a layer that spans processes; the in-memory layer of another
     process cannot be reached (those tabs find the turn when they reconnect or reload)."""
     from asgiref.sync import async_to_sync
@@ -37,4 +43,4 @@ def announce_turn_sync(request: Any) -> None:
 
     layer = get_channel_layer()
     if layer is not None and not isinstance(layer, InMemoryChannelLayer):
-        async_to_sync(announce_turn)(request)
+        async_to_sync(announce_turn)(request, branch=branch)

@@ -126,7 +126,7 @@ class SocketSlots:
     disconnecting frees its slots by expiry, so a count can never leak for longer than the TTL.
     """
 
-    def __init__(self, *, user_id: int, owner: str) -> None:
+    def __init__(self, *, user_id: int | str, owner: str) -> None:
         self.user_id = user_id
         self.owner = owner
         self.key: str | None = None

@@ -118,6 +118,8 @@ class Conversation(models.Model):
     last_response_id = models.CharField(max_length=128, blank=True)
     # Deleted by its owner: gone from their pages, kept (with every request) for the admin and analytics.
     deleted_at = models.DateTimeField(null=True, blank=True)
+    # The last turn of the branch every tab shows (branches.py); NULL: the newest turn.
+    leaf = models.ForeignKey("ResponseRequest", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
 
     class Meta:
         ordering = ["-updated"]
@@ -151,6 +153,9 @@ class ResponseRequest(models.Model):
         Conversation, on_delete=models.CASCADE, related_name="requests", null=True, blank=True
     )
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="response_requests")
+    # The turn this one follows in its conversation (NULL: a first turn). Turns with one parent are
+    # versions of one turn, oldest first: Regenerate and Edit add one (branches.py).
+    parent = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="children")
     client_request_id = models.CharField(max_length=100)
     model = models.CharField(max_length=100)
     input = FastJSONField()
@@ -395,3 +400,28 @@ class SafetyVerdict(models.Model):
     class Meta:
         ordering = ["request", "id"]
 
+
+
+class Share(models.Model):
+    """A read-only link its owner handed out to a conversation, or to one of its turns: anyone with
+    the link and an account (or anyone at all, when the owner chose so and RELAY_SHARE_ANONYMOUS
+    allows it) sees the committed view and follows it live as a viewer, never as a request of
+    theirs. Revoked, it stops working at once, open sockets included (shares.py)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # the link's secret; unique: the lookup of every shared page and socket
+    token = models.CharField(max_length=64, unique=True)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="shares")
+    request = models.ForeignKey(ResponseRequest, on_delete=models.CASCADE, null=True, blank=True,
+                                related_name="shares")  # one turn; NULL: the whole conversation
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    anonymous = models.BooleanField(default=False)  # no account needed (if RELAY_SHARE_ANONYMOUS allows)
+    created = models.DateTimeField(default=timezone.now)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        what = "turn" if self.request_id else "conversation"
+        return f"share of a {what}{' (revoked)' if self.revoked_at else ''}"

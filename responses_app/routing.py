@@ -110,4 +110,8 @@ class NotFoundConsumer(AsyncWebsocketConsumer):
 websocket_urlpatterns = [
     path("ws/requests/<uuid:request_id>/", RequestConsumer.as_asgi(), name="ws-request"),
     path("ws/conversations/<uuid:conversation_id>/", ConversationConsumer.as_asgi(), name="ws-conversation"),
+    # the same, for a share link's viewers (selectors.share_open): read only, closed when it is revoked
+    path("ws/shares/<str:share>/requests/<uuid:request_id>/", RequestConsumer.as_asgi(), name="ws-share-request"),
+    path("ws/shares/<str:share>/conversations/<uuid:conversation_id>/", ConversationConsumer.as_asgi(),
+         name="ws-share-conversation"),
 ]

@@ -10,10 +10,12 @@ from typing import Any
 
 import orjson
 from django.contrib.auth.models import AnonymousUser, User
+from django.core.exceptions import ValidationError
 from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
 
-from . import storage
+from . import branches, storage
+from .branches import Versions
 from .conf import app_settings
 from .models import (
     Checkpoint,
@@ -23,6 +25,7 @@ from .models import (
     ResponseRequest,
     SafetyVerdict,
     Segment,
+    Share,
     ToolCall,
 )
 from .streaming.view import apply_op
@@ -30,7 +33,6 @@ from .streaming.vocabulary import INPUT_FLAGGED
 
 VIEW_PERMISSION = "responses_app.view_responserequest"
 CHANGE_PERMISSION = "responses_app.change_responserequest"
-EMPTY_VIEW: dict[str, Any] = {"revision": 0, "meta": {"response_id": None, "status": None}, "blocks": []}
 
 
 def can_view(user: Any, request: ResponseRequest) -> bool:
@@ -67,6 +69,53 @@ def request_get_for_user(
     except (ResponseRequest.DoesNotExist, ValueError, TypeError):
         return None
     return request if can_view(user, request) else None
+
+
+# --- share links ------------------------------------------------------------------------------------
+
+def share_open(*, token: str | None, user: User | AnonymousUser) -> Share | None:
+    """The one rule of a share link, for its pages and its sockets: not revoked, its conversation
+    not deleted, and the visitor signed in, unless the owner chose "anyone with the link" and
+    RELAY_SHARE_ANONYMOUS allows it."""
+    if not token:
+        return None
+    share = (Share.objects.select_related("conversation")
+             .filter(token=token, revoked_at__isnull=True, conversation__deleted_at__isnull=True).first())
+    if share is None or not (user.is_authenticated or (share.anonymous and app_settings.SHARE_ANONYMOUS)):
+        return None
+    return share
+
+
+def request_for_viewer(*, user: User | AnonymousUser, request_id: uuid.UUID | str,
+                       share: str | None = None) -> ResponseRequest | None:
+    """Who may follow a request (the request socket, the shared pages): its owner and staff, or,
+    through a share link (`share`: its token), anyone it admits, to its one turn or to any turn of
+    its conversation. A viewer, never a request of theirs: they can neither stop nor add."""
+    if share is None:
+        return request_get_for_user(user=user, request_id=request_id)
+    grant = share_open(token=share, user=user)
+    if grant is None:
+        return None
+    try:
+        request = ResponseRequest.objects.select_related("conversation").get(
+            pk=request_id, conversation_id=grant.conversation_id)
+    except (ResponseRequest.DoesNotExist, ValueError, TypeError, ValidationError):
+        return None
+    return request if grant.request_id in (None, request.pk) else None
+
+
+def conversation_for_viewer(*, user: User | AnonymousUser | None, conversation_id: uuid.UUID | str,
+                            share: str | None = None) -> Conversation | None:
+    """Who may follow a conversation's turns (its socket): its owner and staff, or anyone a share
+    link of the whole conversation admits. Deleted ones too (the socket says so)."""
+    if user is None:
+        return None
+    if share is None:
+        return conversation_get_for_user(user=user, conversation_id=conversation_id) if user.is_authenticated else None  # type: ignore[arg-type]
+    grant = share_open(token=share, user=user)
+    if grant is None or grant.request_id is not None or str(grant.conversation_id) != str(conversation_id):
+        return None
+    return grant.conversation
 
 
 def _view_from(rows: list[tuple[int, int | None, Any, Any]]) -> dict[str, Any] | None:
@@ -121,7 +170,8 @@ def view_latest(*, request: ResponseRequest) -> dict[str, Any]:
 
 
 def _empty_view(request: ResponseRequest) -> dict[str, Any]:
-    return dict(EMPTY_VIEW, meta={"response_id": request.response_id or None, "status": None})
+    """A new one each time: followers apply patches to the view they are given."""
+    return {"revision": 0, "meta": {"response_id": request.response_id or None, "status": None}, "blocks": []}
 
 
 def request_by_client_id(*, owner: User, client_request_id: str) -> ResponseRequest | None:
@@ -235,14 +285,15 @@ def conversation_get_for_user(*, user: User, conversation_id: uuid.UUID | str) -
 
 
 def conversation_context(*, request: ResponseRequest | RunRequest) -> list[dict[str, Any]]:
-    """The turns of the request's conversation before it, as Responses input items: each turn's
-    input, its function calls with their outputs, and the answer shown. For when the upstream
-    no longer has the chain (`previous_response_not_found`)."""
+    """The turns before the request on its branch, as Responses input items: each turn's input,
+    its function calls with their outputs, and the answer shown. For when the upstream no longer
+    has the chain (`previous_response_not_found`), or never had it (branches.branch_head)."""
     if request.conversation_id is None:
         return []
+    chain = branches.ancestors(conversation_id=request.conversation_id, request_id=request.pk)
     # A turn the precheck flagged was never sent, and never is: not in any context either.
-    earlier = list(ResponseRequest.objects.filter(conversation_id=request.conversation_id, created__lt=request.created)
-                   .exclude(error_code=INPUT_FLAGGED).order_by("created"))
+    by_pk = ResponseRequest.objects.filter(pk__in=chain).exclude(error_code=INPUT_FLAGGED).in_bulk()
+    earlier = [by_pk[pk] for pk in chain if pk in by_pk]
     calls: dict[uuid.UUID, list[ToolCall]] = {}
     for call in ToolCall.objects.filter(request__in=earlier).order_by("started_at"):
         calls.setdefault(call.request_id, []).append(call)
@@ -258,29 +309,16 @@ def conversation_context(*, request: ResponseRequest | RunRequest) -> list[dict[
     return items
 
 
-def response_before(*, request: ResponseRequest) -> str:
-    """The last completed response of the request's conversation before it: what Regenerate and
-    Edit chain to, as if the request had not been."""
-    if request.conversation_id is None:
-        return ""
-    return (ResponseRequest.objects
-            .filter(conversation_id=request.conversation_id, created__lt=request.created,
-                    status=ResponseRequest.Status.COMPLETED)
-            .exclude(response_id="").order_by("-created").values_list("response_id", flat=True).first()) or ""
-
-
-def conversation_has_turns(*, conversation: Conversation, before: ResponseRequest | None = None) -> bool:
-    turns = conversation.requests.exclude(error_code=INPUT_FLAGGED)
-    if before is not None:
-        turns = turns.filter(created__lt=before.created)
-    return turns.exists()
-
-
-def conversation_turns(*, conversation: Conversation) -> list[tuple[ResponseRequest, dict[str, Any]]]:
-    """Every request of a conversation with its latest committed view (two queries)."""
-    requests = list(conversation.requests.order_by("created"))
-    views = views_latest(request_ids=[r.pk for r in requests])
-    return [(r, views.get(r.pk) or _empty_view(r)) for r in requests]
+def conversation_turns(*, conversation: Conversation) -> list[tuple[ResponseRequest, dict[str, Any], Versions]]:
+    """The branch shown, each turn with its latest committed view and its place among its
+    versions (two queries)."""
+    by_pk = {r.pk: r for r in conversation.requests.all()}
+    turns = branches.Tree((r.pk, r.parent_id, r.created) for r in by_pk.values())
+    leaf = turns.leaf(conversation.leaf_id)
+    path = turns.path(leaf) if leaf is not None else []
+    requests = [by_pk[pk] for pk in path]
+    views = views_latest(request_ids=path)
+    return [(r, views.get(r.pk) or _empty_view(r), turns.versions(r.pk)) for r in requests]
 
 
 def mcp_approvals(*, request_id: uuid.UUID) -> dict[str, bool]:
@@ -314,8 +352,8 @@ def conversation_open_for_user(*, user: User | AnonymousUser, conversation_id: u
 
 
 def conversation_turn_ids(*, conversation_id: uuid.UUID | str) -> list[str]:
-    ids = ResponseRequest.objects.filter(conversation_id=conversation_id).order_by("created")
-    return [str(i) for i in ids.values_list("pk", flat=True)]
+    """The turns of the branch shown, first turn first."""
+    return branches.chosen_path_ids(conversation_id)
 
 
 def usage_cost(*, usage: dict[str, Any] | None, model: str) -> float | None:

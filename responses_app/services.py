@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from django.contrib.auth.models import User
 from django.db import (
@@ -21,7 +21,7 @@ from django.db import (
 from django.db.models import F, Q
 from django.utils import timezone
 
-from . import metrics, selectors, signals, storage
+from . import branches, metrics, selectors, signals, storage
 from .forms import unstorable
 from .models import (
     Checkpoint,
@@ -57,30 +57,31 @@ def request_create(
     client_request_id: str,
     conversation: Conversation | None = None,
     params: dict[str, Any] | None = None,
+    parent_id: uuid.UUID | None | Literal["leaf"] = "leaf",
 ) -> tuple[ResponseRequest, bool]:
-    """Create the logical request, or return the one this idempotency key already made."""
+    """Create the logical request, or return the one this idempotency key already made. In a
+    conversation it follows `parent_id` (by default the branch shown) and becomes the leaf."""
     existing = selectors.request_by_client_id(owner=owner, client_request_id=client_request_id)
     if existing is not None:
         return existing, False
+    if parent_id == "leaf":
+        parent_id = branches.chosen_leaf_id(conversation.pk) if conversation is not None else None
     try:
         with transaction.atomic():
             request = ResponseRequest.objects.create(
-                owner=owner,
-                conversation=conversation,
-                client_request_id=client_request_id,
-                model=model,
-                input=input,
-                params=params or {},
+                owner=owner, conversation=conversation, parent_id=parent_id, client_request_id=client_request_id,
+                model=model, input=input, params=params or {},
             )
     except IntegrityError:  # a concurrent submit with the same key won the race
         winner = selectors.request_by_client_id(owner=owner, client_request_id=client_request_id)
         assert winner is not None
         return winner, False
     if conversation is not None:
-        updates: dict[str, Any] = {"updated": request.created}
+        updates: dict[str, Any] = {"updated": request.created, "leaf": request}
         if not conversation.title:
             updates["title"] = _title_from(request.prompt_text)
         Conversation.objects.filter(pk=conversation.pk).update(**updates)
+        conversation.leaf_id = request.pk
     return request, True
 
 

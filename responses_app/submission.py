@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import limits, selectors, services, signals
+from . import branches, limits, selectors, services, signals
 from .conf import app_settings
 from .forms import SubmitForm
 from .models import Conversation, ResponseRequest
@@ -54,12 +54,13 @@ class Submitted:
     request: ResponseRequest
     created: bool  # False: the same client_request_id made it before
     starts: bool = field(default=False)  # a runner must be asked to start it
+    branch: list[str] = field(default_factory=list)  # a new turn's branch, first turn first (every tab shows it)
 
 
 def submit(*, user: Any, data: Mapping[str, Any], replaces: ResponseRequest | None = None) -> Submitted:
     """Validate, apply the user's limits and create the logical request (or find the one this
-    idempotency key made). `replaces`: Regenerate or Edit of that turn, chained as if it had not
-    been. Raises Refused."""
+    idempotency key made). `replaces`: Regenerate or Edit of that turn, a new version of it (a
+    branch) chained to the answers before it. Raises Refused."""
     form = SubmitForm(dict(data))
     if not form.is_valid():
         raise Refused(400, "invalid_request", "invalid request",
@@ -72,15 +73,22 @@ def submit(*, user: Any, data: Mapping[str, Any], replaces: ResponseRequest | No
         if refusal is not None:
             raise Refused(429, refusal.code, refusal.message, retry_after=refusal.retry_after)
         conversation = _conversation(user, cleaned.get("conversation"))
-        params = _params(cleaned, conversation, replaces=replaces, tools=data.get("tools"))
+        # A new turn follows the branch shown; Regenerate and Edit add a version beside `replaces`.
+        turns = branches.tree(conversation.pk)
+        parent_id = replaces.parent_id if replaces is not None else turns.leaf(conversation.leaf_id)
+        head = branches.branch_head(turns=turns, parent_id=parent_id)
+        params = _params(cleaned, head=head, tools=data.get("tools"))
         request, created = services.request_create(
             owner=user, input=cleaned["input"], model=cleaned["model"],
-            client_request_id=cleaned["client_request_id"], conversation=conversation, params=params)
+            client_request_id=cleaned["client_request_id"], conversation=conversation, params=params,
+            parent_id=parent_id)
+    branch: list[str] = []
     if created:
         signals.send(signals.request_started, request=request)
+        branch = [str(pk) for pk in (*head.path, request.pk)]
     elif conversation.pk != request.conversation_id and not conversation.requests.exists():
         Conversation.objects.filter(pk=conversation.pk).delete()  # lost a race to a concurrent resubmit
-    return Submitted(request, created, created or request.status == ResponseRequest.Status.PENDING)
+    return Submitted(request, created, created or request.status == ResponseRequest.Status.PENDING, branch)
 
 
 def resend_data(source: ResponseRequest, *, client_request_id: str, input: Any | None = None) -> dict[str, Any]:
@@ -104,8 +112,7 @@ def _conversation(user: Any, conversation_id: Any) -> Conversation:
     return conversation
 
 
-def _params(cleaned: dict[str, Any], conversation: Conversation, *, replaces: ResponseRequest | None,
-            tools: Any) -> dict[str, Any]:
+def _params(cleaned: dict[str, Any], *, head: branches.Head, tools: Any) -> dict[str, Any]:
     background = cleaned["background"]
     params: dict[str, Any] = {
         "background": app_settings.BACKGROUND_DEFAULT if background is None else background,
@@ -114,12 +121,10 @@ def _params(cleaned: dict[str, Any], conversation: Conversation, *, replaces: Re
     }
     if cleaned.get("max_output_tokens"):
         params["max_output_tokens"] = cleaned["max_output_tokens"]
-    previous = (selectors.response_before(request=replaces) if replaces is not None
-                else conversation.last_response_id)
-    if previous:
-        params["previous_response_id"] = previous
-    elif selectors.conversation_has_turns(conversation=conversation, before=replaces):
-        params["full_context"] = True  # the chain is gone: send the conversation so far instead
+    if head.previous_response_id:
+        params["previous_response_id"] = head.previous_response_id
+    elif head.has_turns:
+        params["full_context"] = True  # no answer to chain to: send the branch so far instead
     return params
 
 
@@ -147,4 +152,4 @@ async def start(submitted: Submitted) -> None:
     if submitted.starts:
         await worker.start_request(str(submitted.request.pk))
     if submitted.created:
-        await announce_turn(submitted.request)
+        await announce_turn(submitted.request, branch=submitted.branch)

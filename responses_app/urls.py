@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import frontends_views, jsonapi, views
+from . import branch_views, frontends_views, jsonapi, search_views, share_views, views
 
 app_name = "responses_app"
 
@@ -25,7 +25,15 @@ urlpatterns = [
     path("c/<uuid:conversation_id>/turns/<uuid:request_id>/cancel", views.chat_cancel, name="chat-cancel"),
     path("c/<uuid:conversation_id>/turns/<uuid:request_id>/regenerate", views.chat_regenerate, name="chat-regenerate"),
     path("c/<uuid:conversation_id>/turns/<uuid:request_id>/edit", views.chat_edit, name="chat-edit"),
+    path("c/<uuid:conversation_id>/turns/<uuid:request_id>/show", branch_views.chat_show, name="chat-show"),
     path("c/<uuid:conversation_id>/rename", views.conversation_rename, name="conversation-rename"),
     path("c/<uuid:conversation_id>/delete", views.conversation_delete, name="conversation-delete"),
     path("analytics/", views.analytics_page, name="analytics"),
+    # find and take out (search_views.py), share a live answer (share_views.py)
+    path("search/", search_views.search, name="search"),
+    path("c/<uuid:conversation_id>/export.<str:fmt>", search_views.export, name="conversation-export"),
+    path("c/<uuid:conversation_id>/shares", share_views.share_create, name="share-create"),
+    path("c/<uuid:conversation_id>/shares/<uuid:share_id>/revoke", share_views.share_revoke, name="share-revoke"),
+    path("s/<str:token>/", share_views.shared, name="shared"),
+    path("s/<str:token>/turns/<uuid:request_id>/", share_views.shared_turn, name="shared-turn"),
 ]

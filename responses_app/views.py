@@ -23,7 +23,8 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from . import analytics, selectors, services, submission, upstream
+from . import analytics, branches, selectors, services, submission, upstream
+from .branches import Versions
 from .conf import app_settings
 from .conversation_events import announce
 from .models import Conversation, ResponseRequest
@@ -98,8 +99,9 @@ def _thought_s(request: ResponseRequest, view: dict[str, Any]) -> int | None:
 
 
 def turn_context(request: ResponseRequest, view: dict[str, Any], *, can_post: bool = False,
-                 can_cancel: bool | None = None) -> dict[str, Any]:
-    """`can_cancel`: Stop is offered (the owner's, or a viewer with change_responserequest)."""
+                 can_cancel: bool | None = None, versions: Versions | None = None) -> dict[str, Any]:
+    """`can_cancel`: Stop is offered (the owner's, or a viewer with change_responserequest);
+    `versions`: the turn's place among its versions (`‹ 2/3 ›`, branches.py)."""
     live = not request.is_terminal and request.status != ResponseRequest.Status.UNKNOWN
     badge = badge_key(request.status, view)
     usage = request.usage or (view.get("meta") or {}).get("usage")
@@ -124,6 +126,7 @@ def turn_context(request: ResponseRequest, view: dict[str, Any], *, can_post: bo
         "can_post": can_post,
         "regenerate_id": str(uuid.uuid4()),  # fresh per render: idempotency keys, as the composer's
         "resend_id": str(uuid.uuid4()),
+        "versions": versions,
     }
 
 def _chat_url(conversation_id: Any, request_id: Any | None = None) -> str:
@@ -214,8 +217,8 @@ def _chat(http: HttpRequest, conversation_id: uuid.UUID) -> tuple[HttpResponse, 
             refused, errors = exc, _form_errors(exc)
         else:
             return HttpResponseRedirect(_chat_url(done.request.conversation_id, done.request.pk)), done
-    turns = [turn_context(r, v, can_post=can_post, can_cancel=can_cancel)
-             for r, v in selectors.conversation_turns(conversation=conversation)]
+    turns = [turn_context(r, v, can_post=can_post, can_cancel=can_cancel, versions=versions)
+             for r, v, versions in selectors.conversation_turns(conversation=conversation)]
     response = page(http, "responses_app/chat.html", {
         "conversation": conversation,
         "turns": turns,
@@ -247,7 +250,8 @@ def chat_turn(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UU
     view = selectors.view_latest(request=request)
     can_post = request.owner_id == http.user.pk and request.conversation.deleted_at is None  # type: ignore[union-attr]
     return render(http, "responses_app/_turn.html", turn_context(
-        request, view, can_post=can_post, can_cancel=selectors.can_cancel(http.user, request)))
+        request, view, can_post=can_post, can_cancel=selectors.can_cancel(http.user, request),
+        versions=branches.versions_of(request)))
 
 
 def _chat_cancel(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UUID) -> bool:
@@ -340,14 +344,14 @@ async def _resend_view(http: HttpRequest, conversation_id: uuid.UUID, request_id
 @login_required
 @require_POST
 async def chat_regenerate(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UUID) -> HttpResponse:
-    """The same prompt again, as a new logical request at the end of the conversation."""
+    """The same prompt again: a new version of the turn (a new logical request), shown at once."""
     return await _resend_view(http, conversation_id, request_id, edit=False)
 
 
 @login_required
 @require_POST
 async def chat_edit(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UUID) -> HttpResponse:
-    """An edited prompt, sent as a new logical request chained to the answers before the original."""
+    """An edited prompt: a new version of the turn, chained to the answers before it."""
     return await _resend_view(http, conversation_id, request_id, edit=True)
 
 

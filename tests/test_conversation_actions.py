@@ -145,8 +145,10 @@ async def test_every_tab_hears_of_a_new_turn_and_outsiders_are_refused(owner: An
     response = await sync_to_async(client.post)(reverse("responses_app:api-requests"), json.dumps(body),
                                                 content_type="application/json")
     assert response.status_code == 201
-    for tab in (tab_a, tab_b):
-        assert await tab.receive_json_from(timeout=5) == {"type": "turn", "request_id": response.json()["id"]}
+    new = response.json()["id"]
+    for tab in (tab_a, tab_b):  # the branch shown first (the new turn after the one before), then the turn
+        assert await tab.receive_json_from(timeout=5) == {"type": "branch", "ids": [str(turn.pk), new]}
+        assert await tab.receive_json_from(timeout=5) == {"type": "turn", "request_id": new}
     await sync_to_async(client.post)(reverse("responses_app:api-requests"), json.dumps(body),
                                      content_type="application/json")
     assert await tab_a.receive_nothing(timeout=0.3), "a resubmit is not a new turn"

@@ -1,10 +1,12 @@
-"""`ConversationConsumer` at /ws/conversations/<uuid>/: one browser tab watching one conversation.
+"""`ConversationConsumer` at /ws/conversations/<uuid>/ (and /ws/shares/<token>/conversations/<uuid>/
+for a share link's viewers): one browser tab watching one conversation.
 
 It relays what conversation_events.py announces (the turns, a new turn, a rename, the deletion),
 so every open tab shows a turn started anywhere; each tab then follows that turn's stream over
 its own /ws/requests/<id>/ like any live turn. It never starts, stops or counts a request. Who may
-open it: the conversation's owner, or a user with the view_responserequest permission (others
-closed 4403, a deleted conversation 4404); then the hardening both sockets share
+open it: the conversation's owner, a user with the view_responserequest permission, or a share
+link of the whole conversation (selectors.conversation_for_viewer; others closed 4403, a deleted
+conversation 4404); then the hardening both sockets share
 (consumers/guard.py). From the client it reads `ping` only.
 """
 
@@ -27,6 +29,7 @@ class ConversationConsumer(GuardedConsumer):
 
     async def connect(self) -> None:
         self.conversation_id = str(self.scope["url_route"]["kwargs"]["conversation_id"])
+        self.share = self.scope["url_route"]["kwargs"].get("share")  # opened through a share link: its token
         user = self.scope.get("user")
         code, _ = await self._load(user)
         if code:
@@ -57,11 +60,14 @@ class ConversationConsumer(GuardedConsumer):
 
     @ws_db
     def _load(self, user: Any) -> tuple[int, list[str]]:
-        if user is None or not user.is_authenticated:
-            return CLOSE_FORBIDDEN, []
-        conversation = selectors.conversation_get_for_user(user=user, conversation_id=self.conversation_id)
+        conversation = selectors.conversation_for_viewer(user=user, conversation_id=self.conversation_id,
+                                                         share=self.share)
         if conversation is None:
             return CLOSE_FORBIDDEN, []
         if conversation.deleted_at is not None:
             return CLOSE_NOT_FOUND, []
         return 0, selectors.conversation_turn_ids(conversation_id=conversation.pk)
+
+    def still_visible(self) -> bool:
+        return selectors.conversation_for_viewer(user=self.scope["user"], conversation_id=self.conversation_id,
+                                                 share=self.share) is not None

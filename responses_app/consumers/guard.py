@@ -12,7 +12,10 @@ routing.py; who may open which socket is each consumer's own (4403, 4404).
   latest at the next check every SESSION_CHECK_SECONDS (a password written with
   `QuerySet.update` is only noticed so).
 - **Sockets per user:** at most RELAY_MAX_SOCKETS_PER_USER across processes (limits.SocketSlots);
-  more are closed 4429.
+  more are closed 4429. A share link's anonymous viewers are counted by their address.
+- **Share links** (`share` in the route: its token): the socket joins the link's group and closes
+  4403 the moment the link is revoked (shares.share_revoke), in any process; the periodic session
+  check asks the link again too (`still_visible`). An anonymous viewer has no session to watch.
 - **Frames:** past the per-socket budget (RELAY_WS_FRAME_RATE, RELAY_WS_FRAME_BURST) a frame is
   dropped unread; a socket that keeps flooding is closed 4429.
 - **Bad frames**, the same rule on both sockets, never a traceback: a binary frame is closed 1003
@@ -47,7 +50,8 @@ from django.utils.crypto import constant_time_compare
 
 from .. import limits
 from ..conf import app_settings
-from ..relay.dbthreads import ws_db
+from ..relay.dbthreads import ws_call, ws_db
+from ..shares import CLOSE_REVOKED, share_group
 from ..wsthreads import PooledConsumerMixin
 
 logger = logging.getLogger(__name__)
@@ -132,9 +136,11 @@ def session_time_left(session_key: str, user_id: Any) -> float | None:
 class GuardedConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
     """A websocket consumer with the rules above. A subclass decides who may open it, then calls
     `admit` (which accepts the socket or closes it), handles its messages in `handle` and calls
-    `super().disconnect(code)` from its own `disconnect`."""
+    `super().disconnect(code)` from its own `disconnect`; `still_visible` says whether its viewer
+    may still see what it opened (asked for share links)."""
 
     closing = False
+    share: str | None = None
     user_id: Any = None
     session_key: str | None = None
     slots: limits.SocketSlots | None = None
@@ -149,14 +155,16 @@ class GuardedConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
 
     async def admit(self, user: Any) -> bool:
         """A socket slot and a live session, then accept; False when the socket was closed."""
-        slots = limits.SocketSlots(user_id=user.pk, owner=self.channel_name)
+        signed_in = bool(user.is_authenticated)
+        slot_owner = user.pk if signed_in else f"anon:{(self.scope.get('client') or ['?'])[0]}"
+        slots = limits.SocketSlots(user_id=slot_owner, owner=self.channel_name)
         if not await slots.acquire():
             await self.refuse(CLOSE_TOO_MANY)
             return False
         self.slots, self.user_id = slots, user.pk
         session = self.scope.get("session")
-        self.session_key = session.session_key if session is not None else None
-        if session is not None and not self.session_key:
+        self.session_key = session.session_key if session is not None and signed_in else None
+        if session is not None and signed_in and not self.session_key:
             await self.refuse(CLOSE_UNAUTHENTICATED)
             await slots.release()
             return False
@@ -166,7 +174,16 @@ class GuardedConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
         if self.session_key:
             await self.channel_layer.group_add(session_group(self.session_key), self.channel_name)
             await self.channel_layer.group_add(user_group(user.pk), self.channel_name)
+        if self.share:
+            await self.channel_layer.group_add(share_group(self.share), self.channel_name)
+            if not await ws_call(self.still_visible)():  # revoked in between: one or the other catches it
+                await self.shut(CLOSE_REVOKED)
+                return False
         self.watchdog = asyncio.get_running_loop().create_task(self._watch_session())
+        return True
+
+    def still_visible(self) -> bool:
+        """Whether the viewer may still see what this socket opened (in a database thread)."""
         return True
 
     async def disconnect(self, code: int) -> None:
@@ -178,6 +195,8 @@ class GuardedConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
                 if self.session_key:
                     await self.channel_layer.group_discard(session_group(self.session_key), self.channel_name)
                     await self.channel_layer.group_discard(user_group(self.user_id), self.channel_name)
+            if self.share:
+                await self.channel_layer.group_discard(share_group(self.share), self.channel_name)
         finally:
             await self.slots.release()  # whatever failed above, the slot is not leaked
 
@@ -231,6 +250,10 @@ class GuardedConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
         """This socket's session was logged out (in any process)."""
         await self.shut(CLOSE_UNAUTHENTICATED)
 
+    async def relay_share_revoked(self, event: dict[str, Any]) -> None:
+        """The share link this socket was opened through was revoked (in any process)."""
+        await self.shut(CLOSE_REVOKED)
+
     async def relay_recheck(self, event: dict[str, Any]) -> None:
         """This socket's user was saved (a password change, say): is the session still theirs?"""
         if not self.closing and await self.session_seconds_left() is None:
@@ -247,8 +270,10 @@ class GuardedConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
     def session_seconds_left(self) -> float | None:
         """See `session_time_left`. A socket opened without a session (only in tests that bypass
         the auth middleware stack) has nothing to watch."""
-        if "session" not in self.scope:
-            return SESSION_CHECK_SECONDS
+        if self.share and not self.still_visible():
+            return None  # the link was revoked, its message lost on the way
+        if "session" not in self.scope or (self.share and self.user_id is None):
+            return SESSION_CHECK_SECONDS  # nothing to watch (an anonymous share viewer: the link is)
         if not self.session_key:
             return None
         return session_time_left(self.session_key, self.user_id)

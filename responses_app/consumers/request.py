@@ -1,6 +1,7 @@
-"""`RequestConsumer` at /ws/requests/<uuid>/: one browser tab watching one logical request.
+"""`RequestConsumer` at /ws/requests/<uuid>/ (and /ws/shares/<token>/requests/<uuid>/ for a share
+link's viewers): one browser tab watching one logical request.
 
-On connect: who may watch it (`selectors.can_view`: else closed 4403), then the hardening both
+On connect: who may watch it (`selectors.request_for_viewer`: else closed 4403), then the hardening both
 sockets share (consumers/guard.py: sockets per user, the session, the frame budget, bad frames),
 then the latest view as a `snapshot`, live patches, and `terminal`. Messages are JSON objects
 with `type` and `revision`, except patches: arrays in the wire format of streaming/wire.py, which
@@ -48,6 +49,7 @@ class RequestConsumer(GuardedConsumer):
 
     async def connect(self) -> None:
         self.request_id = str(self.scope["url_route"]["kwargs"]["request_id"])
+        self.share = self.scope["url_route"]["kwargs"].get("share")  # opened through a share link: its token
         user = self.scope.get("user")
         request = await self._load(user)
         if request is None:
@@ -112,12 +114,18 @@ class RequestConsumer(GuardedConsumer):
     def _load(self, user: Any) -> ResponseRequest | None:
         if user is None:
             return None
-        return selectors.request_get_for_user(user=user, request_id=self.request_id)
+        return selectors.request_for_viewer(user=user, request_id=self.request_id, share=self.share)
+
+    def still_visible(self) -> bool:
+        return selectors.request_for_viewer(user=self.scope["user"], request_id=self.request_id,
+                                            share=self.share) is not None
 
     @ws_db
     def _may_cancel(self) -> bool:
         """Read now, with the user's current permissions (not those cached at connect)."""
         user = self.scope["user"]
+        if not user.is_authenticated:
+            return False  # a share link's anonymous viewer
         if user.pk != self.request.owner_id:
             user = get_user_model()._default_manager.filter(pk=user.pk, is_active=True).first()
         return user is not None and selectors.can_cancel(user, self.request)

@@ -41,10 +41,12 @@ def relay_assets(context: template.Context) -> SafeString:
             return mark_safe("")
         request._relay_assets = True
     return format_html(
-        '<link rel="stylesheet" href="{}">\n{}\n{}\n<script type="module" src="{}"></script>',
+        '<link rel="stylesheet" href="{}">\n<link rel="stylesheet" href="{}">\n{}\n{}\n'
+        '<script type="module" src="{}"></script>',
         static("responses_app/chat.css"),
+        static("responses_app/chat-tools.css"),
         json_script(vocabulary(), "relay-vocabulary"),
-        json_script(url_templates(), "relay-urls"),
+        json_script({**url_templates(), **(context.get("relay_urls") or {})}, "relay-urls"),  # shared.html: its own
         static("responses_app/chat/main.js"),
     )
 

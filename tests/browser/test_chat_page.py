@@ -169,18 +169,23 @@ def test_rename_regenerate_edit_and_delete(sessions: Any, relay_server: RelaySer
     expect(page.locator("h1[data-title]")).to_have_text("Renamed by me")
     expect(other.locator("h1[data-title]")).to_have_text("Renamed by me")  # live in the other tab
 
-    for attempt in (1, 2):  # twice: each press is a new logical request, not a resubmit
-        turn(page, first).get_by_role("button", name="Regenerate").click()
-        expect(page.locator("article.turn")).to_have_count(1 + attempt)
-        regenerated = str(page.locator("article.turn").last.get_attribute("data-request-id"))
-        wait_completed(page, regenerated)
-        expect(turn(page, regenerated).locator(".msg-user .bubble")).to_have_text("Original prompt")
-    expect(other.locator("article.turn")).to_have_count(3)
+    shown = first
+    for attempt in (1, 2):  # twice: each press is a new logical request (a new version), not a resubmit
+        turn(page, shown).get_by_role("button", name="Regenerate").click()
+        expect(turn(page, shown)).to_have_count(0)  # the version replaces the turn in place
+        expect(page.locator("article.turn")).to_have_count(1)
+        shown = str(page.locator("article.turn").last.get_attribute("data-request-id"))
+        wait_completed(page, shown)
+        expect(turn(page, shown).locator(".msg-user .bubble")).to_have_text("Original prompt")
+        expect(turn(page, shown).locator("[data-version-count]")).to_have_text(f"{1 + attempt}/{1 + attempt}")
+    expect(other.locator("article.turn")).to_have_count(1)
+    expect(turn(other, shown)).to_have_count(1)
 
-    turn(page, first).get_by_role("button", name="Edit").click()
-    page.fill(f"#edit-{first}", "Edited prompt")
-    turn(page, first).get_by_role("button", name="Send").click()
-    expect(page.locator("article.turn")).to_have_count(4)
+    turn(page, shown).get_by_role("button", name="Edit").click()
+    page.fill(f"#edit-{shown}", "Edited prompt")
+    turn(page, shown).get_by_role("button", name="Send").click()
+    expect(turn(page, shown)).to_have_count(0)
+    expect(page.locator("article.turn")).to_have_count(1)
     edited = str(page.locator("article.turn").last.get_attribute("data-request-id"))
     wait_completed(page, edited)
     expect(turn(page, edited).locator(".msg-user .bubble")).to_have_text("Edited prompt")

@@ -169,8 +169,9 @@ async def test_the_request_deadline_cancels_and_ends_incomplete_keeping_the_text
 def second_turn_after_a_forgotten_chain(first: ResponseRequest) -> ResponseRequest:
     conversation = Conversation.objects.get(pk=first.conversation_id)
     assert conversation.last_response_id == first.response_id
-    # As after a restart of the embedded simulator, or a provider's expiry: the chain is gone.
-    Conversation.objects.filter(pk=conversation.pk).update(last_response_id="resp_forgotten")
+    # As after a restart of the embedded simulator, or a provider's expiry: the upstream no longer
+    # has the branch's last answer, which the next turn chains to.
+    ResponseRequest.objects.filter(pk=first.pk).update(response_id="resp_forgotten")
     done = submission.submit(
         user=first.owner, data={"input": "And now?", "model": "sim-text", "conversation": str(conversation.pk),
                                 "client_request_id": "turn-2", "background": "false",

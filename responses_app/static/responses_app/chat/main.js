@@ -5,6 +5,7 @@
 // (composer.js) and shows turns started in other tabs (conversation.js). Words and status sets
 // come from the server (vocab.js).
 
+import { bindBranches } from "./branches.js";
 import { bindComposer } from "./composer.js";
 import { ConversationLive, bindActions } from "./conversation.js";
 import { csrfToken, followAll, followers, hooks, liveHtml, liveTexts } from "./follower.js";
@@ -49,7 +50,7 @@ function start() {
   if (chat) {
     startScroll({ composer: form, jumpButton: chat.querySelector("[data-jump]"), turns: document.getElementById("turns") });
     bindActions(chat, chat.dataset.conversation);
-    new ConversationLive(chat.dataset.conversation);
+    bindBranches(chat, new ConversationLive(chat.dataset.conversation));
   }
   followAll();
   bindApprovals(document);

@@ -1,0 +1,57 @@
+"""Find and take out: search across one's own conversations (search.py), results linking to the
+turn (opened on its branch, branch_views.chat_show); export a conversation's branch shown as
+Markdown or JSON (export.py). Both only ever the user's own: another user's conversation is a
+404 here, staff included.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+
+import orjson
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.views.decorators.http import require_GET
+
+from . import export as exports
+from . import search as searching
+from . import selectors
+from .views import page
+
+
+@login_required
+@require_GET
+def search(http: HttpRequest) -> HttpResponse:
+    query = http.GET.get("q", "")
+    hits = searching.search_turns(user=http.user, query=query)
+    return page(http, "responses_app/search.html", {"query": " ".join(query.split()), "hits": hits,
+                                                    "limit": searching.MAX_RESULTS})
+
+
+def _filename(title: str, extension: str) -> str:
+    stem = re.sub(r"[^A-Za-z0-9]+", "-", title).strip("-").lower()[:60] or "conversation"
+    return f"{stem}.{extension}"
+
+
+@login_required
+@require_GET
+def export(http: HttpRequest, conversation_id: uuid.UUID, fmt: str) -> HttpResponse:
+    """`export.md` or `export.json`: a download of the branch shown, committed views only."""
+    conversation = selectors.conversation_open_for_user(user=http.user, conversation_id=conversation_id)
+    if conversation is None or conversation.owner_id != http.user.pk or fmt not in ("md", "json"):
+        raise Http404("No such conversation")
+    if fmt == "md":
+        response = HttpResponse(exports.conversation_markdown(conversation),
+                                content_type="text/markdown; charset=utf-8")
+    else:
+        data = exports.conversation_json(conversation)
+        try:
+            body = orjson.dumps(data, option=orjson.OPT_INDENT_2)
+        except TypeError:  # what orjson refuses (a lone surrogate kept in a prompt): escaped
+            body = json.dumps(data, indent=2).encode()
+        response = HttpResponse(body, content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="{_filename(str(conversation), fmt)}"'
+    response["Cache-Control"] = "private, no-store"
+    return response

@@ -1,0 +1,132 @@
+"""Share a live answer: the owner makes a read-only link to a conversation, or to one of its turns,
+and revokes it (the panel of the chat page, `_conversation_tools.html`); whoever the link admits
+(selectors.share_open: signed in, or anyone when the owner chose so and RELAY_SHARE_ANONYMOUS
+allows it) reads the committed view at /s/<token>/ and follows it live over the link's sockets.
+
+A viewer is a viewer connection of the owner's request, never a request of theirs: nothing here
+starts, stops or counts one. Revoking closes their sockets at once (shares.close_sockets), and
+the link answers 404 from then on.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from . import addresses, branches, selectors, shares, views
+from .models import Conversation, Share
+
+
+def _own(http: HttpRequest, conversation_id: uuid.UUID) -> Conversation:
+    conversation = selectors.conversation_open_for_user(user=http.user, conversation_id=conversation_id)
+    if conversation is None:
+        raise Http404("No such conversation")
+    if conversation.owner_id != http.user.pk:
+        raise PermissionDenied("Only the owner shares a conversation")
+    return conversation
+
+
+def _tools_url(conversation_id: Any, anchor: str = "conversation-tools") -> str:
+    return f"{reverse('responses_app:chat', args=[conversation_id])}?tools=open#{anchor}"
+
+
+def share_link(http: HttpRequest, share: Share) -> str:
+    return http.build_absolute_uri(reverse("responses_app:shared", args=[share.token]))
+
+
+@login_required
+@require_POST
+def share_create(http: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
+    """A new link: `turn` (a request id) for one turn, else the whole conversation; `anonymous=1`
+    for anyone with the link, where the setting allows it."""
+    conversation = _own(http, conversation_id)
+    turn = None
+    if http.POST.get("turn"):
+        turn = selectors.request_get_for_user(user=http.user, request_id=http.POST["turn"])
+        if turn is None or turn.conversation_id != conversation.pk:
+            return HttpResponse("No such turn in this conversation.", status=400, content_type="text/plain")
+    try:
+        share = shares.share_create(conversation=conversation, user=http.user, request=turn,
+                                    anonymous=http.POST.get("anonymous") == "1")
+    except ValueError as exc:
+        return HttpResponse(str(exc), status=400, content_type="text/plain")
+    if "application/json" in http.headers.get("accept", ""):
+        return JsonResponse({"id": str(share.pk), "url": share_link(http, share), "anonymous": share.anonymous},
+                            status=201)
+    return HttpResponseRedirect(_tools_url(conversation.pk, f"share-{share.pk}"))
+
+
+def _own_share(http: HttpRequest, conversation_id: uuid.UUID, share_id: uuid.UUID) -> Share:
+    conversation = _own(http, conversation_id)
+    share = Share.objects.filter(pk=share_id, conversation=conversation).first()
+    if share is None:
+        raise Http404("No such link")
+    return share
+
+
+@login_required
+@require_POST
+async def share_revoke(http: HttpRequest, conversation_id: uuid.UUID, share_id: uuid.UUID) -> HttpResponse:
+    """The link stops working now: its open sockets close, in every process."""
+    share = await sync_to_async(_own_share)(http, conversation_id, share_id)
+    if await sync_to_async(shares.share_revoke)(share=share):
+        await shares.close_sockets(share.token)
+    if "application/json" in http.headers.get("accept", ""):
+        return JsonResponse({"id": str(share.pk), "revoked": True})
+    return HttpResponseRedirect(_tools_url(conversation_id))
+
+
+# --- the shared pages -------------------------------------------------------------------------------
+
+def _open(http: HttpRequest, token: str) -> Share | HttpResponse:
+    share = selectors.share_open(token=token, user=http.user)
+    if share is not None:
+        return share
+    if not http.user.is_authenticated:  # perhaps a link for signed-in people: sign in, then see
+        return redirect_to_login(http.get_full_path())
+    raise Http404("This link does not work (any more).")
+
+
+@require_GET
+def shared(http: HttpRequest, token: str) -> HttpResponse:
+    """The committed view of what the link shares, then followed live by the page's script."""
+    share = _open(http, token)
+    if isinstance(share, HttpResponse):
+        return share
+    conversation = share.conversation
+    if share.request is not None:
+        request = share.request
+        turns = [(request, selectors.view_latest(request=request), None)]
+    else:
+        turns = selectors.conversation_turns(conversation=conversation)  # type: ignore[assignment]
+    return views.page(http, "responses_app/shared.html", {
+        "share": share,
+        "conversation": conversation,
+        "turns": [views.turn_context(r, v, can_post=False, can_cancel=False, versions=versions)
+                  for r, v, versions in turns],
+        "relay_urls": addresses.share_url_templates(share.token),
+    })
+
+
+@require_GET
+def shared_turn(http: HttpRequest, token: str, request_id: uuid.UUID) -> HttpResponse:
+    """One turn through the link, server-rendered (a new turn, a finished answer swapped in)."""
+    share = _open(http, token)
+    if isinstance(share, HttpResponse):
+        return HttpResponse(status=401)  # the script's question "may I still see it?"
+    request = selectors.request_for_viewer(user=http.user, request_id=request_id, share=token)
+    if request is None:
+        raise Http404("No such turn")
+    versions = None if share.request_id else branches.versions_of(request)
+    context = views.turn_context(request, selectors.view_latest(request=request), can_post=False, can_cancel=False,
+                                 versions=versions)
+    return render(http, "responses_app/_turn.html", {**context, "share": share})
