@@ -176,6 +176,7 @@ async def test_revoking_closes_the_link_s_sockets_at_once(owner: Any, teammate: 
     assert json.loads(await tab.receive_from(timeout=5)) == {"type": "turns", "ids": [str(turn.pk)]}
     await viewer.send_to(text_data='{"type":"cancel"}')  # read only: a viewer cannot stop it
     await viewer.send_to(text_data='{"type":"ping"}')
+    assert json.loads(await viewer.receive_from(timeout=5))["type"] == "error"
     assert json.loads(await viewer.receive_from(timeout=5)) == {"type": "pong"}
     saved = await sync_to_async(ResponseRequest.objects.get)(pk=turn.pk)
     assert not saved.cancel_requested and saved.cancels == 0
@@ -214,6 +215,7 @@ async def test_a_viewer_who_may_not_stop_an_answer_cannot_over_the_socket(owner:
     assert json.loads(await auditor.receive_from(timeout=5))["type"] == "snapshot"
     await auditor.send_to(text_data='{"type":"cancel"}')
     await auditor.send_to(text_data='{"type":"ping"}')
+    assert json.loads(await auditor.receive_from(timeout=5))["type"] == "error"
     assert json.loads(await auditor.receive_from(timeout=5)) == {"type": "pong"}
     assert not (await sync_to_async(ResponseRequest.objects.get)(pk=turn.pk)).cancel_requested
     await auditor.disconnect()
