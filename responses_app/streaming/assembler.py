@@ -85,7 +85,7 @@ class Assembler(ItemEvents):
         self.last_sequence_number: int | None = starting_after
         # Where the last text delta went, while no other event has changed the structure since:
         # (output_index, item_id, content_index, part text append, part data, view block chunk
-        # append, block id). Any event that is not a text delta clears it.
+        # append, block id, view op append). Any event that is not a text delta clears it.
         self._fast: _TextTarget | None = None
         # What the events since the last `Applied` did (see `_applied`).
         self._boundaries = 0
@@ -115,54 +115,24 @@ class Assembler(ItemEvents):
         return self._applied()
 
     def feed_many(self, events: Iterable[dict[str, Any]]) -> Applied:
-        """`feed` each event in turn; the same result, with the common case inlined.
-
-        The common case is a text delta that is next in sequence, nothing is held, and the part
-        it addresses is the one the previous delta went to (`_fast`). Anything else is `_feed`.
-        """
+        """`feed` each event in turn; the same result, with the sequencing of the common case
+        (next in sequence, nothing held) kept in a local and stored once for the batch."""
         feed = self._feed
+        apply = self._apply
         held = self._held  # the same dict for the assembler's life
-        text_deltas = PART_TEXT_DELTAS
-        ops_append = self.view.op_sink()  # take_ops cannot run while this loop does
-        expected = self._next_seq  # a local while on the fast path, stored before leaving it
-        fast = 0  # events applied here: stats.events and the sequence are updated once
-        shown = 0  # view ops appended here: view.revision is advanced once
+        expected = self._next_seq
         try:
             for event in events:
                 seq = event.get("sequence_number")
-                target = self._fast
-                if (
-                    seq != expected
-                    or target is None
-                    or held
-                    or type(seq) is not int
-                    or event["type"] not in text_deltas
-                    or target[0] != (index := event.get("output_index"))
-                    or target[1] != event.get("item_id")
-                    or target[2] != event.get("content_index", 0)
-                    or type(index) is not int
-                    or type(delta := event.get("delta", "")) is not str
-                ):
-                    if fast:
-                        self._sync_fast(expected, fast)
-                        fast = 0
-                    feed(event)
-                    expected = self._next_seq
+                if seq == expected and not held and type(seq) is int:
+                    expected = seq + 1
+                    apply(event)
                     continue
-                expected = seq + 1
-                fast += 1
-                target[3](delta)
-                logprobs = event.get("logprobs")
-                if logprobs:
-                    target[4].setdefault("logprobs", []).extend(logprobs)
-                if delta:  # as ViewModel.append, inlined
-                    target[5](delta)
-                    ops_append(["append", target[6], delta])
-                    shown += 1
+                self._sync(expected)
+                feed(event)
+                expected = self._next_seq
         finally:
-            if fast:
-                self._sync_fast(expected, fast)
-            self.view.advance(shown)
+            self._sync(expected)
         return self._applied()
 
     def release_held(self) -> Applied:
@@ -234,11 +204,11 @@ class Assembler(ItemEvents):
         else:
             self._out_of_order(event, seq, expected)
 
-    def _sync_fast(self, expected: int | None, applied: int) -> None:
-        assert expected is not None  # the fast path only runs on sequenced events
-        self._next_seq = expected
-        self.last_sequence_number = expected - 1
-        self.stats.events += applied
+    def _sync(self, expected: int | None) -> None:
+        """Store where `feed_many`'s local sequence stands."""
+        if expected is not None and expected != self._next_seq:
+            self._next_seq = expected
+            self.last_sequence_number = expected - 1
 
     def _out_of_order(self, event: dict[str, Any], seq: int, expected: int) -> None:
         if seq < expected:
@@ -290,8 +260,9 @@ class Assembler(ItemEvents):
             logprobs = event.get("logprobs")
             if logprobs:
                 target[4].setdefault("logprobs", []).extend(logprobs)
-            if delta:
-                self.view.append(target[6], delta)
+            if delta:  # ViewModel.append, with the part's block and the view's op list bound
+                target[5](delta)
+                target[7](["append", target[6], delta])
             return
         self._fast = None
         handler = _HANDLERS.get(event_type)
@@ -326,7 +297,7 @@ class Assembler(ItemEvents):
         output_index = event.get("output_index")
         target: _TextTarget = (
             output_index, event.get("item_id"), event.get("content_index", 0),
-            part.text.pieces.append, part.data, view.pieces(block_id).append, block_id,
+            part.text.pieces.append, part.data, view.pieces(block_id).append, block_id, view.op_sink(),
         )
         # Only a clean lookup is repeatable: a repair must run again for the next event.
         clean = anomalies == self._anomaly_count and type(output_index) is int
@@ -468,5 +439,5 @@ _HANDLERS = _build_handlers()
 
 
 _TextTarget = tuple[
-    Any, Any, Any, Callable[[str], None], dict[str, Any], Callable[[str], None], str
+    Any, Any, Any, Callable[[str], None], dict[str, Any], Callable[[str], None], str, Callable[[list[Any]], None]
 ]

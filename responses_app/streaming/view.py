@@ -34,16 +34,25 @@ Op = list[Any]
 class ViewModel:
     """Blocks and meta, with text kept as chunk lists so appending stays O(delta)."""
 
-    __slots__ = ("revision", "meta", "_blocks", "_order", "_chunks", "_ops", "_ops_base")
+    __slots__ = ("meta", "_blocks", "_order", "_chunks", "_ops", "_ops_base")
 
     def __init__(self) -> None:
-        self.revision = 0
         self.meta: dict[str, Any] = {"response_id": None, "status": None}
         self._blocks: dict[str, Block] = {}
         self._order: list[str] = []
         self._chunks: dict[str, list[Piece]] = {}
-        self._ops: list[Op] = []
-        self._ops_base = 0
+        self._ops: list[Op] = []  # the ops since the last take_ops (the list keeps its identity)
+        self._ops_base = 0  # the revision they apply on
+
+    @property
+    def revision(self) -> int:
+        """One more for every op ever made."""
+        return self._ops_base + len(self._ops)
+
+    @revision.setter
+    def revision(self, revision: int) -> None:
+        # A takeover's jump past revisions the runner before may have sent (transcript.restore).
+        self._ops_base = revision - len(self._ops)
 
     # --- writers (used by the assembler) --------------------------------------------------
 
@@ -62,14 +71,12 @@ class ViewModel:
             self._order.append(block_id)
         self._chunks[block_id] = [text] if text else []
         self._ops.append(["add", dict(block, text=text)])
-        self.revision += 1
 
     def append(self, block_id: str, text: str) -> None:
         if not text:
             return
         self._chunks[block_id].append(text)
         self._ops.append(["append", block_id, text])
-        self.revision += 1
 
     def set(self, block_id: str, fields: dict[str, Any]) -> None:
         """Replace fields, emitting an op only for those that change."""
@@ -87,30 +94,24 @@ class ViewModel:
                 changed[key] = value
         if changed:
             self._ops.append(["set", block_id, changed])
-            self.revision += 1
 
     def set_meta(self, fields: dict[str, Any]) -> None:
         changed = {k: v for k, v in fields.items() if self.meta.get(k, _MISSING) != v}
         if changed:
             self.meta.update(changed)
             self._ops.append(["meta", changed])
-            self.revision += 1
 
-    # --- the assembler's text fast path ------------------------------------------------------
-    # `append` split into its parts, for a loop that appends many deltas: it appends each text to
-    # `pieces(id)` and `["append", id, text]` to `op_sink()`, then calls `advance(n)` once.
+    # --- the assembler's text path ---------------------------------------------------------
+    # `append` split into its parts, for the assembler's text deltas: it appends each text to
+    # `pieces(id)` and `["append", id, text]` to `op_sink()`, both bound once per part.
 
     def pieces(self, block_id: str) -> list[Piece]:
         """The block's text pieces: the list itself, which keeps its identity for the block's life."""
         return self._chunks[block_id]
 
     def op_sink(self) -> Callable[[Op], None]:
-        """Where ops go until the next `take_ops()`."""
+        """Where ops go (every op counts one revision): the list keeps its identity for the view's life."""
         return self._ops.append
-
-    def advance(self, ops: int) -> None:
-        """Count `ops` ops appended through `op_sink()`."""
-        self.revision += ops
 
     # --- readers ----------------------------------------------------------------------------
 
@@ -132,9 +133,9 @@ class ViewModel:
 
     def take_ops(self) -> tuple[int, list[Op]]:
         """The ops since the last call and the revision they apply on top of."""
-        base, ops = self._ops_base, self._ops
-        self._ops = []
-        self._ops_base = self.revision
+        base, ops = self._ops_base, self._ops[:]
+        self._ops.clear()
+        self._ops_base = base + len(ops)
         return base, ops
 
     def to_dict(self) -> dict[str, Any]:
@@ -155,7 +156,7 @@ class ViewModel:
             view._blocks[stored["id"]] = stored
             view._order.append(stored["id"])
             view._chunks[stored["id"]] = [text] if text else []
-        view.revision = view._ops_base = int(data.get("revision", 0))
+        view._ops_base = int(data.get("revision", 0))
         return view
 
 
