@@ -20,6 +20,7 @@ class Reply:
     pause_s: float = 0.0  # between pieces
     pause_before: bytes | None = None  # ...or one pause, before the first piece that starts with this
     pause_before_s: float = 0.5
+    then: Reply | None = None  # what later requests to the same route get (None: this reply again)
 
 
 @dataclass
@@ -32,6 +33,8 @@ class ScriptedUpstream:
     def reply_for(self, line: str) -> Reply:
         for prefix, reply in self.replies.items():
             if line.startswith(prefix):
+                if reply.then is not None:
+                    self.replies[prefix] = reply.then
                 return reply
         return Reply(404, orjson.dumps({"error": {"message": "no such route", "code": "not_found"}}),
                      "application/json")

@@ -122,13 +122,8 @@ class Transcript:
         return self._step(*self.pipeline.feed(chunk))
 
     def finish(self) -> Step:
-        """The stream closed: flush the decoder; a terminal event waiting behind a gap ends the
-        response now. Anything else held stays held: a resume starts before the gap and fills it
-        (a reconcile, `apply_final`, releases it)."""
-        events, applied, raw = self.pipeline.feed(b"")
-        if self.assembler.holds_terminal:
-            applied = applied.then(self.assembler.release_held())
-        return self._step(events, applied, raw)
+        """The stream closed: the end-of-stream rule of StreamPipeline.finish, replay's too."""
+        return self._step(*self.pipeline.finish())
 
     def restart_decoder(self) -> None:
         """Before a resume: a partial event from the dropped connection never completes."""
