@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 
 from .events import is_known
-from .item_events import BUFFER_DELTAS, BUFFER_DONES, STATE_EVENTS, AssemblerStats, ItemEvents
+from .item_events import BUFFER_DELTAS, BUFFER_DONES, STATE_EVENTS, AssemblerStats, ItemEvents, OverLimit
 from .projection import add_part_block, item_block_id, part_block_id, sync_item
 from .view import ViewModel
 from .vocabulary import (
@@ -47,7 +47,9 @@ from .vocabulary import (
     is_tool_event,
 )
 
-__all__ = ["Applied", "Assembler", "AssemblerStats"]
+__all__ = ["MAX_ITEMS", "Applied", "Assembler", "AssemblerStats"]
+
+MAX_ITEMS = 500  # output items per response (and parts), unless the caller says otherwise
 
 
 @dataclass(slots=True)
@@ -58,21 +60,23 @@ class Applied:
     first_text: bool = False  # this response's first answer text (time to first token)
     first_tool: bool = False  # this response's first tool event
     terminal: bool = False  # the response is in a terminal state
+    limited: bool = False  # the response passed its bound of output items (see item_events.py)
 
     def then(self, later: Applied) -> Applied:
         """This batch's effects followed by a later batch's."""
         return Applied(self.boundary or later.boundary, self.first_text or later.first_text,
-                       self.first_tool or later.first_tool, later.terminal)
+                       self.first_tool or later.first_tool, later.terminal, self.limited or later.limited)
 
 
 class Assembler(ItemEvents):
     """Feed events in arrival order; read `response()`, `status` and `view`."""
 
     def __init__(self, *, hold_window: int = 8, starting_after: int | None = None,
-                 view: ViewModel | None = None, block_prefix: str = "") -> None:
+                 view: ViewModel | None = None, block_prefix: str = "", max_items: int = MAX_ITEMS) -> None:
         """`view` and `block_prefix` let several responses (a tool round's continuation) share
-        one view: each response's blocks get ids starting with its prefix."""
-        super().__init__(view if view is not None else ViewModel(), block_prefix)
+        one view: each response's blocks get ids starting with its prefix. `max_items`: the
+        response's bound of output items, and of content and summary parts."""
+        super().__init__(view if view is not None else ViewModel(), block_prefix, max_items)
         self.hold_window = hold_window
         self.response_id: str | None = None
         self.status: str | None = None  # the response's own status, terminal or not
@@ -91,7 +95,7 @@ class Assembler(ItemEvents):
         self._boundaries = 0
         self.text_seen = False
         self.tool_seen = False
-        self._reported = (0, False, False)
+        self._reported = (0, False, False, False)
         self._last_activity = ""
 
     # --- public ---------------------------------------------------------------------------
@@ -170,6 +174,9 @@ class Assembler(ItemEvents):
         out["output"] = [self._items[i].materialize() for i in sorted(self._items)]
         return out
 
+    def _forget_text_target(self) -> None:
+        self._fast = None
+
     # --- what happened ----------------------------------------------------------------------
 
     def _activity(self, kind: str) -> None:
@@ -181,11 +188,11 @@ class Assembler(ItemEvents):
 
     def _applied(self) -> Applied:
         """The effects since the last call, as a value."""
-        boundaries, text, tool = self._boundaries, self.text_seen, self.tool_seen
+        boundaries, text, tool, limited = self._boundaries, self.text_seen, self.tool_seen, self.limited
         before = self._reported
-        self._reported = (boundaries, text, tool)
+        self._reported = (boundaries, text, tool, limited)
         return Applied(boundary=boundaries != before[0], first_text=text and not before[1],
-                       first_tool=tool and not before[2], terminal=self.terminal)
+                       first_tool=tool and not before[2], terminal=self.terminal, limited=limited and not before[3])
 
     # --- sequencing -----------------------------------------------------------------------
 
@@ -251,7 +258,10 @@ class Assembler(ItemEvents):
                 or target[2] != event.get("content_index", 0)
                 or type(index) is not int
             ):
-                target = self._text_target(event)
+                try:
+                    target = self._text_target(event)
+                except OverLimit:
+                    return
             delta = event.get("delta", "")
             if type(delta) is not str:
                 self._anomaly(f"{event_type} with a delta that is not a string")
@@ -267,7 +277,10 @@ class Assembler(ItemEvents):
         self._fast = None
         handler = _HANDLERS.get(event_type)
         if handler is not None:
-            handler(self, event)
+            try:
+                handler(self, event)
+            except OverLimit:
+                return
         elif not is_known(event_type):
             self.stats.unknown += 1
             self.stats.unknown_types[event_type] = self.stats.unknown_types.get(event_type, 0) + 1
@@ -295,6 +308,7 @@ class Assembler(ItemEvents):
         if not view.has(block_id):  # e.g. an item added with its parts already in it
             add_part_block(view, item, index, part)
         output_index = event.get("output_index")
+        self._unshared[item.index] = item
         target: _TextTarget = (
             output_index, event.get("item_id"), event.get("content_index", 0),
             part.text.pieces.append, part.data, view.pieces(block_id).append, block_id, view.op_sink(),
@@ -377,11 +391,14 @@ class Assembler(ItemEvents):
                 candidate = self._items.get(position)
                 if candidate is not None and candidate.index not in kept and (candidate.id is None or item_id is None):
                     item = candidate
-            if item is None:
-                index = position if position not in self._items else max(self._items) + 1
-                item = self._new_item(data, index)
-            else:
-                self._set_item(item, data)
+            try:
+                if item is None:
+                    index = position if position not in self._items else max(self._items) + 1
+                    item = self._new_item(data, index)
+                else:
+                    self._set_item(item, data)
+            except OverLimit:
+                continue
             kept.add(item.index)
             item.done = True
             sync_item(self.view, item)

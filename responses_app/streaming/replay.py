@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .assembler import AssemblerStats
+from .assembler import MAX_ITEMS, AssemblerStats
 from .pipeline import Problem
 from .transcript import Transcript
 
@@ -29,9 +29,9 @@ class ReplayResult:
 
 
 def replay_bytes(
-    data: bytes, chunk_size: int | None = None, *, hold_window: int = 8
+    data: bytes, chunk_size: int | None = None, *, hold_window: int = 8, max_output_items: int = MAX_ITEMS
 ) -> ReplayResult:
-    transcript = Transcript(hold_window=hold_window)
+    transcript = Transcript(hold_window=hold_window, max_output_items=max_output_items)
     ops = 0
     step = chunk_size or len(data) or 1
     events = 0

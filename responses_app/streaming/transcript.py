@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .assembler import Applied, Assembler, AssemblerStats
+from .assembler import MAX_ITEMS, Applied, Assembler, AssemblerStats
 from .pipeline import StreamPipeline
 from .safety import SafetyGate, Window
 from .sse import SSEDecoder
@@ -47,6 +47,7 @@ class Step(NamedTuple):
     first_tool: bool  # the request's first tool event
     terminal: bool  # the current response is in a terminal state
     raw: list[str]  # each event's `data` as it came (the event log stores these, not a re-encoding)
+    limited: bool = False  # the current response just passed its bound of output items
 
 
 class Verdicted(NamedTuple):
@@ -56,18 +57,20 @@ class Verdicted(NamedTuple):
 
 
 class Transcript:
-    def __init__(self, *, max_event_bytes: int = 8 * 1024 * 1024, hold_window: int = 8) -> None:
+    def __init__(self, *, max_event_bytes: int = 8 * 1024 * 1024, hold_window: int = 8,
+                 max_output_items: int = MAX_ITEMS) -> None:
         self.view = ViewModel()  # what viewers see
         self._inner = self.view  # what the upstream said: the same view unless a safety gate sits between
         self.gate: SafetyGate | None = None
         self.round = 0
         self._max_event_bytes = max_event_bytes
         self._hold_window = hold_window
+        self._max_items = max_output_items
         self._finished_stats: list[AssemblerStats] = []
         self._malformed_before = 0
         self._usage_total: dict[str, int] = {}
         self._text_seen = self._tool_seen = False
-        self.assembler = Assembler(hold_window=hold_window, view=self.view)
+        self.assembler = Assembler(hold_window=hold_window, view=self.view, max_items=max_output_items)
         self.pipeline = StreamPipeline(max_event_bytes=max_event_bytes, assembler=self.assembler)
 
     def guard(self, gate: SafetyGate) -> None:
@@ -76,7 +79,7 @@ class Transcript:
         self.gate = gate
         gate.view = self.view
         self._inner = ViewModel()
-        self.assembler = Assembler(hold_window=self._hold_window, view=self._inner)
+        self.assembler = Assembler(hold_window=self._hold_window, view=self._inner, max_items=self._max_items)
         self.pipeline = StreamPipeline(max_event_bytes=self._max_event_bytes, assembler=self.assembler)
 
     # --- the current response ---------------------------------------------------------------
@@ -92,6 +95,11 @@ class Transcript:
     @property
     def terminal(self) -> bool:
         return self.assembler.terminal
+
+    @property
+    def limited(self) -> bool:
+        """The current response passed its bound of output items: what came after was dropped."""
+        return self.assembler.limited
 
     @property
     def judged(self) -> bool:
@@ -138,7 +146,7 @@ class Transcript:
             self._text_seen |= first_text
         else:  # behind a gate, the first answer text people see
             first_text = self._shows_first_text(change.ops)
-        return Step(events, change, applied.boundary, first_text, first_tool, applied.terminal, raw)
+        return Step(events, change, applied.boundary, first_text, first_tool, applied.terminal, raw, applied.limited)
 
     def _shows_first_text(self, ops: list[Op]) -> bool:
         if self._text_seen:
@@ -186,7 +194,8 @@ class Transcript:
         self._malformed_before += self.pipeline.malformed + self.pipeline.oversized
         self._add_usage(self._inner.meta.get("usage"))
         self.round = self.round + 1 if round_ is None else round_
-        self.assembler = Assembler(hold_window=self._hold_window, view=self._inner, block_prefix=f"r{self.round}-")
+        self.assembler = Assembler(hold_window=self._hold_window, view=self._inner, block_prefix=f"r{self.round}-",
+                                   max_items=self._max_items)
         self.pipeline = StreamPipeline(max_event_bytes=self._max_event_bytes, assembler=self.assembler)
 
     def function_calls(self) -> list[dict[str, Any]]:
