@@ -23,6 +23,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from . import metrics, selectors, storage
+from .credentials import masked
 from .forms import SubmitForm
 from .models import (
     Checkpoint,
@@ -218,8 +219,8 @@ def request_mark_terminal(
         "status": status,
         "terminal_at": at,
         "duration_ms": max(0, int((at - request.created).total_seconds() * 1000)),
-        "error_code": (error_code or "")[:100],
-        "error_message": error_message or "",
+        "error_code": masked(error_code or "", 100),
+        "error_message": masked(error_message or ""),  # it may quote the upstream: never a key
         "incomplete_reason": (incomplete_reason or "")[:100],
         "usage": usage,
         "final_text": final_text,
@@ -281,8 +282,8 @@ def segment_end(
     *, segment_id: int, outcome: str, events: int, response_id: str = "", http_status: int | None = None,
     detail: str = "",
 ) -> None:
-    fields: dict[str, Any] = {"outcome": outcome[:32], "events": events, "ended_at": timezone.now(),
-                              "detail": detail}
+    fields: dict[str, Any] = {"outcome": masked(outcome, 32), "events": events, "ended_at": timezone.now(),
+                              "detail": masked(detail)}
     if response_id:
         fields["response_id"] = response_id
     if http_status is not None:

@@ -6,8 +6,9 @@ serialisation (callgrind, the relay at 5 streams: orjson.dumps was 3.2k of a rel
 128k instructions). A payload of several data lines, and an event redaction changed, are
 serialised from the dict, on one line each.
 
-Tool payloads are redacted (RELAY_REDACT_FIELDS, see redact.py) before they are written down;
-message text, item structure and every id stay, so the log replays. Batches carry the segment
+Tool payloads are redacted (RELAY_REDACT_FIELDS, see redact.py) and the upstream's error
+messages masked before they are written down; message text, item structure and every id stay,
+so the log replays. Batches carry the segment
 they came from and their first and last sequence numbers, and go to the database with the next
 checkpoint, or on their own once LOG_FLUSH_BYTES accumulate (a fast stream's memory is bounded).
 """
@@ -25,10 +26,11 @@ LOG_FLUSH_BYTES = 32 * 1024  # raw events held in memory before they go to the w
 
 
 class EventLog:
-    __slots__ = ("redact_fields", "segment_index", "_data", "_count", "_first", "_last")
+    __slots__ = ("redact_fields", "secrets", "segment_index", "_data", "_count", "_first", "_last")
 
-    def __init__(self, redact_fields: frozenset[str]) -> None:
+    def __init__(self, redact_fields: frozenset[str], secrets: tuple[str, ...] = ()) -> None:
         self.redact_fields = redact_fields
+        self.secrets = secrets  # masked in the upstream's error messages (redact.py)
         self.segment_index = 0  # the segment the events being added belong to
         # Grown in place. (Tried: a list of each event's bytes, framed at `take`, which saves the
         # three appends an event (1.2k instructions a relayed delta); but up to 64 small objects per
@@ -48,10 +50,10 @@ class EventLog:
         data = self._data
         if not events:
             return len(data)
-        fields = self.redact_fields
+        fields, secrets = self.redact_fields, self.secrets
         exact = len(raw) == len(events)
         for index, event in enumerate(events):  # called for every chunk: one encode per event
-            logged = redact_event(event, fields) if event["type"] in REDACTED_TYPES else event
+            logged = redact_event(event, fields, secrets) if event["type"] in REDACTED_TYPES else event
             if logged is event and exact and "\n" not in (text := raw[index]):
                 payload = text.encode()
             else:  # redacted (a copy), or a payload of several data lines, or not known

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import aiohttp
 import httpx
 
+from ..credentials import masked
 from ..upstream import UpstreamHTTPError
 
 
@@ -99,7 +100,7 @@ def connection_failure(exc: BaseException, base: str) -> SegmentResult:
     aiohttp's connector errors to ConnectTimeout instead, so the cause is what tells. Then the
     request never left, and the outcome is certain. Anything later (a reset, a read error) may
     follow a request the upstream acted on."""
-    detail = f"{type(exc).__name__}: {exc}"
+    detail = masked(f"{type(exc).__name__}: {exc}")
     chain = _causes(exc)
     connecting = isinstance(exc, httpx.ConnectError) or any(
         isinstance(e, aiohttp.ClientConnectorError) for e in chain)
@@ -116,7 +117,7 @@ def connection_failure(exc: BaseException, base: str) -> SegmentResult:
         code, what = "upstream_tls", "the TLS handshake failed"
     else:
         code, what = "upstream_unreachable", "it could not be reached"
-    message = f"Could not connect to the model provider at {base}: {what} ({detail}). Nothing was sent."
+    message = masked(f"Could not connect to the model provider at {base}: {what} ({detail}). Nothing was sent.")
     return SegmentResult(Ending.DROPPED, message, never_sent=True, code=code)
 
 

@@ -30,6 +30,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from .. import logcontext, selectors, services, tracing
+from ..credentials import known, masked
 from ..models import Segment
 from ..safety import policy as safety_policy
 from ..safety.checkers import checker_from_settings
@@ -79,7 +80,8 @@ class StreamRunner:
         self._loop = asyncio.get_running_loop()
         self.transcript = Transcript(max_event_bytes=settings.RELAY_MAX_EVENT_BYTES,
                                      hold_window=settings.RELAY_HOLD_WINDOW,
-                                     max_output_items=getattr(settings, "RELAY_MAX_OUTPUT_ITEMS", MAX_ITEMS))
+                                     max_output_items=getattr(settings, "RELAY_MAX_OUTPUT_ITEMS", MAX_ITEMS),
+                                     secrets=known())
         self.view = self.transcript.view
         self.delivery = Delivery(request_id, hub, self.transcript, self._on_write_failure)
         self.tools = ToolRound(self.uuid, lambda change: self.delivery.changed(change, boundary=True))
@@ -141,8 +143,8 @@ class StreamRunner:
             raise  # process shutdown: the lease runs out and recovery takes over
         except Exception as exc:
             logger.exception("runner for %s failed", self.request_id)
-            await self._finish(v.UNKNOWN if self.transcript.response_id else v.ERROR, error=("relay_error", str(exc)),
-                               stopped=None)
+            await self._finish(v.UNKNOWN if self.transcript.response_id else v.ERROR,
+                               error=("relay_error", masked(str(exc))), stopped=None)
         finally:
             deadline.cancel()
             self.span.close()
@@ -455,12 +457,12 @@ class StreamRunner:
             final = await upstream.retrieve(response_id)
         except UpstreamHTTPError as exc:
             final = None
-            outcome = f"unreachable: {exc}"[:32]
+            outcome = masked(f"unreachable: {exc}", 32)
             why = ("it no longer knows this response (HTTP 404)" if exc.status == 404
                    else f"it answered HTTP {exc.status} when asked")
         except (httpx.HTTPError, OSError) as exc:
             final = None
-            outcome = f"unreachable: {exc}"[:32]
+            outcome = masked(f"unreachable: {exc}", 32)
             why = f"it could not be reached ({type(exc).__name__})"
         if final and final.get("status") in v.RESPONSE_FINAL_STATUSES:
             self.delivery.changed(self.transcript.apply_final(final), boundary=True)

@@ -33,6 +33,7 @@ import orjson
 
 from .events import is_known
 from .item_events import BUFFER_DELTAS, BUFFER_DONES, STATE_EVENTS, AssemblerStats, ItemEvents, OverLimit
+from .masking import mask_error
 from .projection import add_part_block, item_block_id, part_block_id, sync_item
 from .view import ViewModel
 from .vocabulary import (
@@ -72,12 +73,15 @@ class Assembler(ItemEvents):
     """Feed events in arrival order; read `response()`, `status` and `view`."""
 
     def __init__(self, *, hold_window: int = 8, starting_after: int | None = None,
-                 view: ViewModel | None = None, block_prefix: str = "", max_items: int = MAX_ITEMS) -> None:
+                 view: ViewModel | None = None, block_prefix: str = "", max_items: int = MAX_ITEMS,
+                 secrets: tuple[str, ...] = ()) -> None:
         """`view` and `block_prefix` let several responses (a tool round's continuation) share
         one view: each response's blocks get ids starting with its prefix. `max_items`: the
-        response's bound of output items, and of content and summary parts."""
+        response's bound of output items, and of content and summary parts. `secrets`: masked
+        in the upstream's error messages (masking.py)."""
         super().__init__(view if view is not None else ViewModel(), block_prefix, max_items)
         self.hold_window = hold_window
+        self.secrets = secrets
         self.response_id: str | None = None
         self.status: str | None = None  # the response's own status, terminal or not
         self.error: dict[str, Any] | None = None
@@ -346,7 +350,7 @@ class Assembler(ItemEvents):
             self._anomaly(f"{event['type']} without a response object")
             response = {}
         self.status = status
-        error = response.get("error") or (self.error if status == FAILED else None)
+        error = mask_error(response.get("error"), self.secrets) or (self.error if status == FAILED else None)
         details = response.get("incomplete_details") or {}
         self.view.set_meta(
             {
@@ -362,13 +366,15 @@ class Assembler(ItemEvents):
         # The catalogue puts code/message/param at the top; the wire nests them under "error".
         nested = event.get("error")
         source = nested if isinstance(nested, dict) else event
-        self.error = {k: source.get(k) for k in ("code", "message", "param")}
+        self.error = mask_error({k: source.get(k) for k in ("code", "message", "param")}, self.secrets)
         if not self.terminal:
             self.status = ERROR
         self.view.set_meta({"status": self.status, "error": self.error})
 
     def _take_response(self, response: dict[str, Any]) -> None:
         fields = {k: v for k, v in response.items() if k != "output"}
+        if fields.get("error"):
+            fields["error"] = mask_error(fields["error"], self.secrets)
         try:
             self._response = orjson.dumps(fields).decode()  # a str of the exact size, not orjson's buffer
         except orjson.JSONEncodeError:  # not JSON orjson writes (an int over 64 bits): kept as is

@@ -58,7 +58,8 @@ class Verdicted(NamedTuple):
 
 class Transcript:
     def __init__(self, *, max_event_bytes: int = 8 * 1024 * 1024, hold_window: int = 8,
-                 max_output_items: int = MAX_ITEMS) -> None:
+                 max_output_items: int = MAX_ITEMS, secrets: tuple[str, ...] = ()) -> None:
+        """`secrets`: masked wherever the upstream's error messages reach the view (masking.py)."""
         self.view = ViewModel()  # what viewers see
         self._inner = self.view  # what the upstream said: the same view unless a safety gate sits between
         self.gate: SafetyGate | None = None
@@ -66,11 +67,12 @@ class Transcript:
         self._max_event_bytes = max_event_bytes
         self._hold_window = hold_window
         self._max_items = max_output_items
+        self.secrets = secrets
         self._finished_stats: list[AssemblerStats] = []
         self._malformed_before = 0
         self._usage_total: dict[str, int] = {}
         self._text_seen = self._tool_seen = False
-        self.assembler = Assembler(hold_window=hold_window, view=self.view, max_items=max_output_items)
+        self.assembler = Assembler(hold_window=hold_window, view=self.view, max_items=max_output_items, secrets=secrets)
         self.pipeline = StreamPipeline(max_event_bytes=max_event_bytes, assembler=self.assembler)
 
     def guard(self, gate: SafetyGate) -> None:
@@ -79,7 +81,8 @@ class Transcript:
         self.gate = gate
         gate.view = self.view
         self._inner = ViewModel()
-        self.assembler = Assembler(hold_window=self._hold_window, view=self._inner, max_items=self._max_items)
+        self.assembler = Assembler(hold_window=self._hold_window, view=self._inner, max_items=self._max_items,
+                                   secrets=self.secrets)
         self.pipeline = StreamPipeline(max_event_bytes=self._max_event_bytes, assembler=self.assembler)
 
     # --- the current response ---------------------------------------------------------------
@@ -195,7 +198,7 @@ class Transcript:
         self._add_usage(self._inner.meta.get("usage"))
         self.round = self.round + 1 if round_ is None else round_
         self.assembler = Assembler(hold_window=self._hold_window, view=self._inner, block_prefix=f"r{self.round}-",
-                                   max_items=self._max_items)
+                                   max_items=self._max_items, secrets=self.secrets)
         self.pipeline = StreamPipeline(max_event_bytes=self._max_event_bytes, assembler=self.assembler)
 
     def function_calls(self) -> list[dict[str, Any]]:
