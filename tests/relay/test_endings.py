@@ -225,7 +225,7 @@ async def test_a_request_whose_writes_fail_for_good_ends_error_not_streaming(own
     real_submit = hub.writer.submit
 
     def refusing(request_id: Any, state: Any, batch: Any) -> Any:
-        if state is not None and state["reason"] == "interval":  # the database refuses this request's rows
+        if state is not None and state.reason == "interval":  # the database refuses this request's rows
             future = asyncio.get_running_loop().create_future()
             future.set_exception(CheckpointNotWritten(request_id, ValueError("refused")))
             return future
