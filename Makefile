@@ -1,14 +1,21 @@
 # Two commands on a fresh machine: `make run` and `make test`.
-PYTHON ?= python3
-VENV   := .venv
-PY     := $(VENV)/bin/python
-HOST   ?= 127.0.0.1
-PORT   ?= 8000
+# The newest Python 3.12+ found gets Django 6.x; with only 3.11, Django 5.2 LTS.
+PYTHON ?= $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3 python3.13 \
+	$$HOME/.pyenv/versions/3.13*/bin/python3 python3; do \
+	$$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null && { echo $$p; break; }; done)
+# The second run, on the older supported Django (5.2 LTS) and Python (3.11).
+PYTHON_OLD ?= $(shell for p in python3.11 $$HOME/.pyenv/versions/3.11*/bin/python3 $(PYTHON); do \
+	$$p -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null && { echo $$p; break; }; done)
+VENV    := .venv
+PY      := $(VENV)/bin/python
+VENV_OLD := .venv-django52
+HOST    ?= 127.0.0.1
+PORT    ?= 8000
 
-.PHONY: run test install native bench lint clean
+.PHONY: run test test-django52 install native bench lint wheel clean
 
 $(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv --clear $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
@@ -27,6 +34,7 @@ run: install
 
 # The relay's tests run twice: on SQLite (the default) and on PostgreSQL, whose write path
 # differs (a thread pool per process, bytes sent as they are). CI must have PostgreSQL.
+# Then the fast suite once more on Django 5.2 LTS (test-django52).
 PG_TEST_URL ?= postgres://postgres@127.0.0.1:5432/relay
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
@@ -36,6 +44,20 @@ test: install
 		echo "== the relay's tests again, on PostgreSQL"; \
 		DATABASE_URL=$(PG_TEST_URL) $(PY) -m pytest tests/relay $(PYTEST_ARGS); \
 	else echo "== PostgreSQL not reachable: the relay's tests ran on SQLite only"; fi
+	$(MAKE) test-django52
+
+# Everything but the browser, the scaled-out cluster and the wheel's fresh virtualenv, on the
+# oldest supported Django and Python.
+$(VENV_OLD)/.installed: pyproject.toml
+	$(PYTHON_OLD) -m venv --clear $(VENV_OLD)
+	$(VENV_OLD)/bin/python -m pip install -q --upgrade pip
+	$(VENV_OLD)/bin/python -m pip install -q -e '.[dev]' 'django>=5.2,<6'
+	touch $@
+
+test-django52: $(VENV_OLD)/.installed
+	@echo "== the fast suite on $$($(VENV_OLD)/bin/python -c 'import django, sys; print("Django", django.__version__, "on Python", sys.version.split()[0])')"
+	RELAY_COMPILED=false $(VENV_OLD)/bin/python -m pytest -m "not browser and not services and not wheel" \
+		--ignore=tests/scaled $(PYTEST_ARGS)
 
 bench: install
 	$(PY) -m bench
@@ -45,5 +67,8 @@ lint: install
 	$(VENV)/bin/mypy
 	$(PY) manage.py makemigrations --check --dry-run
 
+wheel: install
+	$(PY) -m build --wheel --outdir dist .
+
 clean:
-	rm -rf $(VENV) db.sqlite3 build/native
+	rm -rf $(VENV) $(VENV_OLD) db.sqlite3 build/native dist

@@ -658,9 +658,9 @@ def _django(cfg: dict[str, Any]) -> None:
     django.setup()
     from django.conf import settings
 
-    settings.SIMULATOR_BASE_URL = cfg["simulator"]
-    settings.OPENAI_BASE_URL = ""
-    settings.OPENAI_API_KEY = ""
+    settings.RELAY_SIMULATOR_BASE_URL = cfg["simulator"]
+    settings.RELAY_UPSTREAM_BASE_URL = ""
+    settings.RELAY_UPSTREAM_API_KEY = ""
 
 
 def _make_requests(n: int, metadata: dict[str, str], background: bool) -> list[str]:

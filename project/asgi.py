@@ -12,15 +12,24 @@ from project.handler import get_asgi_application  # noqa: E402
 
 django_asgi_app = get_asgi_application()  # first: sets up apps before anything imports models
 
-from responses_app.checks import refuse_bad_safety_settings  # noqa: E402
-
-refuse_bad_safety_settings()  # Daphne runs no system checks: a checker that cannot work stops it here
-
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+from responses_app.checks import refuse_errors  # noqa: E402
+
+# uvicorn and Daphne run no system checks: a setting that cannot work stops the server here, and
+# outside development so does an unsafe deployment (the checks of `manage.py check --deploy`).
+refuse_errors(deploy=settings.PRODUCTION)
+
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.urls import re_path  # noqa: E402
+
 from responses_app.relay.worker import runner_application  # noqa: E402
-from responses_app.routing import ExactOriginValidator, host_allowed, websocket_urlpatterns  # noqa: E402
+from responses_app.routing import (  # noqa: E402
+    ExactOriginValidator,
+    NotFoundConsumer,
+    host_allowed,
+    websocket_urlpatterns,
+)
 from responses_app.wsthreads import AuthMiddlewareStack  # noqa: E402 - Channels' stack, on the websocket pool
 
 SIMULATOR_PREFIX = "/simulator/v1"
@@ -62,7 +71,11 @@ def _http_app():  # type: ignore[no-untyped-def]
 application = ProtocolTypeRouter(
     {
         "http": _http_app(),
-        "websocket": ExactOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        # The app's sockets where its pages are (the site root), then a 4404 for any other path.
+        "websocket": ExactOriginValidator(AuthMiddlewareStack(URLRouter([
+            *websocket_urlpatterns,
+            re_path(r"", NotFoundConsumer.as_asgi()),
+        ]))),
         # `manage.py runworker relay-runner` serves this when runners are scaled out
         "channel": runner_application,
     }

@@ -10,7 +10,7 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-from responses_app.relay.redact import DEFAULT_FIELDS as REDACT_DEFAULT_FIELDS  # plain data, no Django
+from responses_app.conf import from_environ  # reads nothing of Django's settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -26,16 +26,6 @@ def _positive_int(name: str, default: int, *, zero: bool = False) -> int:
     if value < 0 or (value == 0 and not zero):
         raise ImproperlyConfigured(f"{name} must be {'zero or more' if zero else 'positive'}, got {value}")
     return value
-
-
-def _rate(name: str, default: str) -> tuple[int, int]:
-    """`N/s`, `N/m`, `N/h` or `N/d` -> (N, window seconds)."""
-    raw = env.str(name, default=default).strip()
-    count, _, unit = raw.partition("/")
-    windows = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    if not count.isdigit() or int(count) <= 0 or unit not in windows:
-        raise ImproperlyConfigured(f"{name} must look like 20/m (per s, m, h or d), got {raw!r}")
-    return int(count), windows[unit]
 
 
 # Only "development" is development: DEBUG, the demo account, the public dev keys, the simulator.
@@ -61,8 +51,8 @@ CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 # --- HTTPS, behind a TLS-terminating reverse proxy -----------------------------------------------
 # The proxy sets X-Forwarded-Proto; trusting it is what lets SSL redirect and secure cookies work
 # behind it. Turn it off only when nothing in front can be trusted to set (or strip) that header.
-TRUST_X_FORWARDED_PROTO = env.bool("DJANGO_TRUST_X_FORWARDED_PROTO", default=not DEVELOPMENT)
-if TRUST_X_FORWARDED_PROTO:
+_trust_proxy = env.bool("DJANGO_TRUST_X_FORWARDED_PROTO", default=not DEVELOPMENT)
+if _trust_proxy:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=not DEVELOPMENT)
 SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=0 if DEVELOPMENT else 31_536_000)
@@ -84,6 +74,7 @@ INSTALLED_APPS = [
     "csp",
     "axes",
     "responses_app",
+    "project",  # the demo site: its management command (bootstrap_demo) and its stylesheet
 ]
 
 MIDDLEWARE = [
@@ -122,7 +113,7 @@ AXES_FAILURE_LIMIT = _positive_int("AXES_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = _positive_int("AXES_COOLOFF_MINUTES", 15) / 60  # hours
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
-if TRUST_X_FORWARDED_PROTO:
+if _trust_proxy:
     # Behind the proxy every connection comes from it: take the client's address it forwards.
     AXES_IPWARE_PROXY_COUNT = 1
     AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"]
@@ -245,7 +236,7 @@ AUTH_PASSWORD_VALIDATORS = [] if DEVELOPMENT else [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "/"
+LOGIN_REDIRECT_URL = "responses_app:conversations"
 LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en-us"
@@ -276,178 +267,33 @@ LOGGING = {
     "loggers": {"responses_app": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")}},
 }
 
-# --- Operations: /metrics and tracing --------------------------------------------------------------
-# Without a token /metrics answers loopback clients only (never a proxied request); with one, only
-# requests bearing `Authorization: Bearer <token>`. Several processes share PROMETHEUS_MULTIPROC_DIR
-# (read by prometheus_client itself from the environment): it must exist and be writable.
-RELAY_METRICS_TOKEN = env.str("RELAY_METRICS_TOKEN", default="")
-if RELAY_METRICS_TOKEN and not DEVELOPMENT and len(RELAY_METRICS_TOKEN) < 16:
-    raise ImproperlyConfigured(f"RELAY_METRICS_TOKEN must be at least 16 characters under DJANGO_ENV={ENVIRONMENT}")
+# --- Operations -------------------------------------------------------------------------------
+# Several processes share PROMETHEUS_MULTIPROC_DIR (read by prometheus_client itself from the
+# environment): it must exist and be writable.
 _multiproc_dir = env.str("PROMETHEUS_MULTIPROC_DIR", default="")
 if _multiproc_dir and not (Path(_multiproc_dir).is_dir() and os.access(_multiproc_dir, os.W_OK)):
     raise ImproperlyConfigured(f"PROMETHEUS_MULTIPROC_DIR must be a writable directory, got {_multiproc_dir!r}")
 # Scraped or probed straight from a process's port (no proxy, plain HTTP): never redirected to
 # HTTPS, or a supervisor's probe of 127.0.0.1:8001/healthz gets a 301 to a port with no TLS.
 SECURE_REDIRECT_EXEMPT = [r"^metrics$", r"^healthz$"]
-# OpenTelemetry spans per logical request (GenAI semantic conventions), when the packages are installed.
-RELAY_OTEL = env.bool("RELAY_OTEL", default=False)
-if RELAY_OTEL:
-    try:
-        import opentelemetry.trace  # noqa: F401
-    except ImportError as exc:
-        raise ImproperlyConfigured("RELAY_OTEL=true needs the opentelemetry-api package "
-                                   "(and an SDK with an exporter to see the spans)") from exc
 
-# --- Upstream -------------------------------------------------------------------------------
-# With no OPENAI_BASE_URL the relay talks to the built-in simulator mounted on this very server
-# (development only: a production process refuses to start with the simulator on).
+# --- The relay (responses_app) ------------------------------------------------------------------
+# Every RELAY_* setting has its default in the app (responses_app/conf.py, docs/configuration.md)
+# and is validated by `manage.py check`; this site only passes on what its environment sets.
+globals().update(from_environ(os.environ))
+# The demo's own names for the upstream, kept from before the app had its settings.
+for _name, _setting in (("OPENAI_API_KEY", "RELAY_UPSTREAM_API_KEY"), ("OPENAI_BASE_URL", "RELAY_UPSTREAM_BASE_URL"),
+                        ("SIMULATOR_BASE_URL", "RELAY_SIMULATOR_BASE_URL"),
+                        ("SIMULATOR_API_KEY", "RELAY_SIMULATOR_API_KEY")):
+    if env.str(_name, default=""):
+        globals()[_setting] = env.str(_name)
+# The simulator is also served over HTTP at /simulator/v1 (project/asgi.py) in development, for
+# SDKs and curl; the relay itself reaches it in-process and needs no address.
 SIMULATOR_ENABLED = env.bool("SIMULATOR_ENABLED", default=DEVELOPMENT)
 if PRODUCTION and SIMULATOR_ENABLED:
     raise ImproperlyConfigured(
         "SIMULATOR_ENABLED=true is refused under DJANGO_ENV=production: the simulator must not be "
         "reachable in production. Unset it and configure OPENAI_BASE_URL and OPENAI_API_KEY.")
-# The bearer key the simulator demands and the relay sends it (embedded or standalone).
-SIMULATOR_API_KEY = env.str("SIMULATOR_API_KEY", default="sim-dev-key" if DEVELOPMENT else "")
-if SIMULATOR_ENABLED and not SIMULATOR_API_KEY:
-    raise ImproperlyConfigured(f"SIMULATOR_API_KEY must be set to enable the simulator under DJANGO_ENV={ENVIRONMENT}")
-OPENAI_API_KEY = env.str("OPENAI_API_KEY", default="")
-OPENAI_BASE_URL = env.str("OPENAI_BASE_URL", default="").rstrip("/")
-if OPENAI_API_KEY and not OPENAI_BASE_URL:
-    OPENAI_BASE_URL = "https://api.openai.com/v1"
-if not OPENAI_BASE_URL and not SIMULATOR_ENABLED:
-    raise ImproperlyConfigured("Set OPENAI_BASE_URL and OPENAI_API_KEY, or keep SIMULATOR_ENABLED")
-# A standalone simulator (`python -m responses_app.simulator`) when OPENAI_BASE_URL is empty; left
-# empty, the relay reaches the embedded simulator in-process, whatever address the server has.
-SIMULATOR_BASE_URL = env.str("SIMULATOR_BASE_URL", default="").rstrip("/")
-UPSTREAM_IS_SIMULATOR = not OPENAI_BASE_URL  # sim.* metadata reaches only the simulator
-# Models a user may ask for; with a real provider anything else is a 400 (every model costs money).
-RELAY_ALLOWED_MODELS = env.list("RELAY_ALLOWED_MODELS", default=[])
-if PRODUCTION and not UPSTREAM_IS_SIMULATOR and not RELAY_ALLOWED_MODELS:
-    raise ImproperlyConfigured(
-        "RELAY_ALLOWED_MODELS must be set under DJANGO_ENV=production with a real provider "
-        "(comma-separated model ids, e.g. gpt-4.1-mini,gpt-4.1)")
-
-# --- Relay ----------------------------------------------------------------------------------
-RELAY_FLUSH_INTERVAL_MS = _positive_int("RELAY_FLUSH_INTERVAL_MS", 50)
-# A slow flow's patches wait for this much text (the envelope costs about a dozen bytes), at the
-# latest this long after their oldest change (never less than the interval); see bench/results/wire.md.
-RELAY_FLUSH_MIN_CHARS = _positive_int("RELAY_FLUSH_MIN_CHARS", 32, zero=True)
-RELAY_FLUSH_MAX_WAIT_MS = _positive_int("RELAY_FLUSH_MAX_WAIT_MS", 100)
-# Checkpoints while text flows: no sooner than the interval after the last one, then once
-# MIN_EVENTS events have come, the stream goes quiet, or MAX_INTERVAL has passed.
-RELAY_CHECKPOINT_INTERVAL_MS = _positive_int("RELAY_CHECKPOINT_INTERVAL_MS", 500)
-RELAY_CHECKPOINT_MIN_EVENTS = _positive_int("RELAY_CHECKPOINT_MIN_EVENTS", 64)
-RELAY_CHECKPOINT_MAX_INTERVAL_MS = _positive_int("RELAY_CHECKPOINT_MAX_INTERVAL_MS", 2000)
-# The process's checkpoint writer starts a round at most this often (a waiting runner hurries it):
-# fewer, larger rounds cost the database thread less per checkpoint (relay/writer.py).
-RELAY_CHECKPOINT_GATHER_MS = _positive_int("RELAY_CHECKPOINT_GATHER_MS", 200, zero=True)
-RELAY_MAX_EVENT_BYTES = _positive_int("RELAY_MAX_EVENT_BYTES", 8 * 1024 * 1024)
-RELAY_HOLD_WINDOW = _positive_int("RELAY_HOLD_WINDOW", 8)
-RELAY_BACKGROUND_DEFAULT = env.bool("RELAY_BACKGROUND_DEFAULT", default=True)
-# Tool payloads redacted in the raw event log (every kind by default; see relay/redact.py).
-RELAY_REDACT_FIELDS = env.list("RELAY_REDACT_FIELDS", default=list(REDACT_DEFAULT_FIELDS))
-RELAY_IDLE_TIMEOUT_S = _positive_int("RELAY_IDLE_TIMEOUT_S", 120)
-# The longest a logical request may run, from its creation (takeovers keep the clock): then the
-# upstream is cancelled and the request ends incomplete with reason "deadline", keeping its text.
-RELAY_REQUEST_DEADLINE_S = _positive_int("RELAY_REQUEST_DEADLINE_S", 900)
-RELAY_DB_THREADS = _positive_int("RELAY_DB_THREADS", 8)
-# PostgreSQL: the threads websocket consumers and the websocket auth path run their database and
-# cache calls on (relay/dbthreads.py `ws_call`), instead of asgiref's one thread-sensitive thread.
-# They take a connection from the process's pool for each call and return it after: they share
-# the DATABASE_POOL_MAX bound with pages and the API, and add none to it.
-RELAY_WS_DB_THREADS = _positive_int("RELAY_WS_DB_THREADS", 4)
-RELAY_UPSTREAM_MAX_CONNECTIONS = _positive_int("RELAY_UPSTREAM_MAX_CONNECTIONS", 2000)
-# The runner consumer listens inside each web process (default); false when runworker processes do.
-RELAY_INPROCESS_RUNNER = env.bool("RELAY_INPROCESS_RUNNER", default=True)
-# Also fan patches out through the channel group (only matters when the layer spans processes).
-RELAY_GROUP_FANOUT = env.bool("RELAY_GROUP_FANOUT", default=True)
-RELAY_UPSTREAM_TRANSPORT = env.str("RELAY_UPSTREAM_TRANSPORT", default="aiohttp")
-if RELAY_UPSTREAM_TRANSPORT not in ("aiohttp", "httpx"):
-    raise ImproperlyConfigured("RELAY_UPSTREAM_TRANSPORT must be aiohttp or httpx")
-
-# --- Safety policy for partial output (responses_app/safety/, README "Safety") ---------------------
-# off | progressive (shown at once, checked per window, retracted on a violation) | buffered
-# (released only after its window passed). RELAY_SAFETY_MODES overrides per model: "m1=buffered,m2=off".
-SAFETY_MODE_CHOICES = ("off", "progressive", "buffered")
-
-
-def _safety_mode(name: str, raw: str) -> str:
-    mode = raw.strip().lower()
-    if mode not in SAFETY_MODE_CHOICES:
-        raise ImproperlyConfigured(f"{name} must be one of {', '.join(SAFETY_MODE_CHOICES)}, got {raw!r}")
-    return mode
-
-
-def _safety_modes(raw: str) -> dict[str, str]:
-    modes: dict[str, str] = {}
-    for item in filter(None, (part.strip() for part in raw.split(","))):
-        model, sep, mode = item.partition("=")
-        if not sep or not model.strip():
-            raise ImproperlyConfigured(f"RELAY_SAFETY_MODES must look like model-a=buffered,model-b=off, got {item!r}")
-        modes[model.strip()] = _safety_mode("RELAY_SAFETY_MODES", mode)
-    return modes
-
-
-RELAY_SAFETY_MODE = _safety_mode("RELAY_SAFETY_MODE", env.str("RELAY_SAFETY_MODE", default="off"))
-RELAY_SAFETY_MODES = _safety_modes(env.str("RELAY_SAFETY_MODES", default=""))
-# Check the user's input before any upstream call; a flagged input makes no upstream request.
-RELAY_SAFETY_PRECHECK = env.bool("RELAY_SAFETY_PRECHECK", default=False)
-# rules (built in: RELAY_SAFETY_RULES, case-insensitive regular expressions, comma-separated),
-# moderation (the provider's POST /v1/moderations), or a dotted path to a checker factory.
-RELAY_SAFETY_CHECKER = env.str("RELAY_SAFETY_CHECKER", default="rules").strip()
-if RELAY_SAFETY_CHECKER not in ("rules", "moderation") and "." not in RELAY_SAFETY_CHECKER:
-    raise ImproperlyConfigured("RELAY_SAFETY_CHECKER must be rules, moderation or a dotted path to a checker "
-                               f"factory (for example myproject.safety.make_checker), got {RELAY_SAFETY_CHECKER!r}")
-# The `moderation` checker's model, and its bound on connections to the provider (one client per process).
-RELAY_SAFETY_MODERATION_MODEL = env.str("RELAY_SAFETY_MODERATION_MODEL", default="omni-moderation-latest")
-RELAY_SAFETY_MAX_CONNECTIONS = _positive_int("RELAY_SAFETY_MAX_CONNECTIONS", 10)
-RELAY_SAFETY_RULES = env.list("RELAY_SAFETY_RULES", default=[])
-# A checker's error or timeout: fail_closed (treated as flagged) or fail_open (treated as passed);
-# empty: fail_closed in buffered mode, fail_open in progressive mode.
-RELAY_SAFETY_ON_ERROR = env.str("RELAY_SAFETY_ON_ERROR", default="").strip().lower()
-if RELAY_SAFETY_ON_ERROR not in ("", "fail_open", "fail_closed"):
-    raise ImproperlyConfigured(f"RELAY_SAFETY_ON_ERROR must be fail_open or fail_closed, got {RELAY_SAFETY_ON_ERROR!r}")
-RELAY_SAFETY_TIMEOUT_MS = _positive_int("RELAY_SAFETY_TIMEOUT_MS", 2000)
-# A window: a sentence, a paragraph, or at most WINDOW_CHARS characters (whichever ends first for
-# "sentence"/"paragraph"); each is checked with up to CONTEXT_CHARS of the text before it.
-RELAY_SAFETY_WINDOW = env.str("RELAY_SAFETY_WINDOW", default="sentence").strip().lower()
-if RELAY_SAFETY_WINDOW not in ("sentence", "paragraph", "chars"):
-    raise ImproperlyConfigured(f"RELAY_SAFETY_WINDOW must be sentence, paragraph or chars, got {RELAY_SAFETY_WINDOW!r}")
-RELAY_SAFETY_WINDOW_CHARS = _positive_int("RELAY_SAFETY_WINDOW_CHARS", 400)
-RELAY_SAFETY_CONTEXT_CHARS = _positive_int("RELAY_SAFETY_CONTEXT_CHARS", 200)
-
-# --- Limits (per user, held in Django's cache and the database, so across processes) ---------------
-RELAY_MAX_CONCURRENT_PER_USER = _positive_int("RELAY_MAX_CONCURRENT_PER_USER", 4)
-RELAY_SUBMIT_RATE = _rate("RELAY_SUBMIT_RATE", "20/m")
-RELAY_MAX_OUTPUT_TOKENS = _positive_int("RELAY_MAX_OUTPUT_TOKENS", 8192)
-RELAY_MAX_SOCKETS_PER_USER = _positive_int("RELAY_MAX_SOCKETS_PER_USER", 16)
-# Frames a socket may send: a sustained rate and a burst; beyond it frames are dropped, then closed.
-RELAY_WS_FRAME_RATE = _positive_int("RELAY_WS_FRAME_RATE", 10)
-RELAY_WS_FRAME_BURST = _positive_int("RELAY_WS_FRAME_BURST", 30)
-
-def _prices(raw: str) -> dict[str, dict[str, float]]:
-    """RELAY_PRICES: JSON {model: {"input": usd, "cached_input": usd, "output": usd}} per million
-    tokens; empty means no costs are shown."""
-    if not raw.strip():
-        return {}
-    import json
-
-    try:
-        table = json.loads(raw)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"RELAY_PRICES must be a JSON object: {exc}") from exc
-    if not isinstance(table, dict):
-        raise ImproperlyConfigured("RELAY_PRICES must be a JSON object of models")
-    prices: dict[str, dict[str, float]] = {}
-    for model, row in table.items():
-        if not isinstance(row, dict) or not set(row) <= {"input", "cached_input", "output"} or not row:
-            raise ImproperlyConfigured(f"RELAY_PRICES[{model!r}] must be an object of input, cached_input, output")
-        for key, value in row.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise ImproperlyConfigured(f"RELAY_PRICES[{model!r}][{key!r}] must be a non-negative number")
-        prices[str(model)] = {key: float(value) for key, value in row.items()}
-    return prices
-
-
-# Per-model prices in USD per million tokens, for the cost shown beside each answer's usage.
-RELAY_PRICES = _prices(env.str("RELAY_PRICES", default=""))
+# Outside development, the app's deployment checks (a real provider, an allowlist of models, a
+# long metrics token) refuse to start the server: project/asgi.py runs them.
+RELAY_BASE_TEMPLATE = "base.html"  # the demo's own base: its top bar around the app's pages

@@ -172,7 +172,7 @@ class ResponseRequestAdmin(admin.ModelAdmin):
                              selectors.event_batches(request_id=obj.pk).count()),
                  format_html('<a href="{}">Download .sse</a>', download)]
         if obj.conversation_id:
-            chat = reverse("chat", args=[obj.conversation_id]) + f"#turn-{obj.pk}"
+            chat = reverse("responses_app:chat", args=[obj.conversation_id]) + f"#turn-{obj.pk}"
             label = "Watch live" if not obj.is_terminal else "Open in chat"
             parts.append(format_html('<a href="{}">{}</a>', chat, label))
         return format_html(" · ".join(["{}"] * len(parts)), *parts)
@@ -297,4 +297,4 @@ class ConversationAdmin(admin.ModelAdmin):
 
     @admin.display(description="chat")
     def chat_link(self, obj: Conversation) -> str:
-        return format_html('<a href="{}">Open the chat page</a>', reverse("chat", args=[obj.pk]))
+        return format_html('<a href="{}">Open the chat page</a>', reverse("responses_app:chat", args=[obj.pk]))

@@ -1,47 +1,140 @@
-"""System checks: settings that parse but cannot work are refused at start-up, not at the first request.
+"""System checks: a setting that cannot work is reported by `manage.py check` with an id and a hint,
+never raised at import or at first use. `docs/configuration.md` lists the ids.
 
-`manage.py check`, `runserver`, `migrate` and `relayworker` run them; the ASGI application runs the
-`safety` ones too (Daphne runs no system checks), so a web process with a bad checker never starts.
+    responses_app.E001  RELAY_SAFETY_CHECKER cannot make a checker
+    responses_app.E002  a RELAY_* setting has an invalid value (it reads as its default meanwhile)
+    responses_app.E003  no channel layer (CHANNEL_LAYERS["default"])
+    responses_app.E004  no runner anywhere: RELAY_INPROCESS_RUNNER=False with a layer that cannot
+                        reach another process
+    responses_app.E005  RELAY_BASE_TEMPLATE cannot be loaded
+    responses_app.E006  a RELAY_TOOLS entry cannot be imported
+    responses_app.E007  RELAY_OTEL=True without opentelemetry-api installed
+    responses_app.W001  a RELAY_* setting this app does not have (a typo?)
+  with --deploy:
+    responses_app.E010  the upstream is the built-in simulator
+    responses_app.E011  a real provider and no RELAY_ALLOWED_MODELS
+    responses_app.E012  RELAY_METRICS_TOKEN shorter than 16 characters
+
+Servers that run no system checks (uvicorn, Daphne) get the same refusal from `refuse_errors()`,
+which an ASGI module calls once the apps are loaded.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
+from .conf import BY_NAME, PREFIX, app_settings
+
+TAG = "responses_app"
 SAFETY_TAG = "safety"
 
 
-def safety_applies() -> bool:
-    """A checker is used: some model has a safety mode other than off, or the precheck is on."""
-    modes = {settings.RELAY_SAFETY_MODE, *settings.RELAY_SAFETY_MODES.values()}
-    return bool(settings.RELAY_SAFETY_PRECHECK) or modes != {"off"}
+def _error(id_: str, msg: str, hint: str | None = None) -> checks.CheckMessage:
+    return checks.Error(msg, hint=hint, id=f"responses_app.{id_}")
 
 
-@checks.register(SAFETY_TAG)
+@checks.register(TAG, SAFETY_TAG)
 def safety_checker_check(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """RELAY_SAFETY_CHECKER makes a checker (its factory is called once, the process keeps it)."""
-    if not safety_applies():
+    if not app_settings.safety_applies():
         return []
     from .safety.checkers import checker_from_settings
 
     try:
         checker_from_settings()
     except (ImproperlyConfigured, ValueError) as exc:
-        return [checks.Error(str(exc), id="responses_app.E001",
-                             hint="Fix RELAY_SAFETY_CHECKER (rules, moderation or a dotted path to a factory that "
-                                  "returns a checker) or RELAY_SAFETY_RULES, or set RELAY_SAFETY_MODE=off.")]
+        return [_error("E001", str(exc),
+                       "Fix RELAY_SAFETY_CHECKER (rules, moderation or a dotted path to a factory that returns a "
+                       "checker) or RELAY_SAFETY_RULES, or set RELAY_SAFETY_MODE='off'.")]
     except Exception as exc:  # the factory itself failed
-        return [checks.Error(f"RELAY_SAFETY_CHECKER {settings.RELAY_SAFETY_CHECKER!r} failed to make a checker: "
-                             f"{type(exc).__name__}: {exc}", id="responses_app.E001")]
+        return [_error("E001", f"RELAY_SAFETY_CHECKER {app_settings.SAFETY_CHECKER!r} failed to make a checker: "
+                               f"{type(exc).__name__}: {exc}")]
     return []
 
 
-def refuse_bad_safety_settings() -> None:
-    """For entry points that run no system checks (the ASGI application under Daphne)."""
-    errors = [m for m in checks.run_checks(tags=[SAFETY_TAG]) if m.is_serious()]
+@checks.register(TAG)
+def settings_check(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    found: list[checks.CheckMessage] = []
+    for spec, error in app_settings.errors():
+        found.append(_error("E002", error, f"{spec.doc} See docs/configuration.md."))
+    for name in dir(settings):
+        if name.startswith(PREFIX) and name[len(PREFIX):] not in BY_NAME:
+            found.append(checks.Warning(f"{name} is not a setting of responses_app.",
+                                        hint="See docs/configuration.md for the settings' names.",
+                                        id="responses_app.W001"))
+    found += _channel_layer_errors()
+    found += _template_errors()
+    found += _tool_errors()
+    if app_settings.OTEL and importlib.util.find_spec("opentelemetry") is None:
+        found.append(_error("E007", "RELAY_OTEL=True needs the opentelemetry-api package.",
+                            "pip install 'responses-relay[otel]' (and an SDK with an exporter to see the spans)."))
+    return found
+
+
+def _channel_layer_errors() -> list[checks.CheckMessage]:
+    layers = getattr(settings, "CHANNEL_LAYERS", None) or {}
+    layer = layers.get("default")
+    if not layer:
+        return [_error("E003", "No channel layer: the relay needs CHANNEL_LAYERS['default'].",
+                       "One process: {'default': {'BACKEND': 'channels.layers.InMemoryChannelLayer'}}; several: "
+                       "channels_redis (pip install 'responses-relay[redis]').")]
+    if not app_settings.INPROCESS_RUNNER and str(layer.get("BACKEND", "")).endswith("InMemoryChannelLayer"):
+        return [_error("E004", "RELAY_INPROCESS_RUNNER=False with the in-memory channel layer: no process would "
+                               "run a stream (a relayworker cannot hear this process).",
+                       "Keep RELAY_INPROCESS_RUNNER=True, or use a channel layer shared by the processes (Redis).")]
+    return []
+
+
+def _template_errors() -> list[checks.CheckMessage]:
+    from django.template import TemplateDoesNotExist
+    from django.template.loader import get_template
+
+    try:
+        get_template(app_settings.BASE_TEMPLATE)
+    except TemplateDoesNotExist:
+        return [_error("E005", f"RELAY_BASE_TEMPLATE {app_settings.BASE_TEMPLATE!r} cannot be found.",
+                       "Name a template of yours with the blocks title and content, or leave the setting unset.")]
+    except Exception:  # a template with an error of its own: Django's own checks and pages report it
+        return []
+    return []
+
+
+def _tool_errors() -> list[checks.CheckMessage]:
+    from django.utils.module_loading import import_string
+
+    found = []
+    for path in app_settings.TOOLS:
+        try:
+            import_string(path)
+        except ImportError as exc:
+            found.append(_error("E006", f"RELAY_TOOLS entry {path!r} cannot be imported: {exc}",
+                                "A dotted path to a function decorated with @responses_app.api.tool."))
+    return found
+
+
+@checks.register(TAG, checks.Tags.security, deploy=True)
+def deploy_check(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    found = []
+    if app_settings.upstream_is_simulator:
+        found.append(_error("E010", "The upstream is the built-in simulator.",
+                            "Set RELAY_UPSTREAM_API_KEY (and RELAY_UPSTREAM_BASE_URL for a provider other than "
+                            "OpenAI)."))
+    elif not app_settings.ALLOWED_MODELS:
+        found.append(_error("E011", "A real provider and no RELAY_ALLOWED_MODELS: any user may ask for any model.",
+                            "Set RELAY_ALLOWED_MODELS to the model ids users may pick."))
+    if app_settings.METRICS_TOKEN and len(app_settings.METRICS_TOKEN) < 16:
+        found.append(_error("E012", "RELAY_METRICS_TOKEN is shorter than 16 characters.",
+                            "Use a long random token: python -c 'import secrets; print(secrets.token_urlsafe())'."))
+    return found
+
+
+def refuse_errors(*, deploy: bool = False) -> None:
+    """For entry points that run no system checks: ImproperlyConfigured naming every serious one."""
+    errors = [m for m in checks.run_checks(tags=[TAG], include_deployment_checks=deploy) if m.is_serious()]
     if errors:
         raise ImproperlyConfigured("; ".join(f"{m.id}: {m.msg}" for m in errors))

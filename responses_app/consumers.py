@@ -43,6 +43,7 @@ from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
 from . import limits, logcontext, metrics, selectors, services
+from .conf import app_settings
 from .models import ResponseRequest
 from .relay.dbthreads import ws_call, ws_db
 from .relay.hub import get_hub
@@ -114,7 +115,7 @@ class RequestConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
         self.request = request
         logcontext.bind(self.request_id, request.response_id or None)  # this socket's task logs name it
         self.outbox: asyncio.Queue[str] = asyncio.Queue(maxsize=OUTBOX_SIZE)
-        self.budget = limits.FrameBudget(rate=settings.RELAY_WS_FRAME_RATE, burst=settings.RELAY_WS_FRAME_BURST,
+        self.budget = limits.FrameBudget(rate=app_settings.WS_FRAME_RATE, burst=app_settings.WS_FRAME_BURST,
                                          now=time.monotonic())
         self.cancel_sent = False
         self.closing = False

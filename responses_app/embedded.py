@@ -18,8 +18,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-from django.conf import settings
 
+from .conf import app_settings
 from .simulator import SimulatorApp, create_app
 
 EMBEDDED_BASE_URL = "http://embedded-simulator/v1"
@@ -33,7 +33,7 @@ def simulator_app() -> SimulatorApp:
     """The process's simulator: the same store for HTTP clients and for the relay."""
     global _app
     if _app is None:
-        _app = create_app(api_key=settings.SIMULATOR_API_KEY)
+        _app = create_app(api_key=app_settings.SIMULATOR_API_KEY)
     return _app
 
 

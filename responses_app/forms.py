@@ -15,7 +15,8 @@ from typing import Any
 
 import orjson
 from django import forms
-from django.conf import settings
+
+from .conf import app_settings
 
 MAX_INPUT_CHARS = 32_000
 MAX_INPUT_ITEMS = 100
@@ -175,7 +176,7 @@ class SubmitForm(forms.Form):
         model: str = self.cleaned_data["model"]
         if not model or any(c.isspace() for c in model):
             raise forms.ValidationError("Choose a model.")
-        allowed = settings.RELAY_ALLOWED_MODELS
+        allowed = app_settings.ALLOWED_MODELS
         if allowed and model not in allowed:
             raise forms.ValidationError(f"Unknown model {model!r}: this server allows {', '.join(allowed)}.")
         return model
@@ -187,10 +188,10 @@ class SubmitForm(forms.Form):
     def clean_metadata(self) -> dict[str, str]:
         value: dict[str, str] = self.cleaned_data.get("metadata") or {}
         simulated = [key for key in value if key.startswith(SIM_PREFIX)]
-        if simulated and not settings.UPSTREAM_IS_SIMULATOR:
+        if simulated and not app_settings.upstream_is_simulator:
             raise forms.ValidationError(f"metadata key {simulated[0]!r}: sim.* keys are only for the simulator.")
         tokens = value.get("sim.tokens")
-        cap = settings.RELAY_MAX_OUTPUT_TOKENS
+        cap = app_settings.MAX_OUTPUT_TOKENS
         if tokens is not None and (not tokens.isdigit() or int(tokens) > cap):
             raise forms.ValidationError(f"sim.tokens must be an integer up to RELAY_MAX_OUTPUT_TOKENS ({cap}).")
         return value
@@ -198,9 +199,9 @@ class SubmitForm(forms.Form):
     def clean_max_output_tokens(self) -> int | None:
         """At most the cap; a real provider always gets the cap when none is asked for."""
         value: int | None = self.cleaned_data.get("max_output_tokens")
-        cap = settings.RELAY_MAX_OUTPUT_TOKENS
+        cap = app_settings.MAX_OUTPUT_TOKENS
         if value is not None and value > cap:
             raise forms.ValidationError(f"max_output_tokens takes at most {cap} (RELAY_MAX_OUTPUT_TOKENS).")
-        if value is None and not settings.UPSTREAM_IS_SIMULATOR:
+        if value is None and not app_settings.upstream_is_simulator:
             return cap
         return value

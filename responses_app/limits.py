@@ -21,11 +21,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
 from django.core.cache import cache
 from django.db.models import Q
 from django.utils import timezone
 
+from .conf import app_settings
 from .models import ResponseRequest
 from .relay.dbthreads import ws_call
 
@@ -53,7 +53,7 @@ def in_flight(*, user_id: int) -> int:
 
 def _rate_check(*, user_id: int, now: float) -> Refusal | None:
     """Count this submit in the current window; a Refusal once the window is full."""
-    count, window = settings.RELAY_SUBMIT_RATE
+    count, window = app_settings.SUBMIT_RATE
     start = int(now // window) * window
     key = f"relay:submit-rate:{user_id}:{window}:{start}"
     cache.add(key, 0, timeout=window + 1)
@@ -96,7 +96,7 @@ def submit_guard(*, user: Any, client_request_id: Any) -> Iterator[Refusal | Non
         yield None  # a resubmit: the same logical request, nothing new starts
         return
     with _user_lock(user.pk):
-        limit = settings.RELAY_MAX_CONCURRENT_PER_USER
+        limit = app_settings.MAX_CONCURRENT_PER_USER
         if in_flight(user_id=user.pk) >= limit:
             yield Refusal("too_many_requests_in_flight",
                           f"You already have {limit} requests in flight (RELAY_MAX_CONCURRENT_PER_USER); "
@@ -132,7 +132,7 @@ class SocketSlots:
         self.key: str | None = None
 
     async def acquire(self) -> bool:
-        limit = settings.RELAY_MAX_SOCKETS_PER_USER
+        limit = app_settings.MAX_SOCKETS_PER_USER
         start = random.randrange(limit)  # probing from a random slot finds a free one at once
         for step in range(limit):
             key = f"relay:ws-slot:{self.user_id}:{(start + step) % limit}"

@@ -36,13 +36,14 @@ import os
 import time
 from typing import Any
 
-from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.urls import path
 from django.utils.crypto import constant_time_compare
 from django.views.decorators.http import require_safe
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, multiprocess
 from prometheus_client import generate_latest as _generate_latest
+
+from .conf import app_settings
 
 MULTIPROCESS = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
 
@@ -104,9 +105,9 @@ PATCH_LAG_SAMPLE_S = 0.25
 
 def model_label(model: str) -> str:
     """A bounded label: an allowed model, a simulator scenario, or "other" (a user may send any string)."""
-    if model in settings.RELAY_ALLOWED_MODELS:
+    if model in app_settings.ALLOWED_MODELS:
         return model
-    if not settings.RELAY_ALLOWED_MODELS and settings.UPSTREAM_IS_SIMULATOR:
+    if not app_settings.ALLOWED_MODELS and app_settings.upstream_is_simulator:
         from .simulator.scenarios import SCENARIOS
 
         if model in SCENARIOS:
@@ -233,7 +234,7 @@ def _loopback(request: HttpRequest) -> bool:
 
 @require_safe
 def metrics_view(request: HttpRequest) -> HttpResponse:
-    token = settings.RELAY_METRICS_TOKEN
+    token = app_settings.METRICS_TOKEN
     if token:
         scheme, _, presented = str(request.META.get("HTTP_AUTHORIZATION") or "").partition(" ")
         if scheme.lower() != "bearer" or not constant_time_compare(presented.strip(), token):

@@ -1,9 +1,16 @@
-"""The websocket side of project.asgi: who may open a socket, and where it goes.
+"""The app's websocket routes, and who may open a socket.
+
+Mount the routes where the app's URLs are included, beside the host's own:
+
+    URLRouter([path("assistant/", URLRouter(responses_app.routing.websocket_urlpatterns)), ...])
+
+They match only their own paths: a host's routes before or after them are untouched. (Set
+RELAY_WEBSOCKET_PREFIX when the sockets are mounted elsewhere than the pages.)
 
 `ExactOriginValidator` admits a handshake only when its Host is allowed (ALLOWED_HOSTS) and its
-Origin is exactly this site (scheme, host and port, the scheme from the connection or, behind the
-trusted proxy, from X-Forwarded-Proto) or one of CSRF_TRUSTED_ORIGINS. Any other path is accepted
-and closed with 4404, never a traceback.
+Origin is exactly this site (scheme, host and port; the scheme from the connection or, when
+SECURE_PROXY_SSL_HEADER names a header, from the proxy's) or one of CSRF_TRUSTED_ORIGINS.
+`NotFoundConsumer` is for a host's own catch-all, last in its router: it closes 4404.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.security.websocket import WebsocketDenier
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
-from django.urls import path, re_path
+from django.urls import path
 
 from .consumers import RequestConsumer
 from .conversation_events import ConversationConsumer
@@ -58,10 +65,14 @@ def host_allowed(host: str | None) -> bool:
 
 
 def handshake_scheme(scope: dict[str, Any]) -> str:
-    if settings.TRUST_X_FORWARDED_PROTO:
-        forwarded = (_header(scope, b"x-forwarded-proto") or "").split(",")[0].strip().lower()
-        if forwarded in _DEFAULT_PORTS:
-            return forwarded
+    """https or http: as Django's `request.is_secure()` decides it, SECURE_PROXY_SSL_HEADER included."""
+    proxy = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
+    if proxy:
+        name, secure = proxy
+        header = name.removeprefix("HTTP_").replace("_", "-").lower().encode("latin-1")
+        forwarded = _header(scope, header)
+        if forwarded is not None:
+            return "https" if forwarded.split(",")[0].strip() == secure else "http"
     return "https" if scope.get("scheme") in ("wss", "https") else "http"
 
 
@@ -97,7 +108,6 @@ class NotFoundConsumer(AsyncWebsocketConsumer):
 
 
 websocket_urlpatterns = [
-    path("ws/requests/<uuid:request_id>/", RequestConsumer.as_asgi()),
-    path("ws/conversations/<uuid:conversation_id>/", ConversationConsumer.as_asgi()),
-    re_path(r"", NotFoundConsumer.as_asgi()),
+    path("ws/requests/<uuid:request_id>/", RequestConsumer.as_asgi(), name="ws-request"),
+    path("ws/conversations/<uuid:conversation_id>/", ConversationConsumer.as_asgi(), name="ws-conversation"),
 ]

@@ -13,6 +13,7 @@ from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
 
 from . import storage
+from .conf import app_settings
 from .models import (
     Checkpoint,
     Conversation,
@@ -269,9 +270,7 @@ def conversation_turn_ids(*, conversation_id: uuid.UUID | str) -> list[str]:
 
 def usage_cost(*, usage: dict[str, Any] | None, model: str) -> float | None:
     """USD for one answer's usage under RELAY_PRICES (per million tokens), None when unpriced."""
-    from django.conf import settings
-
-    price = getattr(settings, "RELAY_PRICES", {}).get(model)
+    price = app_settings.PRICES.get(model)
     if not price or not isinstance(usage, dict):
         return None
     input_tokens = int(usage.get("input_tokens") or 0)

@@ -7,13 +7,13 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
 from . import metrics, selectors, storage
+from .conf import app_settings
 from .credentials import masked
 from .forms import SubmitForm
 from .models import (
@@ -97,7 +97,7 @@ def request_submit(*, user: Any, data: dict[str, Any]) -> tuple[ResponseRequest 
         conversation = conversation_create(owner=user)
     background = cleaned["background"]
     params: dict[str, Any] = {
-        "background": settings.RELAY_BACKGROUND_DEFAULT if background is None else background,
+        "background": app_settings.BACKGROUND_DEFAULT if background is None else background,
         "metadata": cleaned["metadata"],
         "tools": tool_definitions(),
     }
@@ -409,7 +409,6 @@ def request_resend(
 ) -> tuple[ResponseRequest, bool]:
     """Regenerate (same prompt) or edit-and-resend (`input`): a new logical request at the end of
     the same conversation, chained to the answer before `source`, as if `source` had not been."""
-    from django.conf import settings
 
     from .tools import tool_definitions
 
@@ -419,7 +418,7 @@ def request_resend(
                 .exclude(response_id="").order_by("-created").values_list("response_id", flat=True).first())
     old = source.params or {}
     params: dict[str, Any] = {
-        "background": old.get("background", settings.RELAY_BACKGROUND_DEFAULT),
+        "background": old.get("background", app_settings.BACKGROUND_DEFAULT),
         "metadata": old.get("metadata") or {},
         "tools": tool_definitions(),
     }

@@ -20,8 +20,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from django.conf import settings
-
+from .conf import app_settings
 from .streaming import vocabulary as v
 
 _provider: Any = None  # a TracerProvider of its own (tests); None: the global one
@@ -97,11 +96,11 @@ class _OtelSpan(RequestSpan):
 
 def start(*, request_id: str, model: str, takeover: bool = False) -> RequestSpan:
     """A span for one runner of a logical request, or NO_SPAN when tracing is off."""
-    if not settings.RELAY_OTEL:
+    if not app_settings.OTEL:
         return NO_SPAN
     from opentelemetry import trace
 
-    provider = "simulator" if settings.UPSTREAM_IS_SIMULATOR else "openai"
+    provider = "simulator" if app_settings.upstream_is_simulator else "openai"
     span = trace.get_tracer("responses_app.relay", tracer_provider=_provider).start_span(
         f"chat {model}", kind=trace.SpanKind.CLIENT, attributes={
             "gen_ai.operation.name": "chat", "gen_ai.system": provider, "gen_ai.provider.name": provider,

@@ -17,9 +17,9 @@ from typing import Any
 
 import httpx
 import orjson
-from django.conf import settings
 from httpx_aiohttp.transport import AiohttpResponseStream, map_aiohttp_exceptions
 
+from .conf import app_settings
 from .credentials import masked
 from .embedded import EMBEDDED_BASE_URL, ASGIStreamTransport, simulator_app
 from .simulator.app import models_payload
@@ -51,12 +51,12 @@ class UpstreamHTTPError(Exception):
 
 def base_url() -> str:
     """A real provider, a standalone simulator, or (by default) the embedded one, in-process."""
-    return settings.OPENAI_BASE_URL or settings.SIMULATOR_BASE_URL or EMBEDDED_BASE_URL
+    return app_settings.UPSTREAM_BASE_URL or app_settings.SIMULATOR_BASE_URL or EMBEDDED_BASE_URL
 
 
 def upstream_key() -> str:
     """The key for `base_url()`: never the provider's key to the simulator, nor the reverse."""
-    return settings.OPENAI_API_KEY if settings.OPENAI_BASE_URL else settings.SIMULATOR_API_KEY
+    return app_settings.UPSTREAM_API_KEY if app_settings.UPSTREAM_BASE_URL else app_settings.SIMULATOR_API_KEY
 
 
 def auth_headers() -> dict[str, str]:
@@ -80,9 +80,9 @@ def make_transport(base: str) -> httpx.AsyncBaseTransport:
         return ASGIStreamTransport(simulator_app())
     # One client serves every stream of the process: both transports default to 100 connections,
     # which would queue the 101st concurrent stream.
-    size = settings.RELAY_UPSTREAM_MAX_CONNECTIONS
+    size = app_settings.UPSTREAM_MAX_CONNECTIONS
     limits = httpx.Limits(max_connections=size, max_keepalive_connections=min(size, 100))
-    if settings.RELAY_UPSTREAM_TRANSPORT == "aiohttp":
+    if app_settings.UPSTREAM_TRANSPORT == "aiohttp":
         from httpx_aiohttp import AiohttpTransport
 
         return AiohttpTransport(limits=limits)

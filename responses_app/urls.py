@@ -4,6 +4,8 @@ from django.urls import path
 
 from . import api, views
 
+app_name = "responses_app"
+
 urlpatterns = [
     path("api/requests", api.requests_create, name="api-requests"),
     path("api/requests/<uuid:request_id>", api.requests_detail, name="api-request"),

@@ -14,7 +14,6 @@ from typing import Any
 
 import httpx
 from asgiref.sync import sync_to_async
-from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
 from django.core.cache import cache
@@ -25,6 +24,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from . import analytics, api, selectors, services, upstream
+from .conf import app_settings
 from .conversation_events import announce, announce_turn
 from .models import Conversation, ResponseRequest
 from .relay import worker
@@ -61,7 +61,7 @@ def available_models() -> list[str]:
             logger.info("model list unavailable from %s (%s); using the built-in list", upstream.base_url(), exc)
             models = list(FALLBACK_MODELS)
             cache.set(MODELS_CACHE_KEY, models, MODELS_RETRY_S)
-    allowed = getattr(settings, "RELAY_ALLOWED_MODELS", None)
+    allowed = app_settings.ALLOWED_MODELS
     if allowed:
         models = [m for m in models if m in allowed] or list(allowed)
     return models
@@ -127,7 +127,7 @@ def _should_start(request: ResponseRequest, created: bool) -> ResponseRequest | 
 
 
 def _chat_url(conversation_id: Any, request_id: Any | None = None) -> str:
-    url = reverse("chat", args=[conversation_id])
+    url = reverse("responses_app:chat", args=[conversation_id])
     return f"{url}#turn-{request_id}" if request_id else url
 
 
@@ -136,6 +136,11 @@ def _form_data(http: HttpRequest) -> dict[str, Any]:
 
 
 # --- pages --------------------------------------------------------------------------------------
+
+def page(http: HttpRequest, template: str, context: dict[str, Any], status: int = 200) -> HttpResponse:
+    """One of the app's pages, inside RELAY_BASE_TEMPLATE (the host's base, or the app's own)."""
+    return render(http, template, {**context, "relay_base_template": app_settings.BASE_TEMPLATE}, status=status)
+
 #
 # Views that start or stop a runner are async and await `start_request` / `cancel_request`, the
 # way api.py does: calling them through async_to_sync from a sync view binds the in-process runner
@@ -151,11 +156,11 @@ def conversation_list(http: HttpRequest) -> HttpResponse:
 def _conversation_list(http: HttpRequest, *, values: dict[str, Any] | None = None,
                        errors: dict[str, list[str]] | None = None) -> HttpResponse:
     conversations = list(selectors.conversations_visible(user=http.user)[:200])  # type: ignore[arg-type]
-    return render(http, "responses_app/conversation_list.html", {
+    return page(http, "responses_app/conversation_list.html", {
         "conversations": conversations,
         "totals": selectors.usage_totals(user=http.user),  # type: ignore[arg-type]
         "composer": composer_context(values=values, errors=errors),
-        "composer_action": reverse("conversation-new"),
+        "composer_action": reverse("responses_app:conversation-new"),
     }, status=400 if errors else 200)
 
 
@@ -181,7 +186,7 @@ def _conversation_new(http: HttpRequest) -> tuple[HttpResponse, ResponseRequest 
 async def conversation_new(http: HttpRequest) -> HttpResponse:
     """Start a conversation with its first prompt (POST); GET goes to the list."""
     if http.method != "POST":
-        return redirect("conversations")
+        return redirect("responses_app:conversations")
     response, start = await sync_to_async(_conversation_new)(http)
     if start is not None:
         await worker.start_request(str(start.pk))
@@ -208,14 +213,14 @@ def _chat(http: HttpRequest, conversation_id: uuid.UUID) -> tuple[HttpResponse, 
             redirect_to = HttpResponseRedirect(_chat_url(request.conversation_id, request.pk))
             return redirect_to, _should_start(request, created)
     turns = [turn_context(r, v, can_post=can_post) for r, v in selectors.conversation_turns(conversation=conversation)]
-    page = render(http, "responses_app/chat.html", {
+    response = page(http, "responses_app/chat.html", {
         "conversation": conversation,
         "turns": turns,
         "can_post": can_post,
         "composer": composer_context(conversation=conversation, values=values, errors=errors),
-        "composer_action": reverse("chat", args=[conversation.pk]),
+        "composer_action": reverse("responses_app:chat", args=[conversation.pk]),
     }, status=400 if errors else 200)
-    return (_refused(page, refusal) if refusal is not None else page), None
+    return (_refused(response, refusal) if refusal is not None else response), None
 
 
 @login_required
@@ -294,7 +299,7 @@ async def conversation_delete(http: HttpRequest, conversation_id: uuid.UUID) -> 
     conversation = await sync_to_async(_own_conversation)(http, conversation_id)
     await sync_to_async(services.conversation_delete)(conversation=conversation)
     await announce(conversation.pk, {"type": "deleted"})
-    return redirect("conversations")
+    return redirect("responses_app:conversations")
 
 
 def _resend(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UUID, *, edit: bool
@@ -362,7 +367,7 @@ def analytics_page(http: HttpRequest) -> HttpResponse:
     present = {status for status, _ in data["by_status"]}
     status_keys = [s for s in STATUS_ORDER if s in present] + sorted(present - set(STATUS_ORDER))
     model_keys = [m for m, _ in data["by_model"]]
-    return render(http, "responses_app/analytics.html", {
+    return page(http, "responses_app/analytics.html", {
         **data,
         "days": days,
         "day_choices": [7, 14, 30, 90],

@@ -41,12 +41,19 @@ def require_real_streams() -> None:
         pytest.skip("../shared/real-streams is absent on this machine")
 
 
+def relay_check_errors() -> list[Any]:
+    """What `manage.py check` reports of the app's settings, in this process."""
+    from django.core import checks
+
+    return [m for m in checks.run_checks(tags=["responses_app"]) if m.is_serious()]
+
+
 @pytest.fixture
 def relay_settings(settings: Any, simulator_url: str) -> Any:
     """Point the relay at the standalone simulator over real loopback HTTP."""
-    settings.OPENAI_BASE_URL = ""
-    settings.OPENAI_API_KEY = ""
-    settings.SIMULATOR_BASE_URL = simulator_url
+    settings.RELAY_UPSTREAM_BASE_URL = ""
+    settings.RELAY_UPSTREAM_API_KEY = ""
+    settings.RELAY_SIMULATOR_BASE_URL = simulator_url
     settings.RELAY_FLUSH_INTERVAL_MS = 20
     settings.RELAY_CHECKPOINT_INTERVAL_MS = 100
     return settings
@@ -78,9 +85,9 @@ def no_upstream(settings: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     (a cancel as `cancel:<id>`)."""
     from django.core.cache import cache
 
-    settings.OPENAI_BASE_URL = ""
-    settings.OPENAI_API_KEY = ""
-    settings.SIMULATOR_BASE_URL = "http://127.0.0.1:9/simulator/v1"  # nothing listens: the fallback list
+    settings.RELAY_UPSTREAM_BASE_URL = ""
+    settings.RELAY_UPSTREAM_API_KEY = ""
+    settings.RELAY_SIMULATOR_BASE_URL = "http://127.0.0.1:9/simulator/v1"  # nothing listens: the fallback list
     cache.clear()
     started: list[str] = []
 

@@ -85,7 +85,8 @@ def test_detail_is_read_only_with_inlines_and_links(admin_client_: Client, alice
     assert "boundary" in html
     assert reverse("admin:responses_app_responserequest_events", args=[request.pk]) in html
     assert reverse("admin:responses_app_responserequest_events_sse", args=[request.pk]) in html
-    assert f'{reverse("chat", args=[request.conversation_id])}#turn-{request.pk}' in html and "Watch live" in html
+    chat = reverse("responses_app:chat", args=[request.conversation_id])
+    assert f"{chat}#turn-{request.pk}" in html and "Watch live" in html
     assert admin_client_.post(reverse("admin:responses_app_responserequest_delete", args=[request.pk])
                               ).status_code == 403
 
@@ -131,7 +132,7 @@ def test_conversation_is_registered(admin_client_: Client, alice: Any) -> None:
     assert admin_client_.get(reverse("admin:responses_app_conversation_changelist")).status_code == 200
     html = admin_client_.get(reverse("admin:responses_app_conversation_change",
                                      args=[request.conversation_id])).content.decode()
-    assert reverse("chat", args=[request.conversation_id]) in html
+    assert reverse("responses_app:chat", args=[request.conversation_id]) in html
 
 
 # --- a real relayed stream, downloaded and replayed ----------------------------------------------------

@@ -101,14 +101,14 @@ def test_analytics_page_for_staff_shows_counts_and_charts(user: Any) -> None:
     staff = get_user_model().objects.create_user("boss", password="pw", is_staff=True)
     client = Client()
     client.force_login(staff)
-    html = client.get(reverse("analytics"), {"days": "7"}).content.decode()
+    html = client.get(reverse("responses_app:analytics"), {"days": "7"}).content.decode()
     assert 'data-stat="requests">1<' in html
     assert 'data-stat="connections">3<' in html and 'data-stat="reconnects">2<' in html
     assert html.count("<svg") >= 4
-    assert client.get(reverse("analytics"), {"days": "nonsense"}).status_code == 200
+    assert client.get(reverse("responses_app:analytics"), {"days": "nonsense"}).status_code == 200
 
     client.force_login(user)
-    assert client.get(reverse("analytics")).status_code == 403
+    assert client.get(reverse("responses_app:analytics")).status_code == 403
 
 
 def verdicts(request: ResponseRequest, n: int, action: str) -> None:
@@ -142,5 +142,5 @@ def test_the_analytics_page_shows_the_blocked_requests(user: Any) -> None:
     staff = get_user_model().objects.create_user("boss", password="pw", is_staff=True)
     client = Client()
     client.force_login(staff)
-    html = client.get(reverse("analytics"), {"days": "7"}).content.decode()
+    html = client.get(reverse("responses_app:analytics"), {"days": "7"}).content.decode()
     assert 'data-stat="safety-blocked">1<' in html and "1 answer cut · 0 inputs not sent" in html

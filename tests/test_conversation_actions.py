@@ -5,8 +5,6 @@ owner, teammate, staff. No upstream: starting a runner is recorded, not run."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -23,6 +21,7 @@ from responses_app import selectors, services
 from responses_app.models import Conversation, ResponseRequest
 from responses_app.routing import websocket_urlpatterns
 from responses_app.templatetags.relay_tags import ago_text, group_blocks, usage_line
+from tests.conftest import relay_check_errors
 from tests.test_views import client_for, make_turn
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_upstream")]
@@ -44,7 +43,7 @@ def add_turn(conversation: Conversation, owner: Any, prompt: str, response_id: s
 
 def test_the_owner_renames_and_nobody_else_can(owner: Any, teammate: Any, staff: Any) -> None:
     turn = make_turn(owner)
-    url = reverse("conversation-rename", args=[turn.conversation_id])
+    url = reverse("responses_app:conversation-rename", args=[turn.conversation_id])
     assert client_for(teammate).post(url, {"title": "Mine now"}).status_code == 404
     assert client_for(staff).post(url, {"title": "Staff edit"}).status_code == 403  # staff read, never write
     assert client_for(owner).post(url, {"title": "   "}).status_code == 400
@@ -56,10 +55,12 @@ def test_the_owner_renames_and_nobody_else_can(owner: Any, teammate: Any, staff:
 def test_a_deleted_conversation_is_gone_for_its_owner_and_kept_for_the_admin(owner: Any) -> None:
     turn = make_turn(owner)
     owner_client = client_for(owner)
-    assert owner_client.post(reverse("conversation-delete", args=[turn.conversation_id])).status_code == 302
-    assert owner_client.get(reverse("chat", args=[turn.conversation_id])).status_code == 404
-    assert str(turn.conversation_id) not in owner_client.get(reverse("conversations")).content.decode()
-    assert owner_client.post(reverse("chat-regenerate", args=[turn.conversation_id, turn.pk])).status_code == 404
+    delete = reverse("responses_app:conversation-delete", args=[turn.conversation_id])
+    assert owner_client.post(delete).status_code == 302
+    assert owner_client.get(reverse("responses_app:chat", args=[turn.conversation_id])).status_code == 404
+    assert str(turn.conversation_id) not in owner_client.get(reverse("responses_app:conversations")).content.decode()
+    regenerate = reverse("responses_app:chat-regenerate", args=[turn.conversation_id, turn.pk])
+    assert owner_client.post(regenerate).status_code == 404
     assert ResponseRequest.objects.filter(pk=turn.pk).exists(), "the audit row stays"
     superuser = get_user_model().objects.create_superuser("root", password="pw")
     admin = client_for(superuser).get(reverse("admin:responses_app_conversation_changelist") + "?deleted_at__isempty=0")
@@ -73,7 +74,7 @@ def test_regenerate_is_a_new_request_chained_to_the_answer_before(owner: Any, no
     complete(first, "resp_one")
     second = add_turn(first.conversation, owner, "Two", "resp_two")  # type: ignore[arg-type]
     key = str(uuid.uuid4())
-    url = reverse("chat-regenerate", args=[first.conversation_id, second.pk])
+    url = reverse("responses_app:chat-regenerate", args=[first.conversation_id, second.pk])
     response = client_for(owner).post(url, {"client_request_id": key}, HTTP_ACCEPT="application/json")
     assert response.status_code == 201
     new = ResponseRequest.objects.get(pk=response.json()["id"])
@@ -88,7 +89,7 @@ def test_regenerate_is_a_new_request_chained_to_the_answer_before(owner: Any, no
 
 def test_edit_and_resend_sends_the_edited_prompt(owner: Any, teammate: Any) -> None:
     first = make_turn(owner, prompt="Original")
-    url = reverse("chat-edit", args=[first.conversation_id, first.pk])
+    url = reverse("responses_app:chat-edit", args=[first.conversation_id, first.pk])
     assert client_for(teammate).post(url, {"prompt": "x"}).status_code == 404
     assert client_for(owner).post(url, {"prompt": "  "}).status_code == 400
     response = client_for(owner).post(url, {"prompt": "Edited", "client_request_id": str(uuid.uuid4())})
@@ -100,12 +101,12 @@ def test_edit_and_resend_sends_the_edited_prompt(owner: Any, teammate: Any) -> N
 
 def test_turn_actions_show_only_to_the_owner_of_a_finished_turn(owner: Any, staff: Any) -> None:
     done = make_turn(owner)
-    html = client_for(owner).get(reverse("chat", args=[done.conversation_id])).content.decode()
+    html = client_for(owner).get(reverse("responses_app:chat", args=[done.conversation_id])).content.decode()
     assert ">Regenerate</button>" in html and ">Edit</button>" in html and ">Rename</button>" in html
-    staff_html = client_for(staff).get(reverse("chat", args=[done.conversation_id])).content.decode()
+    staff_html = client_for(staff).get(reverse("responses_app:chat", args=[done.conversation_id])).content.decode()
     assert "Regenerate" not in staff_html and ">Delete</button>" not in staff_html
     live = make_turn(owner, status="streaming")
-    live_html = client_for(owner).get(reverse("chat", args=[live.conversation_id])).content.decode()
+    live_html = client_for(owner).get(reverse("responses_app:chat", args=[live.conversation_id])).content.decode()
     assert "Regenerate" not in live_html and 'class="stop"' in live_html
 
 
@@ -114,7 +115,7 @@ def test_no_stop_beside_a_known_outcome(owner: Any) -> None:
     view = selectors.view_latest(request=turn)
     view["meta"]["status"] = "completed"
     turn.checkpoints.update(view=view)
-    html = client_for(owner).get(reverse("chat", args=[turn.conversation_id])).content.decode()
+    html = client_for(owner).get(reverse("responses_app:chat", args=[turn.conversation_id])).content.decode()
     assert 'data-badge="completed"' in html and 'class="stop"' not in html
 
 
@@ -141,15 +142,17 @@ async def test_every_tab_hears_of_a_new_turn_and_outsiders_are_refused(owner: An
     await sync_to_async(client.force_login)(owner)
     body = {"input": "From the API", "model": "sim-text", "conversation": str(turn.conversation_id),
             "client_request_id": str(uuid.uuid4())}
-    response = await sync_to_async(client.post)(reverse("api-requests"), json.dumps(body),
+    response = await sync_to_async(client.post)(reverse("responses_app:api-requests"), json.dumps(body),
                                                 content_type="application/json")
     assert response.status_code == 201
     for tab in (tab_a, tab_b):
         assert await tab.receive_json_from(timeout=5) == {"type": "turn", "request_id": response.json()["id"]}
-    await sync_to_async(client.post)(reverse("api-requests"), json.dumps(body), content_type="application/json")
+    await sync_to_async(client.post)(reverse("responses_app:api-requests"), json.dumps(body),
+                                     content_type="application/json")
     assert await tab_a.receive_nothing(timeout=0.3), "a resubmit is not a new turn"
-    await sync_to_async(client.post)(reverse("conversation-rename", args=[turn.conversation_id]), {"title": "New"})
-    await sync_to_async(client.post)(reverse("conversation-delete", args=[turn.conversation_id]))
+    await sync_to_async(client.post)(reverse("responses_app:conversation-rename", args=[turn.conversation_id]),
+                                     {"title": "New"})
+    await sync_to_async(client.post)(reverse("responses_app:conversation-delete", args=[turn.conversation_id]))
     for tab in (tab_a, tab_b):
         assert await tab.receive_json_from(timeout=5) == {"type": "renamed", "title": "New"}
         assert await tab.receive_json_from(timeout=5) == {"type": "deleted"}
@@ -175,10 +178,10 @@ def test_usage_per_answer_with_a_cost_when_priced(owner: Any, settings: Any) -> 
     cost = selectors.usage_cost(usage=USAGE, model="sim-text")
     assert cost == pytest.approx((1000 * 2.0 + 200 * 0.5 + 300 * 8.0) / 1e6)
     assert selectors.usage_cost(usage=USAGE, model="unpriced") is None
-    html = client_for(owner).get(reverse("chat", args=[turn.conversation_id])).content.decode()
+    html = client_for(owner).get(reverse("responses_app:chat", args=[turn.conversation_id])).content.decode()
     for part in ("1200 in", "200 cached", "300 out", "120 reasoning", "$0.0045"):
         assert part in html
-    listing = client_for(owner).get(reverse("conversations")).content.decode()
+    listing = client_for(owner).get(reverse("responses_app:conversations")).content.decode()
     assert "1500 tokens used (1200 in · 300 out) · $0.0045" in listing
     assert str(usage_line(None)) == ""
 
@@ -187,12 +190,9 @@ def test_usage_per_answer_with_a_cost_when_priced(owner: Any, settings: Any) -> 
     ("[1]", "JSON object of models"), ("{", "must be a JSON object"), ('{"m": {"input": -1}}', "non-negative"),
     ('{"m": {"inptu": 1}}', "input, cached_input, output"), ('{"m": {"input": true}}', "non-negative"),
 ])
-def test_bad_prices_are_refused_at_start_up(value: str, message: str) -> None:
-    done = subprocess.run([sys.executable, "-c", "import django, os; os.environ['DJANGO_SETTINGS_MODULE']="
-                           "'project.settings'; django.setup()"], capture_output=True, text=True, timeout=60,
-                          env={"PATH": "/usr/bin:/bin", "RELAY_PRICES": value, "DJANGO_ENV": "development"},
-                          check=False)
-    assert done.returncode != 0 and "ImproperlyConfigured" in done.stderr and message in done.stderr
+def test_bad_prices_are_reported_by_manage_py_check(value: str, message: str, settings: Any) -> None:
+    settings.RELAY_PRICES = value
+    assert [(e.id, message in e.msg) for e in relay_check_errors()] == [("responses_app.E002", True)]
 
 
 @pytest.mark.parametrize(("seconds", "text"), [

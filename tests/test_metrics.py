@@ -93,10 +93,10 @@ def test_a_bad_safety_verdict_is_a_clear_error_and_counts_nothing(mode: str, res
 
 def test_model_labels_are_bounded(settings: Any) -> None:
     settings.RELAY_ALLOWED_MODELS = []
-    settings.UPSTREAM_IS_SIMULATOR = True
+    settings.RELAY_UPSTREAM_BASE_URL = ""
     assert metrics.model_label("sim-text") == "sim-text"
     assert metrics.model_label("anything a user typed") == "other"
-    settings.UPSTREAM_IS_SIMULATOR = False
+    settings.RELAY_UPSTREAM_BASE_URL = "https://provider.example/v1"
     assert metrics.model_label("sim-text") == "other", "a provider's models are only the allowed ones"
     settings.RELAY_ALLOWED_MODELS = ["gpt-4.1-mini"]
     assert metrics.model_label("gpt-4.1-mini") == "gpt-4.1-mini"
@@ -120,7 +120,7 @@ def test_a_stop_before_the_runner_started_counts_the_request_and_its_cancel_once
     assert request.status == "cancelled" and request.cancels == 1
 
 
-def test_a_short_token_is_refused_outside_development() -> None:
+def test_a_short_token_is_refused_by_the_deployment_checks() -> None:
     import os
     import subprocess
     import sys
@@ -128,14 +128,19 @@ def test_a_short_token_is_refused_outside_development() -> None:
     from tests.test_security_production import ROOT
 
     env = {**os.environ, "DJANGO_ENV": "test", "SECRET_KEY": "k" * 50, "ALLOWED_HOSTS": "relay.test",
-           "SIMULATOR_ENABLED": "true", "SIMULATOR_API_KEY": "sim", "RELAY_METRICS_TOKEN": "short"}
+           "OPENAI_BASE_URL": "https://provider.example/v1", "RELAY_ALLOWED_MODELS": "gpt-4.1",
+           "RELAY_METRICS_TOKEN": "short"}
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    result = subprocess.run([sys.executable, "-c", "import django; django.setup()"], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=60)
-    assert result.returncode != 0 and "RELAY_METRICS_TOKEN must be at least 16 characters" in result.stderr
+
+    def check() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--tag", "responses_app"],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+
+    refused = check()
+    assert refused.returncode != 0 and "responses_app.E012" in refused.stderr, refused.stderr
     env["RELAY_METRICS_TOKEN"] = TOKEN
-    assert subprocess.run([sys.executable, "-c", "import django; django.setup()"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60).returncode == 0
+    passed = check()
+    assert passed.returncode == 0, passed.stderr
 
 
 def test_never_redirected_to_https(settings: Any) -> None:

@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_upstream")]
 
 @pytest.fixture(autouse=True)
 def upstream_is_simulator(settings: Any) -> None:
-    settings.UPSTREAM_IS_SIMULATOR = True
+    settings.RELAY_UPSTREAM_BASE_URL = ""
 
 
 @pytest.fixture
@@ -31,7 +31,7 @@ def client(db: Any) -> Client:
 
 
 def post(client: Client, body: dict[str, Any]) -> Any:
-    return client.post(reverse("api-requests"), json.dumps(body), content_type="application/json")
+    return client.post(reverse("responses_app:api-requests"), json.dumps(body), content_type="application/json")
 
 
 @pytest.mark.parametrize(("body", "field"), [
@@ -76,7 +76,7 @@ def test_well_typed_input_is_accepted_as_sent(client: Client) -> None:
 
 def test_a_real_provider_refuses_sim_keys_and_other_models_and_gets_the_token_cap(
         client: Client, settings: Any) -> None:
-    settings.UPSTREAM_IS_SIMULATOR = False
+    settings.RELAY_UPSTREAM_BASE_URL = "https://provider.example/v1"
     settings.RELAY_ALLOWED_MODELS = ["gpt-4.1-mini"]
     settings.RELAY_MAX_OUTPUT_TOKENS = 2000
     refused = post(client, {"input": "hi", "model": "o1-pro"})
@@ -89,7 +89,7 @@ def test_a_real_provider_refuses_sim_keys_and_other_models_and_gets_the_token_ca
 
 
 def test_the_form_validates_the_same_and_keeps_the_prompt(client: Client) -> None:
-    response = client.post(reverse("conversation-new"), {
+    response = client.post(reverse("responses_app:conversation-new"), {
         "input": "my long typed prompt", "model": "sim-text", "metadata": '{"k": "v\\u0000"}'})
     assert response.status_code == 400
     page = response.content.decode()

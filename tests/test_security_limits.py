@@ -24,9 +24,9 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def no_upstream(settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    settings.OPENAI_BASE_URL = ""
-    settings.UPSTREAM_IS_SIMULATOR = True
-    settings.SIMULATOR_BASE_URL = "http://127.0.0.1:9/simulator/v1"
+    settings.RELAY_UPSTREAM_BASE_URL = ""
+    settings.RELAY_UPSTREAM_BASE_URL = ""
+    settings.RELAY_SIMULATOR_BASE_URL = "http://127.0.0.1:9/simulator/v1"
     cache.clear()
 
     async def fake_start(request_id: str) -> None:
@@ -44,7 +44,7 @@ def login(name: str) -> Client:
 
 def submit(client: Client, key: str | None = None) -> Any:
     body = {"input": "hi", "model": "sim-text", "client_request_id": key or str(uuid.uuid4())}
-    return client.post(reverse("api-requests"), json.dumps(body), content_type="application/json")
+    return client.post(reverse("responses_app:api-requests"), json.dumps(body), content_type="application/json")
 
 
 def test_in_flight_limit_is_429_with_retry_after_and_frees_when_one_ends(settings: Any) -> None:
@@ -96,14 +96,14 @@ def test_the_page_shows_the_reason_and_keeps_the_typed_prompt(settings: Any) -> 
     settings.RELAY_MAX_CONCURRENT_PER_USER = 1
     alice = login("alice")
     assert submit(alice).status_code == 201
-    page = alice.post(reverse("conversation-new"), {"input": "a prompt I typed with care", "model": "sim-text",
-                                                    "client_request_id": str(uuid.uuid4())})
+    page = alice.post(reverse("responses_app:conversation-new"), {
+        "input": "a prompt I typed with care", "model": "sim-text", "client_request_id": str(uuid.uuid4())})
     assert page.status_code == 429 and int(page["Retry-After"]) > 0
     text = page.content.decode()
     assert "a prompt I typed with care" in text and "requests in flight" in text
     conversation = ResponseRequest.objects.get().conversation
     assert conversation is not None
-    chat = alice.post(reverse("chat", args=[conversation.pk]), {
+    chat = alice.post(reverse("responses_app:chat", args=[conversation.pk]), {
         "input": "a reply I typed", "model": "sim-text", "client_request_id": str(uuid.uuid4())})
     assert chat.status_code == 429 and "a reply I typed" in chat.content.decode()
     assert ResponseRequest.objects.count() == 1

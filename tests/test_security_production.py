@@ -151,7 +151,9 @@ def test_no_simulator_and_no_foreign_host(prod: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize(("extra", "message"), [
     ({"SIMULATOR_ENABLED": "true"}, "SIMULATOR_ENABLED=true is refused under DJANGO_ENV=production"),
-    ({"RELAY_ALLOWED_MODELS": ""}, "RELAY_ALLOWED_MODELS must be set under DJANGO_ENV=production"),
+    ({"RELAY_ALLOWED_MODELS": ""}, "responses_app.E011: A real provider and no RELAY_ALLOWED_MODELS"),
+    ({"OPENAI_BASE_URL": "", "OPENAI_API_KEY": ""}, "responses_app.E010: The upstream is the built-in simulator"),
+    ({"RELAY_SUBMIT_RATE": "often"}, "responses_app.E002: RELAY_SUBMIT_RATE must look like 20/m"),
     ({"DEBUG": "true"}, "DEBUG=true is refused under DJANGO_ENV=production"),
     ({"SECRET_KEY": ""}, "SECRET_KEY must be set under DJANGO_ENV=production"),
     ({"ALLOWED_HOSTS": ""}, "ALLOWED_HOSTS must be set under DJANGO_ENV=production"),
@@ -171,6 +173,6 @@ def test_only_development_is_development() -> None:
     env["OPENAI_BASE_URL"] = "http://127.0.0.1:9/v1"
     out = subprocess.run([sys.executable, "manage.py", "shell", "-c",
                           "from django.conf import settings as s; print(s.DEBUG, s.SIMULATOR_ENABLED, "
-                          "s.SIMULATOR_API_KEY == '', s.SESSION_COOKIE_SECURE, s.SECURE_SSL_REDIRECT)"],
+                          "s.SESSION_COOKIE_SECURE, s.SECURE_SSL_REDIRECT)"],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
-    assert out.stdout.splitlines()[-1].split() == ["False", "False", "True", "True", "True"], out.stderr
+    assert out.stdout.splitlines()[-1].split() == ["False", "False", "True", "True"], out.stderr

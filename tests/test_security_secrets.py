@@ -94,8 +94,8 @@ def pages(user: Any, request: ResponseRequest) -> str:
                          ids=["401 quoting the key", "a stream that fails with it"])
 async def test_no_key_is_stored_or_shown(owner: Any, settings: Any, reply: Reply, status: str) -> None:
     async with scripted_upstream({"POST /v1/responses": reply}) as upstream:
-        settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY = upstream.base, KEY
-        settings.SIMULATOR_API_KEY = SIM_KEY
+        settings.RELAY_UPSTREAM_BASE_URL, settings.RELAY_UPSTREAM_API_KEY = upstream.base, KEY
+        settings.RELAY_SIMULATOR_API_KEY = SIM_KEY
         request = await make_request(owner, "gpt-test", background=False)
         communicator = await connect(owner, request.pk)  # the socket starts the runner
         assert (await communicator.connect())[0]

@@ -29,8 +29,8 @@ def test_tune_gc_freezes_the_startup_heap_and_spaces_full_collections() -> None:
     out = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, check=True,
                          env={"DJANGO_ENV": "development", "PATH": "/usr/bin:/bin"}, timeout=120)
     r = json.loads(out.stdout.strip().splitlines()[-1])
-    assert r["before"]["frozen"] == 0
-    assert r["after"]["frozen"] > 10_000  # Django, the settings, the modules: out of every scan
+    # Django, the settings, the modules: out of every scan (an interpreter may freeze a few of its own first)
+    assert r["after"]["frozen"] > r["before"]["frozen"] + 10_000
     assert r["after"]["enabled"]
     assert r["after"]["threshold"][:2] == r["before"]["threshold"][:2]
     assert r["after"]["threshold"][2] == r["full_after"] > r["before"]["threshold"][2]

@@ -53,7 +53,7 @@ def make_turn(owner: Any, text: str = "Hello **world**", status: str = "complete
 
 
 def chat_url(request: ResponseRequest) -> str:
-    return reverse("chat", args=[request.conversation_id])
+    return reverse("responses_app:chat", args=[request.conversation_id])
 
 
 def hidden_request_id(html: str) -> str:
@@ -66,7 +66,7 @@ def hidden_request_id(html: str) -> str:
 
 def test_anonymous_is_sent_to_login(owner: Any) -> None:
     turn = make_turn(owner)
-    for url in (reverse("conversations"), chat_url(turn), reverse("analytics")):
+    for url in (reverse("responses_app:conversations"), chat_url(turn), reverse("responses_app:analytics")):
         response = Client().get(url)
         assert response.status_code == 302
         assert response["Location"].startswith(reverse("login"))
@@ -97,7 +97,7 @@ def test_empty_conversation_list_explains_itself(teammate: Any) -> None:
 def test_someone_elses_conversation_is_404(owner: Any, teammate: Any) -> None:
     turn = make_turn(owner)
     assert client_for(teammate).get(chat_url(turn)).status_code == 404
-    turn_url = reverse("chat-turn", args=[turn.conversation_id, turn.pk])
+    turn_url = reverse("responses_app:chat-turn", args=[turn.conversation_id, turn.pk])
     assert client_for(teammate).get(turn_url).status_code == 404
     assert client_for(owner).get(turn_url).status_code == 200
     assert client_for(teammate).post(chat_url(turn), {"input": "x", "model": "sim-text"}).status_code == 404
@@ -114,7 +114,7 @@ def test_staff_may_read_but_not_post(owner: Any, staff: Any) -> None:
 
 
 def test_unknown_conversation_is_404(owner: Any) -> None:
-    assert client_for(owner).get(reverse("chat", args=[uuid.uuid4()])).status_code == 404
+    assert client_for(owner).get(reverse("responses_app:chat", args=[uuid.uuid4()])).status_code == 404
 
 
 # --- server rendering --------------------------------------------------------------------------------
@@ -243,13 +243,13 @@ def test_chat_form_post_redirects_and_a_resubmit_is_idempotent(owner: Any, no_up
 def test_first_prompt_creates_a_conversation(owner: Any) -> None:
     client = client_for(owner)
     key = hidden_request_id(client.get("/").content.decode())
-    response = client.post(reverse("conversation-new"), {"input": "Hello relay", "model": "sim-text",
+    response = client.post(reverse("responses_app:conversation-new"), {"input": "Hello relay", "model": "sim-text",
                                                          "client_request_id": key})
     assert response.status_code == 302
     conversation = Conversation.objects.get(owner=owner)
-    assert response["Location"].startswith(reverse("chat", args=[conversation.pk]))
+    assert response["Location"].startswith(reverse("responses_app:chat", args=[conversation.pk]))
     assert conversation.title == "Hello relay"
-    again = client.post(reverse("conversation-new"), {"input": "Hello relay", "model": "sim-text",
+    again = client.post(reverse("responses_app:conversation-new"), {"input": "Hello relay", "model": "sim-text",
                                                       "client_request_id": key})
     assert again["Location"] == response["Location"]
     assert Conversation.objects.filter(owner=owner).count() == 1
@@ -263,14 +263,14 @@ def test_invalid_form_shows_field_errors(owner: Any) -> None:
     html = response.content.decode()
     assert "form-errors" in html and "input" in html and "must be a string" in html
     assert ResponseRequest.objects.count() == 1
-    response = client.post(reverse("conversation-new"), {"input": "", "model": "sim-text"})
+    response = client.post(reverse("responses_app:conversation-new"), {"input": "", "model": "sim-text"})
     assert response.status_code == 400
 
 
 def test_no_js_stop_cancels_a_pending_request(owner: Any, no_upstream: list[str]) -> None:
     turn = make_turn(owner, status="pending")
     client = client_for(owner)
-    url = reverse("chat-cancel", args=[turn.conversation_id, turn.pk])
+    url = reverse("responses_app:chat-cancel", args=[turn.conversation_id, turn.pk])
     response = client.post(url)
     assert response.status_code == 302
     turn.refresh_from_db()
@@ -284,8 +284,8 @@ def test_repeated_stops_from_forms_and_the_api_count_one_cancel(owner: Any, no_u
     turn = make_turn(owner, status=status)
     client = client_for(owner)
     for _ in range(3):
-        client.post(reverse("chat-cancel", args=[turn.conversation_id, turn.pk]))
-        assert client.post(reverse("api-request-cancel", args=[turn.pk])).status_code in (200, 202)
+        client.post(reverse("responses_app:chat-cancel", args=[turn.conversation_id, turn.pk]))
+        assert client.post(reverse("responses_app:api-request-cancel", args=[turn.pk])).status_code in (200, 202)
     turn.refresh_from_db()
     assert turn.cancel_requested and turn.cancels == 1
     assert turn.status == ("cancelled" if status == "pending" else "streaming")
@@ -299,8 +299,8 @@ def test_model_picker_falls_back_when_upstream_is_unreachable(owner: Any) -> Non
 
 def test_model_picker_lists_upstream_models_and_never_leaks_the_key(
         owner: Any, settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    settings.OPENAI_BASE_URL = "https://upstream.example/v1"
-    settings.OPENAI_API_KEY = "sk-very-secret"
+    settings.RELAY_UPSTREAM_BASE_URL = "https://upstream.example/v1"
+    settings.RELAY_UPSTREAM_API_KEY = "sk-very-secret"
     seen: dict[str, Any] = {}
 
     def fake_get(url: str, headers: dict[str, str], timeout: float) -> httpx.Response:
@@ -368,7 +368,7 @@ def test_csrf_is_enforced_for_session_posts(owner: Any) -> None:
     body = {"input": "Hi", "model": "sim-text"}
     assert post_json(client, "/api/requests", body).status_code == 403
     assert client.post(chat_url(turn), {"input": "Hi", "model": "sim-text"}).status_code == 403
-    assert client.post(reverse("chat-cancel", args=[turn.conversation_id, turn.pk])).status_code == 403
+    assert client.post(reverse("responses_app:chat-cancel", args=[turn.conversation_id, turn.pk])).status_code == 403
     assert ResponseRequest.objects.count() == 1
 
     html = client.get(chat_url(turn)).content.decode()  # sets the cookie; the form carries the token
@@ -382,8 +382,8 @@ def test_csrf_is_enforced_for_session_posts(owner: Any) -> None:
 # --- analytics access -------------------------------------------------------------------------------------
 
 def test_analytics_is_for_staff(owner: Any, staff: Any) -> None:
-    assert client_for(owner).get(reverse("analytics")).status_code == 403
-    response = client_for(staff).get(reverse("analytics"))
+    assert client_for(owner).get(reverse("responses_app:analytics")).status_code == 403
+    response = client_for(staff).get(reverse("responses_app:analytics"))
     assert response.status_code == 200
     assert "<svg" in response.content.decode()
 
@@ -392,7 +392,7 @@ def test_analytics_is_for_staff(owner: Any, staff: Any) -> None:
 
 def test_bootstrap_demo_creates_the_demo_account_once(settings: Any) -> None:
     settings.DEVELOPMENT = True
-    settings.SIMULATOR_BASE_URL = "http://127.0.0.1:8000/simulator/v1"
+    settings.RELAY_SIMULATOR_BASE_URL = "http://127.0.0.1:8000/simulator/v1"
     out = StringIO()
     call_command("bootstrap_demo", "--address", "http://127.0.0.1:8000/", stdout=out)
     text = out.getvalue()
@@ -405,7 +405,7 @@ def test_bootstrap_demo_creates_the_demo_account_once(settings: Any) -> None:
 
 def test_bootstrap_demo_warns_about_a_simulator_address_mismatch(settings: Any) -> None:
     settings.DEVELOPMENT = True
-    settings.SIMULATOR_BASE_URL = "http://127.0.0.1:8000/simulator/v1"
+    settings.RELAY_SIMULATOR_BASE_URL = "http://127.0.0.1:8000/simulator/v1"
     out = StringIO()
     call_command("bootstrap_demo", "--address", "http://127.0.0.1:9000/", stdout=out)
     assert "Warning" in out.getvalue() and "SIMULATOR_BASE_URL=http://127.0.0.1:9000/simulator/v1" in out.getvalue()

@@ -23,6 +23,8 @@ from channels.db import DatabaseSyncToAsync
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
 
+from ..conf import app_settings
+
 _db_executor: ThreadPoolExecutor | None = None
 _writer_executor: ThreadPoolExecutor | None = None
 _ws_executor: ThreadPoolExecutor | None = None
@@ -66,7 +68,7 @@ def db(fn: Callable[..., Any]) -> Callable[..., Any]:
     if _sqlite():
         return sync_to_async(fn, thread_sensitive=True)
     if _db_executor is None:
-        _db_executor = ThreadPoolExecutor(max_workers=settings.RELAY_DB_THREADS, thread_name_prefix="relay-db")
+        _db_executor = ThreadPoolExecutor(max_workers=app_settings.DB_THREADS, thread_name_prefix="relay-db")
     return sync_to_async(_reconnecting(fn), thread_sensitive=False, executor=_db_executor)
 
 
@@ -86,7 +88,7 @@ def ws_call(fn: Callable[..., Any], *, database: bool = True) -> Callable[..., A
         return DatabaseSyncToAsync(fn) if database else sync_to_async(fn, thread_sensitive=True)
     global _ws_executor
     if _ws_executor is None:
-        _ws_executor = ThreadPoolExecutor(max_workers=settings.RELAY_WS_DB_THREADS, thread_name_prefix="relay-ws")
+        _ws_executor = ThreadPoolExecutor(max_workers=app_settings.WS_DB_THREADS, thread_name_prefix="relay-ws")
     if database:
         return DatabaseSyncToAsync(fn, thread_sensitive=False, executor=_ws_executor)
     return sync_to_async(fn, thread_sensitive=False, executor=_ws_executor)
@@ -106,8 +108,8 @@ def ws_db(fn: Callable[..., Any]) -> Callable[..., Any]:
 def close_db_threads() -> None:
     """Close every relay database thread's connection and stop the threads (tests, shutdown)."""
     global _db_executor, _writer_executor, _ws_executor
-    pools = [(_db_executor, settings.RELAY_DB_THREADS), (_writer_executor, 1),
-             (_ws_executor, settings.RELAY_WS_DB_THREADS)]
+    pools = [(_db_executor, app_settings.DB_THREADS), (_writer_executor, 1),
+             (_ws_executor, app_settings.WS_DB_THREADS)]
     _db_executor = _writer_executor = _ws_executor = None
     for executor, workers in pools:
         if executor is None:

@@ -15,9 +15,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from django.conf import settings
-
 from .. import metrics
+from ..conf import app_settings
 from ..streaming.policies import CheckpointPolicy
 from ..streaming.transcript import Ops, Step, Transcript
 from . import eventlog
@@ -43,15 +42,15 @@ class Delivery:
         self.hub = hub
         self.transcript = transcript
         self._loop = asyncio.get_running_loop()
-        self.patches = PatchStream(transcript.view, self.publish, settings.RELAY_FLUSH_INTERVAL_MS / 1000,
-                                   max_wait=settings.RELAY_FLUSH_MAX_WAIT_MS / 1000,
-                                   min_chars=settings.RELAY_FLUSH_MIN_CHARS)
+        self.patches = PatchStream(transcript.view, self.publish, app_settings.FLUSH_INTERVAL_MS / 1000,
+                                   max_wait=app_settings.FLUSH_MAX_WAIT_MS / 1000,
+                                   min_chars=app_settings.FLUSH_MIN_CHARS)
         self.checkpoints = Checkpointer(uuid.UUID(request_id), hub.writer, CheckpointPolicy(
-            interval=settings.RELAY_CHECKPOINT_INTERVAL_MS / 1000,
-            min_events=settings.RELAY_CHECKPOINT_MIN_EVENTS,
-            max_interval=settings.RELAY_CHECKPOINT_MAX_INTERVAL_MS / 1000, now=self._loop.time()),
+            interval=app_settings.CHECKPOINT_INTERVAL_MS / 1000,
+            min_events=app_settings.CHECKPOINT_MIN_EVENTS,
+            max_interval=app_settings.CHECKPOINT_MAX_INTERVAL_MS / 1000, now=self._loop.time()),
             on_write_failure)
-        self.log = eventlog.EventLog(_redact_fields(tuple(settings.RELAY_REDACT_FIELDS)), transcript.secrets)
+        self.log = eventlog.EventLog(_redact_fields(tuple(app_settings.REDACT_FIELDS)), transcript.secrets)
         self.tally = metrics.StreamTally()  # the event counters, as deltas at each checkpoint
         self._deadlines = hub.deadlines  # the process's one timer for every delivery's deadline
         self.safety: SafetyChecks | None = None  # the runner sets it when a safety mode applies

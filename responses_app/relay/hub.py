@@ -17,9 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
-from django.conf import settings
 
 from .. import metrics
+from ..conf import app_settings
 from ..streaming.wire import decode
 from ..upstream import Upstream, base_url
 from .dbthreads import db, db_writer
@@ -45,13 +45,13 @@ class Hub:
         self.counters = {"takeovers": 0, "lease_expiries": 0}
         self._recent: dict[str, deque[dict[str, Any]]] = {}
         self._upstream: Upstream | None = None
-        self.writer = CheckpointWriter(db_writer, gather_s=settings.RELAY_CHECKPOINT_GATHER_MS / 1000)
+        self.writer = CheckpointWriter(db_writer, gather_s=app_settings.CHECKPOINT_GATHER_MS / 1000)
         self.leases = LeaseKeeper(db)
         self.pacer = Pacer(self.leases)
         self.deadlines = Deadlines(self.loop)  # every delivery's next deadline, on one timer
         layer = get_channel_layer()
         spans_processes = layer is not None and not isinstance(layer, InMemoryChannelLayer)
-        self.fanout = Fanout(layer, self.deliver) if settings.RELAY_GROUP_FANOUT and spans_processes else None
+        self.fanout = Fanout(layer, self.deliver) if app_settings.GROUP_FANOUT and spans_processes else None
 
     # --- runners ------------------------------------------------------------------------------
 

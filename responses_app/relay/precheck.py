@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
-
 from .. import selectors
+from ..conf import app_settings
 from ..models import ResponseRequest, SafetyVerdict
 from ..safety.audit import verdict_record
 from ..safety.checkers import checker_from_settings, judge
@@ -58,14 +57,14 @@ def blocked_message(categories: list[str] | tuple[str, ...], error: str) -> str:
 
 async def precheck(request: RunRequest) -> tuple[str, str] | None:
     """None to go on; else the request's error (code, message): it fails without any upstream call."""
-    if not settings.RELAY_SAFETY_PRECHECK:
+    if not app_settings.SAFETY_PRECHECK:
         return None
     earlier = await db(selectors.safety_precheck)(request_id=request.pk)
     if earlier is not None:
         return None if earlier.action == Action.PASSED else (INPUT_FLAGGED, blocked_message(earlier.categories,
                                                                                              earlier.error))
     text = input_text(request)
-    verdict = await judge(checker_from_settings(), text, kind="input", timeout=settings.RELAY_SAFETY_TIMEOUT_MS / 1000,
+    verdict = await judge(checker_from_settings(), text, kind="input", timeout=app_settings.SAFETY_TIMEOUT_MS / 1000,
                           fail_closed=fail_closed(mode_for(request.model)))
     await db(verdict_record)(request_id=request.pk, mode="precheck", kind="input", verdict=verdict, text=text,
                              action=Action.INPUT_BLOCKED if verdict.flagged else Action.PASSED, end=len(text))

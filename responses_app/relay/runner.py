@@ -26,17 +26,16 @@ from typing import Any
 
 import httpx
 import orjson
-from django.conf import settings
 from django.utils import timezone
 
 from .. import logcontext, selectors, services, tracing
+from ..conf import app_settings
 from ..credentials import known, masked
 from ..models import Segment
 from ..safety import policy as safety_policy
 from ..safety.checkers import checker_from_settings
 from ..selectors import RunRequest
 from ..streaming import vocabulary as v
-from ..streaming.assembler import MAX_ITEMS
 from ..streaming.safety import SafetyGate
 from ..streaming.transcript import Step, Transcript
 from ..upstream import Upstream, UpstreamHTTPError, body_chunks
@@ -78,10 +77,9 @@ class StreamRunner:
         self.finished = Flag()
         self.status: str = v.STREAMING
         self._loop = asyncio.get_running_loop()
-        self.transcript = Transcript(max_event_bytes=settings.RELAY_MAX_EVENT_BYTES,
-                                     hold_window=settings.RELAY_HOLD_WINDOW,
-                                     max_output_items=getattr(settings, "RELAY_MAX_OUTPUT_ITEMS", MAX_ITEMS),
-                                     secrets=known())
+        self.transcript = Transcript(max_event_bytes=app_settings.MAX_EVENT_BYTES,
+                                     hold_window=app_settings.HOLD_WINDOW,
+                                     max_output_items=app_settings.MAX_OUTPUT_ITEMS, secrets=known())
         self.view = self.transcript.view
         self.delivery = Delivery(request_id, hub, self.transcript, self._on_write_failure)
         self.tools = ToolRound(self.uuid, lambda change: self.delivery.changed(change, boundary=True))
@@ -167,13 +165,13 @@ class StreamRunner:
             return
         passed = await db(selectors.safety_passed)(request_id=self.uuid) if recovering else {}
         self.transcript.guard(SafetyGate(
-            mode, unit=settings.RELAY_SAFETY_WINDOW, max_chars=settings.RELAY_SAFETY_WINDOW_CHARS,
-            context_chars=settings.RELAY_SAFETY_CONTEXT_CHARS, interval=settings.RELAY_CHECKPOINT_INTERVAL_MS / 1000,
+            mode, unit=app_settings.SAFETY_WINDOW, max_chars=app_settings.SAFETY_WINDOW_CHARS,
+            context_chars=app_settings.SAFETY_CONTEXT_CHARS, interval=app_settings.CHECKPOINT_INTERVAL_MS / 1000,
             passed=passed))
         self.safety = self.delivery.safety = SafetyChecks(
             self.uuid, mode, self.transcript, checker_from_settings(),
             changed=lambda change, urgent: self.delivery.changed(change, boundary=urgent),
-            on_flag=self._on_flag, timeout=settings.RELAY_SAFETY_TIMEOUT_MS / 1000,
+            on_flag=self._on_flag, timeout=app_settings.SAFETY_TIMEOUT_MS / 1000,
             fail_closed=safety_policy.fail_closed(mode), on_first_text=self._on_first_released)
 
     def _on_first_released(self) -> None:
@@ -205,11 +203,11 @@ class StreamRunner:
         """RELAY_REQUEST_DEADLINE_S from the request's creation (a takeover keeps the clock):
         then the upstream is cancelled and the request ends incomplete, keeping what was shown."""
         age = (timezone.now() - request.created).total_seconds()
-        return self._loop.call_later(max(settings.RELAY_REQUEST_DEADLINE_S - age, 0), self._on_deadline)
+        return self._loop.call_later(max(app_settings.REQUEST_DEADLINE_S - age, 0), self._on_deadline)
 
     def _on_deadline(self) -> None:
         logger.warning("request %s reached its deadline (%ss); cancelling the upstream",
-                       self.request_id, settings.RELAY_REQUEST_DEADLINE_S)
+                       self.request_id, app_settings.REQUEST_DEADLINE_S)
         self._stop(Ending.DEADLINE)
 
     def _on_write_failure(self, error: CheckpointNotWritten) -> None:
@@ -353,7 +351,7 @@ class StreamRunner:
                 result = SegmentResult(Ending.CANCELLED)
             elif self.stopped is not None and self.stopped.ending is Ending.STALLED:
                 self.stopped = None
-                result = SegmentResult(Ending.STALLED, f"no bytes for {settings.RELAY_IDLE_TIMEOUT_S}s")
+                result = SegmentResult(Ending.STALLED, f"no bytes for {app_settings.IDLE_TIMEOUT_S}s")
             else:
                 raise
         except UpstreamHTTPError as exc:
@@ -527,7 +525,7 @@ class StreamRunner:
 
     def check_idle(self, now: float) -> None:
         """Called by the hub's lease keeper: an upstream silent for too long counts as dropped."""
-        idle_limit = settings.RELAY_IDLE_TIMEOUT_S
+        idle_limit = app_settings.IDLE_TIMEOUT_S
         if now - self._last_bytes > idle_limit and self._reader is not None:
             with logcontext.using(self.log_context):
                 logger.warning("upstream silent for %ss on %s; treating as dropped", idle_limit, self.request_id)

@@ -28,9 +28,9 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.routing import ChannelNameRouter
 from channels.worker import Worker
-from django.conf import settings
 
 from .. import logcontext, selectors
+from ..conf import app_settings
 from ..wsthreads import DirectDispatch
 from .hub import RUNNER_CHANNEL, get_hub
 from .runner import StreamRunner
@@ -124,7 +124,7 @@ async def sweep() -> int:
 
 def ensure_worker() -> None:
     """Serve the runner consumer inside this process (the default: RELAY_INPROCESS_RUNNER)."""
-    if not settings.RELAY_INPROCESS_RUNNER:
+    if not app_settings.INPROCESS_RUNNER:
         return
     hub = get_hub()
     if hub.worker_task is not None and not hub.worker_task.done():

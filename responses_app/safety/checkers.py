@@ -119,11 +119,11 @@ def checker_from_settings() -> Checker:
     dotted path to a callable that takes no arguments and returns a checker."""
     global _checker
     if _checker is None:
-        from django.conf import settings
+        from ..conf import app_settings
 
-        name = settings.RELAY_SAFETY_CHECKER
+        name = app_settings.SAFETY_CHECKER
         if name == "rules":
-            _checker = RulesChecker(settings.RELAY_SAFETY_RULES)
+            _checker = RulesChecker(app_settings.SAFETY_RULES)
         else:
             _checker = custom_checker(BUILT_IN_FACTORIES.get(name, name))
     return _checker

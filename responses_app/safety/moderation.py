@@ -18,8 +18,8 @@ from typing import Any
 
 import httpx
 import orjson
-from django.conf import settings
 
+from ..conf import app_settings
 from ..embedded import EMBEDDED_BASE_URL, ASGIStreamTransport, simulator_app
 from ..upstream import UpstreamHTTPError, auth_headers, base_url
 from .checkers import Kind, Verdict
@@ -82,6 +82,6 @@ def verdict_from(data: Any, *, checker: str) -> Verdict:
 
 
 def moderation_checker() -> ModerationChecker:
-    return ModerationChecker(model=settings.RELAY_SAFETY_MODERATION_MODEL,
-                             max_connections=settings.RELAY_SAFETY_MAX_CONNECTIONS,
-                             timeout=settings.RELAY_SAFETY_TIMEOUT_MS / 1000)
+    return ModerationChecker(model=app_settings.SAFETY_MODERATION_MODEL,
+                             max_connections=app_settings.SAFETY_MAX_CONNECTIONS,
+                             timeout=app_settings.SAFETY_TIMEOUT_MS / 1000)

@@ -95,7 +95,7 @@ def test_the_page_follows_the_answer_and_offers_jump_to_latest(sessions: Any, wi
     error_free = geometry(page, request_id)
     assert error_free["fromBottom"] <= 48
     page.reload()  # a conversation opens at its latest turn
-    page.wait_for_function("() => document.documentElement.classList.contains('js')")
+    page.wait_for_function("() => document.querySelector('.relay.relay-js') !== null")
     g = geometry(page, request_id)
     assert g["fromBottom"] <= 48 and g["scrollY"] > 0, g
     no_console_errors(page)
@@ -131,7 +131,7 @@ def test_a_turn_started_in_one_tab_streams_live_in_another(sessions: Any, relay_
     tab_b = sized(alice, 390)
     tab_b.goto(tab_a.url)
     expect(tab_b.locator("article.turn")).to_have_count(1)
-    tab_b.wait_for_function("() => document.documentElement.classList.contains('js')")
+    tab_b.wait_for_function("() => document.querySelector('.relay.relay-js') !== null")
     tab_b.wait_for_timeout(300)  # let tab B's conversation socket connect (it also catches up if not)
     pace = {"sim.tokens_per_s": "60", "sim.seed": "9", "sim.tokens": "200"}
     second = send_reply(tab_a, "Started in tab A", metadata=pace)
@@ -161,7 +161,7 @@ def test_rename_regenerate_edit_and_delete(sessions: Any, relay_server: RelaySer
     chat_url = page.url.split("#")[0]
     other = sized(alice, 1280)
     other.goto(chat_url)
-    other.wait_for_function("() => document.documentElement.classList.contains('js')")
+    other.wait_for_function("() => document.querySelector('.relay.relay-js') !== null")
 
     page.get_by_role("button", name="Rename").click()
     page.fill("#rename-title", "Renamed  by me ")

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from typing import Any
 
 import orjson
@@ -19,6 +17,7 @@ from responses_app.streaming.transcript import Ops
 from responses_app.streaming.view import ViewModel
 from responses_app.streaming.wire import decode
 from responses_app.upstream import UpstreamHTTPError
+from tests.conftest import relay_check_errors
 
 # --- event log ------------------------------------------------------------------------------------
 
@@ -167,14 +166,13 @@ def test_a_slow_flow_is_published_in_patches_worth_their_envelope() -> None:
     ("RELAY_FLUSH_MIN_CHARS", "-1", "must be zero or more"), ("RELAY_FLUSH_MIN_CHARS", "many", "must be an integer"),
     ("RELAY_FLUSH_MAX_WAIT_MS", "0", "must be positive"), ("RELAY_FLUSH_MIN_CHARS", "0", None),
 ])
-def test_the_batching_settings_are_checked_at_start_up(name: str, value: str, message: str | None) -> None:
-    done = subprocess.run([sys.executable, "-c", "import django, os; os.environ['DJANGO_SETTINGS_MODULE']="
-                           "'project.settings'; django.setup()"], capture_output=True, text=True, timeout=60,
-                          env={"PATH": "/usr/bin:/bin", name: value, "DJANGO_ENV": "development"}, check=False)
+def test_the_batching_settings_are_checked(name: str, value: str, message: str | None, settings: Any) -> None:
+    setattr(settings, name, value)
+    errors = relay_check_errors()
     if message is None:
-        assert done.returncode == 0, done.stderr  # 0: every interval, as before protocol 2
+        assert errors == []  # 0: every interval, as before protocol 2
     else:
-        assert done.returncode != 0 and "ImproperlyConfigured" in done.stderr and message in done.stderr
+        assert [(e.id, message in e.msg) for e in errors] == [("responses_app.E002", True)], errors
 
 
 async def test_with_nothing_pending_a_snapshot_is_immediate() -> None:

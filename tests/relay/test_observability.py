@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from responses_app import logcontext, tracing
+from responses_app.conf import app_settings
 from responses_app.relay.hub import get_hub
 from responses_app.relay.runner import StreamRunner
 from responses_app.upstream import Upstream
@@ -107,7 +108,7 @@ async def test_a_failed_request_s_span_is_an_error(owner: Any, spans: InMemorySp
 
 
 async def test_off_by_default(owner: Any, settings: Any) -> None:
-    assert settings.RELAY_OTEL is False
+    assert app_settings.OTEL is False
     assert tracing.start(request_id="x", model="sim-text") is tracing.NO_SPAN
 
 

@@ -60,14 +60,14 @@ def segment_count(request: ResponseRequest) -> int:
 def chat_page(user: Any, request: ResponseRequest) -> str:
     client = Client()
     client.force_login(user)
-    response = client.get(reverse("chat", args=[request.conversation_id]))
+    response = client.get(reverse("responses_app:chat", args=[request.conversation_id]))
     assert response.status_code == 200
     return response.content.decode()
 
 
 async def test_a_flagged_input_makes_no_upstream_request(owner: Any, precheck_on: Any) -> None:
     async with scripted_upstream({"POST /v1/responses": Reply(body=b"")}) as upstream:
-        precheck_on.SIMULATOR_BASE_URL = upstream.base
+        precheck_on.RELAY_SIMULATOR_BASE_URL = upstream.base
         saved, watcher = await watch_to_end(owner, FLAGGED)
         assert upstream.requests == [], "nothing reached the upstream"
     assert saved.status == "failed" and saved.error_code == "input_flagged"
@@ -102,7 +102,7 @@ async def test_the_moderation_checker_asks_the_same_upstream_and_nothing_else(ow
         {"flagged": True, "categories": {"illicit": True, "violence": False}, "category_scores": {}}]})
     async with scripted_upstream({"POST /v1/moderations": Reply(body=flagged, content_type="application/json")}) \
             as upstream:
-        precheck_on.SIMULATOR_BASE_URL = upstream.base
+        precheck_on.RELAY_SIMULATOR_BASE_URL = upstream.base
         reset_checker()
         saved, _ = await watch_to_end(owner, "anything at all")
         assert [line for line, _ in upstream.requests] == ["POST /v1/moderations"]
@@ -155,7 +155,7 @@ async def test_a_takeover_follows_the_stored_verdict_without_checking_again(owne
     blocked = await make_request(owner, "sim-text", text="Tell me about lakes.")
     await stored_verdict(blocked, "input_blocked")
     async with scripted_upstream({}) as upstream:
-        precheck_on.SIMULATOR_BASE_URL = upstream.base
+        precheck_on.RELAY_SIMULATOR_BASE_URL = upstream.base
         await StreamRunner(str(blocked.pk), get_hub()).run()
         assert upstream.requests == []
     blocked = await reload(blocked)

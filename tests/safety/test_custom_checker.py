@@ -80,11 +80,11 @@ def test_a_path_that_makes_no_checker_is_a_clear_error(settings: Any, path: str,
         checker_from_settings()
 
 
-def test_a_checker_name_that_is_neither_built_in_nor_a_path_is_refused_at_startup() -> None:
-    from tests.test_settings_services import settings_of
-
-    done = settings_of(RELAY_SAFETY_CHECKER="moderations")
-    assert done.returncode != 0 and "RELAY_SAFETY_CHECKER must be rules, moderation or a dotted path" in done.stderr
+def test_a_checker_name_that_is_neither_built_in_nor_a_path_is_reported_by_check() -> None:
+    done = manage_check(RELAY_SAFETY_MODE="buffered", RELAY_SAFETY_CHECKER="moderations")
+    assert done.returncode != 0
+    assert "responses_app.E002" in done.stderr, done.stderr
+    assert "RELAY_SAFETY_CHECKER must be rules, moderation or a dotted path" in done.stderr
 
 
 def manage_check(**env: str) -> subprocess.CompletedProcess[str]:

@@ -85,7 +85,7 @@ def test_the_settings_build_one_checker_for_the_relays_upstream(relay_settings: 
     try:
         checker = checker_from_settings()
         assert isinstance(checker, ModerationChecker) and checker_from_settings() is checker
-        assert checker.base == relay_settings.SIMULATOR_BASE_URL and checker.model == "text-moderation-latest"
+        assert checker.base == relay_settings.RELAY_SIMULATOR_BASE_URL and checker.model == "text-moderation-latest"
         assert checker.headers == AUTH  # the simulator's key, as the Responses calls bear it
         assert check(checker, "a bloodbath").categories == ("violence",)
     finally:
@@ -93,7 +93,7 @@ def test_the_settings_build_one_checker_for_the_relays_upstream(relay_settings: 
 
 
 def test_the_embedded_simulator_answers_in_process(settings: Any) -> None:
-    settings.OPENAI_BASE_URL = settings.SIMULATOR_BASE_URL = ""
+    settings.RELAY_UPSTREAM_BASE_URL = settings.RELAY_SIMULATOR_BASE_URL = ""
     settings.RELAY_SAFETY_CHECKER = "moderation"
     reset_checker()
     try:

@@ -4,6 +4,7 @@
 import { esc } from "./markdown.js";
 import { csrfToken, follow } from "./follower.js";
 import { contentChanged, toBottom } from "./scroll.js";
+import { url } from "./urls.js";
 
 export function newRequestId() {
   if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
@@ -88,7 +89,7 @@ export function addTurn(conversation, requestId, { own = false } = {}) {
 }
 
 async function insertTurn(conversation, requestId) {
-  const response = await fetch(`/c/${conversation}/turns/${requestId}/`, { credentials: "same-origin" });
+  const response = await fetch(url("turn", { conversation, request: requestId }), { credentials: "same-origin" });
   if (!response.ok) return;
   if (document.getElementById(`turn-${requestId}`)) return;
   const holder = document.createElement("div");

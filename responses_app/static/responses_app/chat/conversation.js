@@ -7,6 +7,7 @@
 
 import { addTurn, newRequestId } from "./composer.js";
 import { csrfToken } from "./follower.js";
+import { socketUrl, url } from "./urls.js";
 
 export class ConversationLive {
   constructor(id) {
@@ -17,8 +18,7 @@ export class ConversationLive {
   }
 
   connect() {
-    const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-    const ws = new WebSocket(`${scheme}//${location.host}/ws/conversations/${this.id}/`);
+    const ws = new WebSocket(socketUrl("wsConversation", { conversation: this.id }));
     this.ws = ws;
     ws.onopen = () => { this.attempt = 0; };
     ws.onmessage = (event) => {
@@ -44,7 +44,7 @@ export class ConversationLive {
       document.title = `${message.title} · Responses Relay`;
     } else if (message.type === "deleted") {
       this.closed = true;
-      location.assign("/");
+      location.assign(url("conversations"));
     }
   }
 }

@@ -13,6 +13,7 @@ import { badgeIsFinal, badgeKey, noticeHtml } from "./render.js";
 import { TurnView } from "./turnview.js";
 import { vocab } from "./vocab.js";
 import { PROTOCOL, applyOp, decode } from "./wire.js";
+import { socketUrl, url } from "./urls.js";
 
 export const followers = new Map();
 export const liveTexts = new Map(); // request id -> the text this tab assembled itself, before the swap
@@ -81,9 +82,8 @@ class Follower {
   }
 
   url() {
-    const scheme = location.protocol === "https:" ? "wss:" : "ws:";
     const reconnect = this.opened || this.attempt || this.followedBefore;
-    return `${scheme}//${location.host}/ws/requests/${this.id}/?v=${PROTOCOL}${reconnect ? "&reconnect=1" : ""}`;
+    return `${socketUrl("wsRequest", { request: this.id })}?v=${PROTOCOL}${reconnect ? "&reconnect=1" : ""}`;
   }
 
   connect() {
@@ -319,7 +319,7 @@ class Follower {
 
   async checkAccess() {
     try {
-      const response = await fetch(`/api/requests/${this.id}`, { credentials: "same-origin" });
+      const response = await fetch(url("apiRequest", { request: this.id }), { credentials: "same-origin" });
       if (response.status === 404 || response.status === 401 || response.status === 403) this.forbidden();
     } catch {
       // offline: keep retrying

@@ -11,6 +11,7 @@ import { csrfToken, followAll, followers, hooks, liveHtml, liveTexts } from "./f
 import { renderMarkdown } from "./markdown.js";
 import { badgeKey } from "./render.js";
 import { contentChanged, startScroll } from "./scroll.js";
+import { loadUrls, url } from "./urls.js";
 import { loadFromPage } from "./vocab.js";
 
 // Approve / Deny on an MCP approval request: the answer is stored once, from any tab; the runner
@@ -23,8 +24,8 @@ function bindApprovals(root) {
     const turn = button.closest("article.turn");
     if (!box || !turn) return;
     box.querySelectorAll("button").forEach((b) => { b.disabled = true; });
-    const url = `/api/requests/${turn.dataset.requestId}/approvals/${encodeURIComponent(box.dataset.approvalId)}`;
-    const response = await fetch(url, {
+    const address = url("apiApprove", { request: turn.dataset.requestId, approval: box.dataset.approvalId });
+    const response = await fetch(address, {
       method: "POST", credentials: "same-origin",
       headers: { "X-CSRFToken": csrfToken(), "Content-Type": "application/json" },
       body: JSON.stringify({ approve: button.dataset.approve === "true" }),
@@ -37,8 +38,10 @@ function bindApprovals(root) {
 }
 
 function start() {
-  document.documentElement.classList.add("js"); // shows the controls that need this script
+  // Shows the controls that need this script: on the app's own markup only, never the host's.
+  for (const root of document.querySelectorAll(".relay")) root.classList.add("relay-js");
   loadFromPage(document);
+  loadUrls(document);
   const chat = document.querySelector(".chat[data-conversation]");
   const form = document.getElementById("composer");
   hooks.rendered = contentChanged;

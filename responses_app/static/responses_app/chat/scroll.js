@@ -32,7 +32,8 @@ export function contentChanged() {
 export function startScroll({ composer, jumpButton, turns }) {
   jump = jumpButton;
   if (composer) {
-    const publish = () => document.documentElement.style.setProperty("--composer-h", `${composer.offsetHeight}px`);
+    const root = composer.closest(".relay") || document.documentElement;
+    const publish = () => root.style.setProperty("--composer-h", `${composer.offsetHeight}px`);
     new ResizeObserver(publish).observe(composer);
     publish();
   }

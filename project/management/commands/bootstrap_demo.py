@@ -1,7 +1,7 @@
 """`manage.py bootstrap_demo --address http://HOST:PORT/`: a newcomer's first minute.
 
-In development (settings.DEVELOPMENT) it creates the account `demo` / `demo` when it does not
-exist yet, and prints where to go and how to log in. When SIMULATOR_BASE_URL is set to this
+In development (the demo's settings.DEVELOPMENT) it creates the account `demo` / `demo` when it does not
+exist yet, and prints where to go and how to log in. When RELAY_SIMULATOR_BASE_URL is set to this
 server's own `/simulator/v1` (rather than left empty: the embedded simulator, reached in-process),
 it checks that it points at the address being served, and warns if not.
 """
@@ -14,6 +14,8 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
+
+from responses_app.conf import app_settings
 
 DEMO_USERNAME = "demo"
 DEMO_PASSWORD = "demo"
@@ -35,14 +37,14 @@ def expected_simulator_url(address: str) -> str:
 
 def simulator_mismatch(address: str) -> str | None:
     """A warning when the relay would look for the simulator somewhere else than `address`."""
-    if settings.OPENAI_BASE_URL or not settings.SIMULATOR_ENABLED or not settings.SIMULATOR_BASE_URL:
+    if app_settings.UPSTREAM_BASE_URL or not settings.SIMULATOR_ENABLED or not app_settings.SIMULATOR_BASE_URL:
         return None  # a real upstream, or the embedded simulator reached in-process
     expected = expected_simulator_url(address)
-    actual = settings.SIMULATOR_BASE_URL.rstrip("/")
+    actual = app_settings.SIMULATOR_BASE_URL.rstrip("/")
     same = _origin(actual) == _origin(expected) and urlsplit(actual).path.rstrip("/") == "/simulator/v1"
     if same:
         return None
-    return (f"SIMULATOR_BASE_URL is {actual} but this server is {address.rstrip('/')}; the relay would not "
+    return (f"RELAY_SIMULATOR_BASE_URL is {actual} but this server is {address.rstrip('/')}; the relay would not "
             f"reach its simulator. Set SIMULATOR_BASE_URL={expected} (environment or .env).")
 
 
@@ -56,7 +58,7 @@ class Command(BaseCommand):
         address: str = options["address"]
         if not address.endswith("/"):
             address += "/"
-        User = get_user_model()
+        User = get_user_model()  # the host's user model, custom or not
         style = self.style
         if settings.DEVELOPMENT:
             if User.objects.filter(username=DEMO_USERNAME).exists():

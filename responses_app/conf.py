@@ -1,0 +1,359 @@
+"""The app's settings: every `RELAY_*` setting, its default and its validation, in one place.
+
+    from responses_app.conf import app_settings
+    app_settings.MAX_OUTPUT_TOKENS      # settings.RELAY_MAX_OUTPUT_TOKENS, or its default
+
+This module is the only one that reads `RELAY_*` from the host's settings (as DRF's
+`api_settings` and allauth's `app_settings` do). Values are read lazily, on first use, and cached
+until a `RELAY_*` setting (or DEBUG) changes (`setting_changed`, sent by tests' overrides).
+
+A value may be given typed (`RELAY_ALLOWED_MODELS = ["gpt-4.1"]`) or as the text an environment
+variable would carry (`"gpt-4.1,gpt-4.1-mini"`, `"true"`, `"20/m"`): `from_environ()` collects
+the `RELAY_*` variables of an environment for a settings module that wants them. An invalid value
+is never an exception at import or at first use: it reads as its default and `manage.py check`
+reports it (responses_app.E002, see checks.py); `docs/configuration.md` lists every setting.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+from .streaming.assembler import MAX_ITEMS
+
+PREFIX = "RELAY_"
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+SAFETY_MODES = ("off", "progressive", "buffered")
+TRANSPORTS = ("aiohttp", "httpx")
+_TRUE = ("true", "1", "yes", "on")
+_FALSE = ("false", "0", "no", "off", "")
+_WINDOWS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+# --- parsers: a raw value (typed, or an environment string) -> the value, or ValueError ----------
+
+def _integer(*, minimum: int = 1) -> Callable[[Any], int]:
+    assert minimum in (0, 1)
+    def parse(raw: Any) -> int:
+        if isinstance(raw, bool):
+            raise ValueError(f"must be an integer, got {raw!r}")
+        if isinstance(raw, str):
+            try:
+                raw = int(raw.strip())
+            except ValueError:
+                raise ValueError(f"must be an integer, got {raw!r}") from None
+        if not isinstance(raw, int):
+            raise ValueError(f"must be an integer, got {type(raw).__name__}")
+        if raw < minimum:
+            raise ValueError(f"must be {'zero or more' if minimum == 0 else 'positive'}, got {raw}")
+        return raw
+    return parse
+
+
+def _boolean(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and raw.strip().lower() in _TRUE + _FALSE:
+        return raw.strip().lower() in _TRUE
+    raise ValueError(f"must be true or false, got {raw!r}")
+
+
+def _text(raw: Any) -> str:
+    if not isinstance(raw, str):
+        raise ValueError(f"must be a string, got {type(raw).__name__}")
+    return raw.strip()
+
+
+def _url(raw: Any) -> str:
+    text = _text(raw).rstrip("/")
+    if text and not text.startswith(("http://", "https://")):
+        raise ValueError(f"must be an http(s) URL, got {text!r}")
+    return text
+
+
+def _names(raw: Any) -> tuple[str, ...]:
+    if isinstance(raw, str):
+        raw = raw.split(",")
+    if not isinstance(raw, (list, tuple)) or not all(isinstance(item, str) for item in raw):
+        raise ValueError("must be a list of strings (or a comma-separated string)")
+    return tuple(item.strip() for item in raw if item.strip())
+
+
+def _choice(*choices: str) -> Callable[[Any], str]:
+    def parse(raw: Any) -> str:
+        value = _text(raw).lower()
+        if value not in choices:
+            raise ValueError(f"must be one of {', '.join(c or '(empty)' for c in choices)}, got {raw!r}")
+        return value
+    return parse
+
+
+def _rate(raw: Any) -> tuple[int, int]:
+    """`N/s`, `N/m`, `N/h` or `N/d` (or a pair) -> (N, window seconds)."""
+    if isinstance(raw, (list, tuple)) and len(raw) == 2:
+        return _integer()(raw[0]), _integer()(raw[1])
+    count, _, unit = _text(raw).partition("/")
+    if not count.isdigit() or int(count) <= 0 or unit not in _WINDOWS:
+        raise ValueError(f"must look like 20/m (per s, m, h or d), got {raw!r}")
+    return int(count), _WINDOWS[unit]
+
+
+def _safety_modes(raw: Any) -> dict[str, str]:
+    """{model: mode}, or its text `model-a=buffered,model-b=off`."""
+    if isinstance(raw, str):
+        pairs = {}
+        for item in filter(None, (part.strip() for part in raw.split(","))):
+            model, sep, mode = item.partition("=")
+            if not sep or not model.strip():
+                raise ValueError(f"must look like model-a=buffered,model-b=off, got {item!r}")
+            pairs[model.strip()] = mode
+        raw = pairs
+    if not isinstance(raw, Mapping):
+        raise ValueError("must be a dict of model: mode")
+    choice = _choice(*SAFETY_MODES)
+    return {str(model): choice(mode) for model, mode in raw.items()}
+
+
+def _prices(raw: Any) -> dict[str, dict[str, float]]:
+    """{model: {"input": usd, "cached_input": usd, "output": usd}} per million tokens (or its JSON)."""
+    if isinstance(raw, str):
+        if not raw.strip():
+            return {}
+        try:
+            raw = json.loads(raw)
+        except ValueError as exc:
+            raise ValueError(f"must be a JSON object: {exc}") from None
+    if not isinstance(raw, Mapping):
+        raise ValueError("must be a JSON object of models (or a dict)")
+    prices: dict[str, dict[str, float]] = {}
+    for model, row in raw.items():
+        if not isinstance(row, Mapping) or not row or not set(row) <= {"input", "cached_input", "output"}:
+            raise ValueError(f"[{model!r}] must be a dict of input, cached_input, output")
+        for key, value in row.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ValueError(f"[{model!r}][{key!r}] must be a non-negative number")
+        prices[str(model)] = {key: float(value) for key, value in row.items()}
+    return prices
+
+
+def _checker(raw: Any) -> str:
+    value = _text(raw)
+    if value not in ("rules", "moderation") and "." not in value:
+        raise ValueError(f"must be rules, moderation or a dotted path to a checker factory "
+                         f"(for example myproject.safety.make_checker), got {value!r}")
+    return value
+
+
+def _optional_text(raw: Any) -> str | None:
+    return None if raw is None else _text(raw)
+
+
+def _dotted_paths(raw: Any) -> tuple[str, ...]:
+    names = _names(raw)
+    for name in names:
+        if "." not in name:
+            raise ValueError(f"must be dotted paths (myproject.tools.lookup), got {name!r}")
+    return names
+
+
+# --- the settings ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Setting:
+    name: str  # without the RELAY_ prefix
+    default: Any  # a value, or a callable taking the app settings (for defaults that follow others)
+    parse: Callable[[Any], Any]
+    doc: str
+    group: str
+
+    @property
+    def setting(self) -> str:
+        return PREFIX + self.name
+
+
+def _default_redact_fields(_: AppSettings) -> tuple[str, ...]:
+    from .relay.redact import DEFAULT_FIELDS  # plain data
+
+    return tuple(DEFAULT_FIELDS)
+
+
+def _default_upstream_url(app: AppSettings) -> str:
+    return OPENAI_BASE_URL if app.UPSTREAM_API_KEY else ""
+
+
+SETTINGS: tuple[Setting, ...] = (
+    # upstream
+    Setting("UPSTREAM_API_KEY", "", _text, "The provider's API key. Set it (and nothing else) to use OpenAI.",
+            "upstream"),
+    Setting("UPSTREAM_BASE_URL", _default_upstream_url, _url,
+            "The provider's base URL (…/v1). Empty: the built-in simulator. With a key and no URL: OpenAI's.",
+            "upstream"),
+    Setting("UPSTREAM_TRANSPORT", "aiohttp", _choice(*TRANSPORTS),
+            "The SSE client: aiohttp (httpx-aiohttp, cheaper per event) or httpx's own.", "upstream"),
+    Setting("UPSTREAM_MAX_CONNECTIONS", 2000, _integer(), "Upstream connections per process.", "upstream"),
+    Setting("SIMULATOR_BASE_URL", "", _url,
+            "A standalone simulator (python -m responses_app.simulator) when there is no provider; empty: "
+            "the embedded one, reached in-process.", "upstream"),
+    Setting("SIMULATOR_API_KEY", "sim-dev-key", _text, "The bearer key the simulator demands.", "upstream"),
+    Setting("ALLOWED_MODELS", (), _names,
+            "Models a user may ask for; empty allows any (required with a provider under check --deploy).",
+            "upstream"),
+    Setting("BACKGROUND_DEFAULT", True, _boolean,
+            "Ask for background mode, so a dropped stream can be resumed where the provider allows it.",
+            "upstream"),
+    Setting("MAX_OUTPUT_TOKENS", 8192, _integer(), "The cap on max_output_tokens of every upstream request.",
+            "upstream"),
+    Setting("PRICES", {}, _prices, "USD per million tokens per model, for the cost shown beside usage.",
+            "upstream"),
+    # pages and sockets
+    Setting("BASE_TEMPLATE", "responses_app/base.html", _text,
+            "The template the app's pages extend (blocks: title, relay_content).", "pages"),
+    Setting("WEBSOCKET_PREFIX", None, _optional_text,
+            "Where responses_app.routing.websocket_urlpatterns are mounted (e.g. /assistant/); default: "
+            "where responses_app.urls are included.", "pages"),
+    Setting("TOOLS", (), _dotted_paths,
+            "Dotted paths of the host's function tools (functions decorated with responses_app.api.tool), "
+            "imported when the app is ready.", "pages"),
+    # the relay
+    Setting("FLUSH_INTERVAL_MS", 50, _integer(), "The least time between two patches of a stream.", "relay"),
+    Setting("FLUSH_MIN_CHARS", 32, _integer(minimum=0), "A slow stream's patch waits for this much text…",
+            "relay"),
+    Setting("FLUSH_MAX_WAIT_MS", 100, _integer(), "…at most this long after its oldest change.", "relay"),
+    Setting("CHECKPOINT_INTERVAL_MS", 500, _integer(), "The least time between two checkpoints of a stream.",
+            "relay"),
+    Setting("CHECKPOINT_MIN_EVENTS", 64, _integer(), "A checkpoint once this many events came…", "relay"),
+    Setting("CHECKPOINT_MAX_INTERVAL_MS", 2000, _integer(), "…or this long passed while text flows.", "relay"),
+    Setting("CHECKPOINT_GATHER_MS", 200, _integer(minimum=0),
+            "The process's checkpoint writer starts a round at most this often.", "relay"),
+    Setting("MAX_EVENT_BYTES", 8 * 1024 * 1024, _integer(), "The largest upstream event accepted.", "relay"),
+    Setting("HOLD_WINDOW", 8, _integer(), "Out-of-order events held back waiting for a gap to fill.", "relay"),
+    Setting("MAX_OUTPUT_ITEMS", MAX_ITEMS, _integer(),
+            "Output items (and content parts) of one upstream response; past it the request ends incomplete "
+            "(max_output_items).", "relay"),
+    Setting("REDACT_FIELDS", _default_redact_fields, _names,
+            "Tool payloads redacted in the raw event log (relay/redact.py).", "relay"),
+    Setting("IDLE_TIMEOUT_S", 120, _integer(), "No bytes from upstream this long: the stream is stalled.",
+            "relay"),
+    Setting("REQUEST_DEADLINE_S", 900, _integer(),
+            "The longest a logical request may run; then it ends incomplete (reason deadline).", "relay"),
+    Setting("DB_THREADS", 8, _integer(), "Database threads of the runners of one process.", "relay"),
+    Setting("WS_DB_THREADS", 4, _integer(), "Database threads of the websocket consumers of one process.",
+            "relay"),
+    Setting("INPROCESS_RUNNER", True, _boolean,
+            "Run streams inside the web process; false when manage.py relayworker processes do.", "relay"),
+    Setting("GROUP_FANOUT", True, _boolean,
+            "Fan patches out to other processes' viewers (only with a channel layer across processes).", "relay"),
+    # safety
+    Setting("SAFETY_MODE", "off", _choice(*SAFETY_MODES),
+            "off, progressive (shown, checked, retracted on a violation) or buffered (shown once checked).",
+            "safety"),
+    Setting("SAFETY_MODES", {}, _safety_modes, "Per-model modes: {model: mode} or model-a=buffered,model-b=off.",
+            "safety"),
+    Setting("SAFETY_PRECHECK", False, _boolean, "Check the user's input before any upstream call.", "safety"),
+    Setting("SAFETY_CHECKER", "rules", _checker,
+            "rules, moderation, or a dotted path to a checker factory.", "safety"),
+    Setting("SAFETY_RULES", (), _names, "Case-insensitive regular expressions for the rules checker.", "safety"),
+    Setting("SAFETY_MODERATION_MODEL", "omni-moderation-latest", _text, "The moderation checker's model.",
+            "safety"),
+    Setting("SAFETY_MAX_CONNECTIONS", 10, _integer(), "The moderation checker's connections per process.",
+            "safety"),
+    Setting("SAFETY_ON_ERROR", "", _choice("", "fail_open", "fail_closed"),
+            "A checker's error or timeout: fail_open or fail_closed; empty: closed when buffered, open when "
+            "progressive.", "safety"),
+    Setting("SAFETY_TIMEOUT_MS", 2000, _integer(), "How long a checker may take.", "safety"),
+    Setting("SAFETY_WINDOW", "sentence", _choice("sentence", "paragraph", "chars"),
+            "What a checked window is.", "safety"),
+    Setting("SAFETY_WINDOW_CHARS", 400, _integer(), "A window's most characters.", "safety"),
+    Setting("SAFETY_CONTEXT_CHARS", 200, _integer(), "Text before a window checked with it.", "safety"),
+    # limits
+    Setting("MAX_CONCURRENT_PER_USER", 4, _integer(), "Requests in flight per user.", "limits"),
+    Setting("SUBMIT_RATE", "20/m", _rate, "New requests per user per window: N/s, N/m, N/h or N/d.", "limits"),
+    Setting("MAX_SOCKETS_PER_USER", 16, _integer(), "Open websockets per user, across processes.", "limits"),
+    Setting("WS_FRAME_RATE", 10, _integer(), "Frames a socket may send per second…", "limits"),
+    Setting("WS_FRAME_BURST", 30, _integer(), "…and in a burst; beyond it dropped, then closed.", "limits"),
+    # operations
+    Setting("METRICS_TOKEN", "", _text,
+            "GET /metrics needs Authorization: Bearer <token>; empty: loopback clients only.", "operations"),
+    Setting("OTEL", False, _boolean, "One OpenTelemetry span per logical request (needs opentelemetry-api).",
+            "operations"),
+)
+BY_NAME = {spec.name: spec for spec in SETTINGS}
+
+
+class AppSettings:
+    """`app_settings.NAME` is `settings.RELAY_NAME` parsed, or its default."""
+
+    def __init__(self, specs: Iterable[Setting] = SETTINGS) -> None:
+        self._specs = {spec.name: spec for spec in specs}
+        self._cache: dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        spec = self.__dict__["_specs"].get(name)
+        if spec is None:
+            raise AttributeError(f"responses_app has no setting {name!r} (see docs/configuration.md)")
+        cache = self.__dict__["_cache"]
+        if name not in cache:
+            value, _error = self.read(spec)
+            cache[name] = value
+        return cache[name]
+
+    def read(self, spec: Setting) -> tuple[Any, str | None]:
+        """(value, error): an invalid value reads as the default, with the reason (for checks.py)."""
+        from django.conf import settings
+
+        raw = getattr(settings, spec.setting, _MISSING)
+        if raw is not _MISSING:
+            try:
+                return spec.parse(raw), None
+            except ValueError as exc:
+                return self.default(spec), f"{spec.setting} {exc}"
+        return self.default(spec), None
+
+    def default(self, spec: Setting) -> Any:
+        return spec.parse(spec.default(self) if callable(spec.default) else spec.default)
+
+    def errors(self) -> list[tuple[Setting, str]]:
+        found = []
+        for spec in self._specs.values():
+            _value, error = self.read(spec)
+            if error is not None:
+                found.append((spec, error))
+        return found
+
+    def reload(self) -> None:
+        self._cache.clear()
+
+    # --- derived ------------------------------------------------------------------------------
+
+    @property
+    def upstream_is_simulator(self) -> bool:
+        """No provider configured: the built-in simulator (embedded, or standalone at SIMULATOR_BASE_URL)."""
+        return not self.UPSTREAM_BASE_URL
+
+    def safety_mode(self, model: str) -> str:
+        return str(self.SAFETY_MODES.get(model, self.SAFETY_MODE))
+
+    def safety_applies(self) -> bool:
+        """A checker is used: some model has a safety mode other than off, or the precheck is on."""
+        return bool(self.SAFETY_PRECHECK) or {self.SAFETY_MODE, *self.SAFETY_MODES.values()} != {"off"}
+
+
+_MISSING = object()
+app_settings = AppSettings()
+
+
+@receiver(setting_changed, dispatch_uid="responses_app-settings-reload")
+def _reload(*, setting: str, **kwargs: Any) -> None:
+    if setting.startswith(PREFIX) or setting == "DEBUG":
+        app_settings.reload()
+
+
+def from_environ(environ: Mapping[str, str]) -> dict[str, str]:
+    """The `RELAY_*` variables of an environment that name a setting, as they are (the app parses
+    them): `globals().update(from_environ(os.environ))` in a settings module."""
+    return {key: value for key, value in environ.items() if key.startswith(PREFIX) and key[len(PREFIX):] in BY_NAME}
