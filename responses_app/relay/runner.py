@@ -491,7 +491,8 @@ class StreamRunner:
             if self._marks:
                 await asyncio.gather(*self._marks, return_exceptions=True)
         transcript = self.transcript
-        assembler_error = transcript.assembler.error or {}
+        # Behind a safety gate, only the error viewers were shown (the view's meta) is stored.
+        assembler_error = (transcript.assembler.error or {}) if transcript.gate is None else {}
         meta = self.view.meta
         final_error = meta.get("error") or {}
         await db(services.request_mark_terminal)(

@@ -251,17 +251,20 @@ class Transcript:
         """The relay's outcome. A status no upstream event reported (cancelled, unknown, a
         transport error, the relay's own deadline: incomplete with a `reason`) is shown as such;
         a settled response keeps its own, unless the request went on past it (`over_response`:
-        stopped while an approval was awaited, or its writes failed)."""
+        stopped while an approval was awaited, or its writes failed). Behind a safety gate the
+        relay's own words go to viewers as they are, after what the gate held is released."""
+        fields: dict[str, Any] = {}
         if (status in _RELAY_ENDINGS or reason) and (over_response or not self.settled):
-            fields: dict[str, Any] = {"status": status}
+            fields["status"] = status
             if error:
                 fields["error"] = {"code": error[0], "message": error[1]}
             if reason:
                 fields["incomplete_reason"] = reason
-            self._inner.set_meta(fields)
         if self.gate is not None:
             self.gate.push(self._inner.take_ops()[1])
             self.gate.finish()
+        if fields:
+            self.view.set_meta(fields)
         return self.take_ops()
 
     # --- the safety gate --------------------------------------------------------------------
@@ -345,6 +348,12 @@ class Transcript:
             for item, (item_block, parts, summaries) in zip(response["output"], self.assembler.output_blocks(),
                                                            strict=True):
                 self._redact(item, item_block, parts, summaries)
+            meta = self.view.meta
+            if response.get("error"):
+                response["error"] = meta.get("error") or None
+            details = response.get("incomplete_details")
+            if isinstance(details, dict) and details.get("reason") != meta.get("incomplete_reason"):
+                response["incomplete_details"] = None
         return response
 
     def _redact(self, item: dict[str, Any], item_block: str, parts: list[str], summaries: list[str]) -> None:
@@ -356,6 +365,9 @@ class Transcript:
                     field = "refusal" if entry.get("type") == "refusal" else "text"
                     if isinstance(entry.get(field), str):
                         entry[field] = view.text(block_id) if view.has(block_id) else ""
+                    if entry.get("annotations"):  # citations: as far as they were shown
+                        entry["annotations"] = list(view.block(block_id).get("annotations") or []) \
+                            if view.has(block_id) else []
         shown = view.block(item_block) if view.has(item_block) else {}
         for field in ("arguments", "input", "output", "code"):
             if isinstance(item.get(field), str):
@@ -368,8 +380,13 @@ class Transcript:
 
     @staticmethod
     def _redact_tool_fields(item: dict[str, Any], shown: dict[str, Any]) -> None:
-        """The other fields a tool block shows (streaming/projection.tool_fields), as shown: a
-        query, commands, a patch's operation, outputs, a result, an error (not an image's data)."""
+        """The other fields a tool block shows (streaming/projection.tool_fields), as shown: its
+        name and server label, a query, commands, a patch's operation, outputs, a result, an error
+        (not an image's data)."""
+        for field in ("name", "server_label"):
+            if isinstance(item.get(field), str) and item[field]:
+                kept = shown.get(field)
+                item[field] = kept if isinstance(kept, str) else ""
         for field in ("queries", "outputs", "result", "error", "output"):
             value = item.get(field)
             if value in (None, "", [], {}) or (field == "output" and isinstance(value, str)):
