@@ -60,7 +60,7 @@ test-django52: $(VENV_OLD)/.installed
 		--ignore=tests/scaled $(PYTEST_ARGS)
 
 bench: install
-	$(PY) -m bench
+	$(PY) -m bench core
 
 lint: install
 	$(VENV)/bin/ruff check project responses_app tests bench

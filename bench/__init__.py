@@ -1,1 +1,1 @@
-"""Benchmarks: `make bench` (python -m bench). See bench/core.py."""
+"""The benchmarks: `python -m bench` lists them, `python -m bench <name>` runs one (bench/README.md)."""

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.relay import PY, ROOT, Procs, cpu_seconds, free_port, make_session, reachable
+from bench.harness import PY, ROOT, Procs, cpu_seconds, free_port, make_session, reachable
 from tests.servers import announced_address
 
 PG_BIN = Path(os.environ.get("PG_BIN", "/usr/lib/postgresql/15/bin"))

@@ -14,12 +14,13 @@ observer counts tasks over 50 ms. Statistics are over the last fifth of the fram
 where the answer is at its longest. Each run checks that the incremental DOM ends identical to
 a whole rendering.
 
-    python -m bench.render [--quick]     # prints the table and writes bench/results/render.md
-    python -m bench.render --sizes=100000 --modes=incremental   # one cell, printed only
+    python -m bench render [--quick]     # prints the table; without --quick writes bench/results/render.md
+    python -m bench render --sizes=100000 --modes=incremental   # one cell, printed only
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -31,6 +32,8 @@ from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from bench.harness import keep_notes
 
 ROOT = Path(__file__).resolve().parents[1]
 STATIC = ROOT / "responses_app" / "static"
@@ -186,22 +189,26 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str]) -> int:
-    sizes = QUICK_SIZES if "--quick" in argv else SIZES
-    modes = MODES
-    for arg in argv:  # --sizes=100000 --modes=incremental: one cell again
-        if arg.startswith("--sizes="):
-            sizes = tuple(int(v) for v in arg.split("=", 1)[1].split(","))
-        elif arg.startswith("--modes="):
-            modes = tuple(arg.split("=", 1)[1].split(","))
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench render")
+    parser.add_argument("--quick", action="store_true", help="1k and 10k characters only; no results file")
+    parser.add_argument("--sizes", default="", help="comma-separated answer sizes, e.g. 100000 (printed only)")
+    parser.add_argument("--modes", default="", help=f"comma-separated: {','.join(MODES)} (printed only)")
+    args = parser.parse_args(argv)
+    sizes: tuple[int, ...] = QUICK_SIZES if args.quick else SIZES
+    modes: tuple[str, ...] = MODES
+    if args.sizes:  # --sizes=100000 --modes=incremental: one cell again
+        sizes = tuple(int(v) for v in args.sizes.split(","))
+    if args.modes:
+        modes = tuple(args.modes.split(","))
     rows = run(sizes, modes)
     text = table(rows)
     print(text)
     if sizes == SIZES and modes == MODES:
-        RESULTS.write_text(
+        RESULTS.write_text(keep_notes(RESULTS,
             "# Render benchmark (bench/render.py)\n\n"
             f"Chromium {CHROMIUM}, {platform.machine()}, {os.cpu_count()} cores shared; {DELTA} characters per "
-            "animation frame; statistics over the last fifth of each run's frames.\n\n" + text + "\n")
+            "animation frame; statistics over the last fifth of each run's frames.\n\n" + text + "\n"))
     return 0
 
 

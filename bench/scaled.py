@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.cluster import Cluster
-from bench.relay import fmt_ms
+from bench.harness import fmt_ms, keep_notes
 from bench.viewers import Load
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -154,7 +154,8 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
                          f"{r['behind']} viewers behind, {r['no_terminal']} without terminal, died {r['died']}; "
                          f"viewer errors {r['viewer_errors']}, submit errors {r['submit_errors']}")
         lines.append("")
-    (RESULTS / "scaled.md").write_text("\n".join(lines) + "\n")
+    path = RESULTS / "scaled.md"
+    path.write_text(keep_notes(path, "\n".join(lines) + "\n"))
     plot(rows, RESULTS / "scaled_lag.png")
 
 

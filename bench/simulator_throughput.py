@@ -2,9 +2,10 @@
 
 Starts the standalone simulator in its own process, opens N concurrent streams from this process
 with a minimal raw-socket HTTP client (so the client stays cheap), and reads the server's CPU time
-from /proc/<pid>/stat before and after.
+from /proc/<pid>/stat before and after. Prints its figures; writes no results file.
 
-    python -m bench.simulator_throughput --streams 1000 --tokens 2000 --tokens-per-s 0
+    python -m bench simulator [--streams 1000] [--tokens 2000] [--tokens-per-s 0]
+    python -m bench.simulator_throughput ...     # the same
 """
 
 from __future__ import annotations
@@ -12,22 +13,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from responses_app.simulator.auth import DEV_API_KEY  # noqa: E402
-from tests.servers import start_simulator, stop  # noqa: E402
-
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
+from bench.harness import cpu_seconds
+from responses_app.simulator.auth import DEV_API_KEY
+from tests.servers import start_simulator, stop
 
 
 async def one_stream(host: str, port: int, payload: bytes) -> int:
@@ -60,12 +51,12 @@ async def run(url: str, streams: int, tokens: int, tps: float) -> tuple[int, flo
     return sum(counts), time.perf_counter() - started
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench simulator")
     parser.add_argument("--streams", type=int, default=1000)
     parser.add_argument("--tokens", type=int, default=2000)
     parser.add_argument("--tokens-per-s", type=float, default=0.0)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     proc, url = start_simulator()
     try:
         asyncio.run(run(url, 5, 200, 0))  # warm up
@@ -79,7 +70,8 @@ def main() -> None:
           f"{events:,} events in {elapsed:.2f}s wall")
     print(f"simulator CPU {cpu:.2f}s -> {events / cpu:,.0f} events/s per core, "
           f"{cpu / events * 1e6:.2f} us CPU/event; wall rate {events / elapsed:,.0f} events/s")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 import orjson
 
+from bench.harness import keep_notes
 from responses_app.simulator.auth import DEV_API_KEY
 from responses_app.streaming.pipeline import StreamPipeline
 from tests.servers import start_simulator, stop
@@ -191,7 +192,7 @@ def main(argv: list[str] | None = None) -> None:
     text = "\n".join(lines) + "\n"
     print(text)
     RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(text)
+    RESULTS.write_text(keep_notes(RESULTS, text))
 
 
 if __name__ == "__main__":

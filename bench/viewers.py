@@ -17,17 +17,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.harness import pct
+from bench.stamps import STAMP, STAMPED
 from responses_app.streaming.view import apply_patch
 from responses_app.streaming.wire import PROTOCOL, appended, decode
-
-STAMP = re.compile(r"⟨(\d+\.\d+)⟩")
-STAMPED = re.compile(r"⟨\d+\.\d+⟩")
 
 
 def plain_text(view: dict[str, Any]) -> str:
@@ -136,14 +134,16 @@ class Load:
 
     async def watch(self, viewer: Viewer) -> None:
         from websockets.asyncio.client import connect
+        from websockets.typing import Origin
 
         url = f"ws://127.0.0.1:{viewer.port}/ws/requests/{viewer.request_id}/?v={PROTOCOL}"
         headers = {"Cookie": f"sessionid={self.session}"}
         while time.time() < self.deadline:
             query = "&reconnect=1" if viewer.reconnects or viewer.view is not None else ""
             try:
-                async with connect(url + query, origin=f"http://127.0.0.1:{viewer.port}", additional_headers=headers,
-                                   compression=None, proxy=None, open_timeout=20, ping_interval=None) as ws:
+                async with connect(url + query, origin=Origin(f"http://127.0.0.1:{viewer.port}"),
+                                   additional_headers=headers, compression=None, proxy=None, open_timeout=20,
+                                   ping_interval=None) as ws:
                     if await self._receive(viewer, ws):
                         return
             except Exception as exc:
@@ -224,8 +224,6 @@ class Load:
         return [lag for viewer in self.watchers for lag in viewer.lags]
 
     def summary(self) -> dict[str, Any]:
-        from bench.relay import pct
-
         lags = self.lags()
         return {
             "streams": self.streams, "submitted": len(self.request_ids), "completed": self.completed(),

@@ -18,10 +18,10 @@ same again with stamped deltas, for the latency:
   returns. *deflate*: the same frames through one zlib stream per socket with a sync flush per
   message, as permessage-deflate with context takeover would send them, and its CPU per frame.
 * *latency*: `sim.stamp` puts each delta's emit wall-clock time into its text (so these answers'
-  bytes are not counted); for every delta, receipt - emit. A stamp makes each delta about 4.6
+  bytes are not counted); for every delta, receipt - emit. A stamp makes each delta several
   times longer, and the after tree batches a slow flow by characters, so its stamped answers go
-  through a second Daphne of the same tree whose RELAY_FLUSH_MIN_CHARS is scaled by as much: its
-  patches then carry as many deltas as the plain answer's (the table shows both).
+  through a second Daphne of the same tree whose RELAY_FLUSH_MIN_CHARS is scaled by as much
+  (bench/stamps.py): its patches then carry as many deltas as the plain answer's (the table shows both).
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import shutil
 import subprocess
 import sys
@@ -41,28 +40,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.loadgen import FLUSH_MIN_CHARS, stamped_min_chars
-from bench.relay import (
-    PY,
-    STAMP,
+from bench.harness import (
+    ROOT,
     Procs,
+    base_env,
     cpu_seconds,
     database,
+    django_env,
     environment,
     fmt_ms,
-    free_port,
+    keep_notes,
+    make_session,
+    migrate,
     pct,
     reachable,
+    start_server,
     start_simulator,
 )
+from bench.stamps import FLUSH_MIN_CHARS, STAMP, stamped_min_chars
 from responses_app.streaming.view import apply_patch
 from responses_app.streaming.wire import PROTOCOL, appended, decode
 
-ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "wire.md"
 BASELINE = "814e58e"  # the last commit with protocol 1 (JSON object patches, 50 ms leading-edge flushes)
 PACES = (30, 200)
-TARGETS = {30: 2.0, 200: 1.5}  # bytes / text, the issue's bound per pace
+TARGETS = {30: 2.0, 200: 1.5}  # bytes / text, the bound per pace
 LATENCY_LIMIT_MS = 250.0
 
 
@@ -114,6 +116,7 @@ def deflated(frames: list[bytes]) -> tuple[int, float]:
 async def follow(port: int, session: str, answer: Answer, tokens: int, seed: int) -> None:
     import httpx
     from websockets.asyncio.client import connect
+    from websockets.typing import Origin
 
     token = "x" * 32
     metadata = {"sim.tokens": str(tokens), "sim.tokens_per_s": str(answer.pace), "sim.seed": str(seed)}
@@ -130,7 +133,8 @@ async def follow(port: int, session: str, answer: Answer, tokens: int, seed: int
         started = time.time()
         view: dict[str, Any] | None = None
         async with connect(f"ws://127.0.0.1:{port}/ws/requests/{request_id}/?v={PROTOCOL}",
-                           origin=f"http://127.0.0.1:{port}", additional_headers={"Cookie": f"sessionid={session}"},
+                           origin=Origin(f"http://127.0.0.1:{port}"),
+                           additional_headers={"Cookie": f"sessionid={session}"},
                            compression=None, proxy=None, open_timeout=30, max_size=None) as ws:
             async with asyncio.timeout(tokens / answer.pace * 3 + 60):
                 while True:
@@ -184,27 +188,9 @@ def start_relay(procs: Procs, tree: Path, env: dict[str, str], log: Path,
     one); (process, port, session key)."""
     env = dict(env, PYTHONPATH=str(tree))
     if session is None:
-        subprocess.run([PY, "manage.py", "migrate", "--noinput"], cwd=tree, env=env, check=True,
-                       capture_output=True)
-        script = (
-            "from django.contrib.auth import get_user_model;"
-            "from django.contrib.sessions.backends.db import SessionStore;"
-            "u = get_user_model().objects.create_user('bench', password='pw');"
-            "s = SessionStore(); s['_auth_user_id'] = str(u.pk);"
-            "s['_auth_user_backend'] = 'django.contrib.auth.backends.ModelBackend';"
-            "s['_auth_user_hash'] = u.get_session_auth_hash(); s.create(); print(s.session_key)")
-        session = subprocess.run([PY, "manage.py", "shell", "-c", script], cwd=tree, env=env, check=True,
-                                 capture_output=True, text=True).stdout.strip().splitlines()[-1]
-    port = free_port()
-    out = open(log, "ab")  # noqa: SIM115 - closed with the process
-    proc = subprocess.Popen([PY, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "project.asgi:application"],
-                            cwd=tree, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    procs.procs.append(proc)
-    deadline = time.monotonic() + 30
-    while not reachable(port):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"daphne in {tree} did not start; see {log}")
-        time.sleep(0.05)
+        migrate(env, cwd=tree)
+        session = make_session(env, cwd=tree)
+    proc, port = start_server(procs, "project.asgi:application", env, log, cwd=tree, server="daphne")
     return proc, port, session
 
 
@@ -226,10 +212,7 @@ def answer_all(relays: dict[str, tuple[subprocess.Popen[Any], int, str]], answer
 
 def run(baseline: str, tokens: int, use_postgres: bool, log_dir: Path) -> dict[str, Any]:
     procs = Procs()
-    base_env = {k: v for k, v in os.environ.items()
-                if k not in ("REDIS_URL", "DATABASE_URL", "DJANGO_SETTINGS_MODULE", "OPENAI_API_KEY",
-                             "OPENAI_BASE_URL", "DEBUG", "PYTHONPATH")}
-    base_env["PYTHONUNBUFFERED"] = "1"
+    shell_env = {k: v for k, v in base_env(PYTHONUNBUFFERED="1").items() if k != "PYTHONPATH"}
     old_tree = Path(tempfile.mkdtemp(prefix="relay-wire-before-"))
     result: dict[str, Any] = {"baseline": export_tree(baseline, old_tree)}
     t0 = time.monotonic()
@@ -238,13 +221,11 @@ def run(baseline: str, tokens: int, use_postgres: bool, log_dir: Path) -> dict[s
             result["database"] = db_desc
             try:
                 # One simulator per relay: it derives response ids from the seed, and both get the same seeds.
-                sims = {tree: start_simulator(procs, base_env)[1] for tree in ("before", "after")}
-                env = dict(base_env, DJANGO_ENV="development", DEBUG="false",
-                           OPENAI_BASE_URL="", OPENAI_API_KEY="", LOG_LEVEL="WARNING",
-                           RELAY_MAX_CONCURRENT_PER_USER="1000", RELAY_SUBMIT_RATE="1000/s",
-                           RELAY_MAX_SOCKETS_PER_USER="1000")
-                envs = {"before": dict(env, DATABASE_URL=old_db, SIMULATOR_BASE_URL=sims["before"]),
-                        "after": dict(env, DATABASE_URL=new_db, SIMULATOR_BASE_URL=sims["after"])}
+                sims = {tree: start_simulator(procs, shell_env)[1] for tree in ("before", "after")}
+                limits = {"RELAY_MAX_CONCURRENT_PER_USER": "1000", "RELAY_SUBMIT_RATE": "1000/s",
+                          "RELAY_MAX_SOCKETS_PER_USER": "1000"}
+                envs = {"before": django_env(shell_env, old_db, sims["before"], **limits),
+                        "after": django_env(shell_env, new_db, sims["after"], **limits)}
                 relays = {"before": start_relay(procs, old_tree, envs["before"], log_dir / "before.log"),
                           "after": start_relay(procs, ROOT, envs["after"], log_dir / "after.log")}
                 seeds = {pace: uuid.uuid4().int >> 80 for pace in PACES}  # the same text on both relays
@@ -255,7 +236,7 @@ def run(baseline: str, tokens: int, use_postgres: bool, log_dir: Path) -> dict[s
                 answer_all(relays, plain, tokens, seeds)
                 result["cpu"] = {tree: cpu_seconds(proc.pid) - cpu0[tree] for tree, (proc, _, _) in relays.items()}
 
-                # 2. Latency: stamped answers. A stamp adds loadgen.STAMP_CHARS to every delta, and the after
+                # 2. Latency: stamped answers. A stamp adds stamps.STAMP_CHARS to every delta, and the after
                 # tree batches a slow flow by characters: its latency relay waits for as many more
                 # characters, so that its patches carry as many deltas as the plain answer's did.
                 chars = [len(a.text) / tokens for a in plain if a.tree == "after" and a.text]
@@ -365,8 +346,8 @@ def main(argv: list[str] | None = None) -> int:
     for a in failures:
         print(f"{a.tree} {a.pace}/s{' stamped' if a.stamped else ''}: {a.error}  (logs: {log_dir})", file=sys.stderr)
     if not args.quick and not failures:
-        RESULTS.write_text(HEADER.format(env=environment(), seconds=res["seconds"], baseline=res["baseline"],
-                                         db=res["database"]) + table + "\n")
+        RESULTS.write_text(keep_notes(RESULTS, HEADER.format(
+            env=environment(), seconds=res["seconds"], baseline=res["baseline"], db=res["database"]) + table + "\n"))
         print(f"\nwrote {RESULTS.relative_to(ROOT)}")
     with contextlib.suppress(OSError):
         if not failures:

@@ -18,7 +18,9 @@ import statistics
 import time
 import uuid
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
+
+from bench.harness import database, keep_notes
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "writer.md"
@@ -117,8 +119,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench writer")
     parser.add_argument("--rounds", type=int, default=60)
     args = parser.parse_args(argv)
-    from bench.relay import database
-
     with database(True) as (url, db):
         os.environ["DATABASE_URL"] = url
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
@@ -126,8 +126,8 @@ def main(argv: list[str] | None = None) -> int:
 
         django.setup()
         res = run(args.rounds)
-    text = render(res, args.rounds, cast(str, db))
+    text = render(res, args.rounds, db)
     print(text)
-    RESULTS.write_text(text)
+    RESULTS.write_text(keep_notes(RESULTS, text))
     print(f"written to {RESULTS.relative_to(ROOT)}")
     return 0

@@ -19,6 +19,7 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from .models import ResponseRequest
+from .streaming.vocabulary import INPUT_FLAGGED
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,6 @@ def stream_health(period: DateRange) -> dict[str, int]:
 
 
 CONTENT_FILTER = "content_filter"  # the API's own incomplete reason, which the safety gate uses too
-INPUT_FLAGGED = "input_flagged"  # RELAY_SAFETY_PRECHECK's error code
 
 
 def safety_blocked(period: DateRange) -> dict[str, int]:

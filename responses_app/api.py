@@ -1,143 +1,163 @@
-"""The JSON API for programmatic clients: session-authenticated, CSRF-protected.
+"""The Python API: start, read, stop and follow requests from any code of a host, sync or async.
 
-POST /api/requests                 -> 201 {id, ws_url, status} (200 with the same id on a resubmit),
-                                      400 {error, errors: {field: [...]}}, 429 {error, code} + Retry-After
-GET  /api/requests/<id>            -> {status, response_id, revision, view}
-POST /api/requests/<id>/cancel     -> the explicit Stop
+    from responses_app import api
+
+    request = api.submit(user, "Summarise this thread", model="gpt-4.1-mini")   # a WSGI view, the shell, a task
+    api.view(request)                    # the latest committed view: {"revision", "meta", "blocks"}
+    api.wait(request, timeout=60)        # the request again, once it ended (or TimeoutError)
+    api.cancel(request)                  # the explicit Stop
+
+    request = await api.asubmit(user, "Hello")                  # from async code
+    async for update in api.subscribe(request): ...             # Update(kind, revision, status, view, ops)
+
+    @api.tool(description="Look an order up.", parameters={...})    # a function tool the model may call
+    def lookup_order(args): return {...}
+
+Every submit goes through the one door (submission.py): the user's limits, the model allowlist,
+validation and the output cap hold here as on every page. A request submitted from a process
+without a runner (a WSGI worker, the shell, a task queue) reaches one within a second
+(relay/worker.notify_start). `Refused` says why nothing was started (`.status`, `.code`,
+`.message`, `.errors`, `.retry_after`).
 """
 
 from __future__ import annotations
 
-import uuid
+import asyncio
+import time
+from collections.abc import AsyncIterator
 from typing import Any
 
-import orjson
 from asgiref.sync import sync_to_async
-from django.http import HttpRequest, JsonResponse
-from django.views.decorators.http import require_GET, require_POST
 
-from . import limits, selectors, services
-from .conversation_events import announce_turn
-from .models import ResponseRequest
-from .relay.hub import get_hub
-from .relay.worker import cancel_request, start_request
+from . import selectors, services
+from .follow import Follow, Update
+from .models import Conversation, ResponseRequest
+from .submission import Refused, Submitted, start
+from .submission import submit as _submit
+from .tools import tool
 
+__all__ = ["Refused", "Update", "acancel", "asubmit", "aview", "await_request", "cancel", "submit", "subscribe",
+           "tool", "view", "wait"]
 
-def _error(status: int, message: str, errors: dict[str, list[str]] | None = None) -> JsonResponse:
-    body: dict[str, Any] = {"error": message}
-    if errors:
-        body["errors"] = errors
-    return JsonResponse(body, status=status)
+WAIT_POLL_S = 0.25
 
 
-def ws_url(request_id: uuid.UUID | str) -> str:
-    return f"/ws/requests/{request_id}/"
+def _data(input: Any, model: str | None, conversation: Conversation | Any | None, metadata: dict[str, str] | None,
+          tools: list[str] | None, client_request_id: str | None, max_output_tokens: int | None) -> dict[str, Any]:
+    data: dict[str, Any] = {"input": input, "model": model or _default_model(), "metadata": metadata or {}}
+    if conversation is not None:
+        data["conversation"] = str(getattr(conversation, "pk", conversation))
+    if tools is not None:
+        data["tools"] = tools
+    if client_request_id is not None:
+        data["client_request_id"] = client_request_id
+    if max_output_tokens is not None:
+        data["max_output_tokens"] = max_output_tokens
+    return data
 
 
-def submit_limited(
-    user: Any, data: dict[str, Any]
-) -> tuple[ResponseRequest | None, bool, dict[str, list[str]], limits.Refusal | None]:
-    """`submit` under the user's limits (limits.py); a Refusal means answer 429, nothing was made."""
-    with limits.submit_guard(user=user, client_request_id=data.get("client_request_id")) as refusal:
-        if refusal is not None:
-            return None, False, {}, refusal
-        request, created, errors = services.request_submit(user=user, data=data)
-        return request, created, errors, None
+def _default_model() -> str:
+    from .conf import app_settings
+
+    allowed = app_settings.ALLOWED_MODELS
+    return allowed[0] if allowed else "sim-text"
 
 
-def refused(refusal: limits.Refusal) -> JsonResponse:
-    response = JsonResponse(refusal.body(), status=429)
-    response["Retry-After"] = str(refusal.retry_after)
-    return response
+def submit(user: Any, input: Any, *, model: str | None = None, conversation: Conversation | Any | None = None,
+           metadata: dict[str, str] | None = None, tools: list[str] | None = None,
+           client_request_id: str | None = None, max_output_tokens: int | None = None) -> ResponseRequest:
+    """Start a request (a new conversation unless `conversation` is given); returns at once, the
+    answer streams in a runner. `tools`: the names of registered tools to offer (default all).
+    Raises Refused."""
+    done = _submit(user=user, data=_data(input, model, conversation, metadata, tools, client_request_id,
+                                         max_output_tokens))
+    if done.starts:
+        from .relay.worker import notify_start
+
+        notify_start(str(done.request.pk))
+    if done.created:
+        from .conversation_events import announce_turn_sync
+
+        announce_turn_sync(done.request)
+    return done.request
 
 
-def describe(request: ResponseRequest, view: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "id": str(request.pk),
-        "status": request.status,
-        "response_id": request.response_id or None,
-        "revision": view.get("revision", 0),
-        "view": view,
-        "conversation": str(request.conversation_id) if request.conversation_id else None,
-        "ws_url": ws_url(request.pk),
-    }
+async def asubmit(user: Any, input: Any, *, model: str | None = None, conversation: Conversation | Any | None = None,
+                  metadata: dict[str, str] | None = None, tools: list[str] | None = None,
+                  client_request_id: str | None = None, max_output_tokens: int | None = None) -> ResponseRequest:
+    done: Submitted = await sync_to_async(_submit)(user=user, data=_data(
+        input, model, conversation, metadata, tools, client_request_id, max_output_tokens))
+    await start(done)
+    return done.request
 
 
-@require_POST
-async def requests_create(http: HttpRequest) -> JsonResponse:
-    user = await http.auser()
-    if not user.is_authenticated:
-        return _error(401, "authentication required")
-    if http.content_type == "application/json":
-        try:
-            data = orjson.loads(http.body or b"{}")
-        except orjson.JSONDecodeError:
-            return _error(400, "body is not valid JSON")
-        if not isinstance(data, dict):
-            return _error(400, "body must be a JSON object")
-    else:
-        data = http.POST.dict()
-    request, created, errors, refusal = await sync_to_async(submit_limited)(user, data)
-    if refusal is not None:
-        return refused(refusal)
-    if request is None:
-        return _error(400, "invalid request", errors)
-    if created or request.status == ResponseRequest.Status.PENDING:
-        await start_request(str(request.pk))
-    if created:
-        await announce_turn(request)  # every open tab of the conversation shows the new turn
-    return JsonResponse({"id": str(request.pk), "ws_url": ws_url(request.pk), "status": request.status,
-                         "conversation": str(request.conversation_id)}, status=201 if created else 200)
+def view(request: ResponseRequest | Any) -> dict[str, Any]:
+    """The latest committed view (what a reconnecting tab sees first)."""
+    return selectors.view_latest(request=_request(request))
 
 
-@require_GET
-async def requests_detail(http: HttpRequest, request_id: str) -> JsonResponse:
-    user = await http.auser()
-    request = await sync_to_async(selectors.request_get_for_user)(user=user, request_id=request_id)
-    if request is None:
-        return _error(404, "not found")
-    runner = get_hub().runner(str(request.pk))
-    view = runner.view_now() if runner is not None else await sync_to_async(selectors.view_latest)(
-        request=request)
-    return JsonResponse(describe(request, view))
+async def aview(request: ResponseRequest | Any) -> dict[str, Any]:
+    return await sync_to_async(view)(request)
 
 
-@require_POST
-async def requests_cancel(http: HttpRequest, request_id: str) -> JsonResponse:
-    user = await http.auser()
-    request = await sync_to_async(selectors.request_get_for_user)(user=user, request_id=request_id)
-    if request is None:
-        return _error(404, "not found")
+def cancel(request: ResponseRequest | Any) -> bool:
+    """The explicit Stop: True while a cancel is in effect (a request that already ended: False)."""
+    request = _request(request)
     if request.is_terminal:
-        return JsonResponse({"id": str(request.pk), "status": request.status, "cancelled": False})
-    await sync_to_async(services.request_cancel)(request=request)
+        return False
+    stopping = services.request_cancel(request=request)
+    from .relay.worker import notify_cancel
+
+    notify_cancel(str(request.pk))
+    return stopping
+
+
+async def acancel(request: ResponseRequest | Any) -> bool:
+    from .relay.worker import cancel_request
+
+    request = await sync_to_async(_request)(request)
+    if request.is_terminal:
+        return False
+    stopping = await sync_to_async(services.request_cancel)(request=request)
     await cancel_request(str(request.pk))
-    return JsonResponse({"id": str(request.pk), "status": "cancelling", "cancelled": True}, status=202)
+    return stopping
 
 
-@require_POST
-async def requests_approve(http: HttpRequest, request_id: str, approval_request_id: str) -> JsonResponse:
-    """A person's answer to an MCP approval request: `{"approve": true|false}`, stored once."""
-    user = await http.auser()
-    request = await sync_to_async(selectors.request_get_for_user)(user=user, request_id=request_id)
-    if request is None:
-        return _error(404, "not found")
-    if request.owner_id != user.pk:
-        return _error(403, "only the owner can answer an approval request")
-    try:
-        data = orjson.loads(http.body or b"{}")
-    except orjson.JSONDecodeError:
-        return _error(400, "body is not valid JSON")
-    if not isinstance(data, dict) or not isinstance(data.get("approve"), bool):
-        return _error(400, "invalid request", {"approve": ["Must be true or false."]})
-    asked = await sync_to_async(selectors.approval_requests_in_view)(request=request)
-    if approval_request_id not in asked:
-        return _error(404, "no such approval request")
-    if request.is_terminal:
-        return _error(409, "the request has ended")
-    stored = await sync_to_async(services.mcp_approval_decide)(
-        request=request, approval_request_id=approval_request_id, approve=data["approve"], user=user)
-    if not stored:
-        return _error(409, "this approval request was already answered")
-    return JsonResponse({"id": str(request.pk), "approval_request_id": approval_request_id,
-                         "approve": data["approve"]}, status=201)
+def wait(request: ResponseRequest | Any, timeout: float | None = None) -> ResponseRequest:
+    """Block until the request ended; the request as stored then. TimeoutError after `timeout` s."""
+    request_id = str(getattr(request, "pk", request))
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        current = ResponseRequest.objects.get(pk=request_id)
+        if current.status in ResponseRequest.ENDED:
+            return current
+        if deadline is not None and time.monotonic() >= deadline:
+            raise TimeoutError(f"request {request_id} still {current.status} after {timeout} s")
+        time.sleep(WAIT_POLL_S)
+
+
+async def await_request(request: ResponseRequest | Any, timeout: float | None = None) -> ResponseRequest:
+    """`wait` for async code: follows the request's updates instead of polling."""
+    request_id = getattr(request, "pk", request)
+
+    async def until_ended() -> None:
+        async with Follow(request_id) as follow:
+            async for update in follow:
+                if update.done:
+                    return
+
+    await asyncio.wait_for(until_ended(), timeout)
+    return await sync_to_async(ResponseRequest.objects.get)(pk=request_id)
+
+
+async def subscribe(request: ResponseRequest | Any) -> AsyncIterator[Update]:
+    """Every update of the request's view: a snapshot first, then patches, then its terminal."""
+    async with Follow(getattr(request, "pk", request)) as follow:
+        async for update in follow:
+            yield update
+
+
+def _request(request: ResponseRequest | Any) -> ResponseRequest:
+    if isinstance(request, ResponseRequest):
+        return request
+    return ResponseRequest.objects.get(pk=request)

@@ -10,10 +10,12 @@ never raised at import or at first use. `docs/configuration.md` lists the ids.
     responses_app.E006  a RELAY_TOOLS entry cannot be imported
     responses_app.E007  RELAY_OTEL=True without opentelemetry-api installed
     responses_app.W001  a RELAY_* setting this app does not have (a typo?)
+    responses_app.W002  ag-ui-protocol is not installed: the AG-UI routes answer 501
   with --deploy:
     responses_app.E010  the upstream is the built-in simulator
     responses_app.E011  a real provider and no RELAY_ALLOWED_MODELS
     responses_app.E012  RELAY_METRICS_TOKEN shorter than 16 characters
+    responses_app.E013  a RELAY_API_TOKENS token shorter than 32 characters
 
 Servers that run no system checks (uvicorn, Daphne) get the same refusal from `refuse_errors()`,
 which an ASGI module calls once the apps are loaded.
@@ -108,12 +110,18 @@ def _tool_errors() -> list[checks.CheckMessage]:
     from django.utils.module_loading import import_string
 
     found = []
+    from .tools import Tool
+
     for path in app_settings.TOOLS:
         try:
-            import_string(path)
+            candidate = import_string(path)
         except ImportError as exc:
             found.append(_error("E006", f"RELAY_TOOLS entry {path!r} cannot be imported: {exc}",
                                 "A dotted path to a function decorated with @responses_app.api.tool."))
+            continue
+        if not isinstance(candidate, Tool):
+            found.append(_error("E006", f"RELAY_TOOLS entry {path!r} is not a tool: decorate it with "
+                                        "@responses_app.api.tool."))
     return found
 
 
@@ -127,6 +135,9 @@ def deploy_check(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMes
     elif not app_settings.ALLOWED_MODELS:
         found.append(_error("E011", "A real provider and no RELAY_ALLOWED_MODELS: any user may ask for any model.",
                             "Set RELAY_ALLOWED_MODELS to the model ids users may pick."))
+    if any(len(token) < 32 for token in app_settings.API_TOKENS):
+        found.append(_error("E013", "A RELAY_API_TOKENS token is shorter than 32 characters.",
+                            "Use long random tokens: python -c 'import secrets; print(secrets.token_urlsafe(32))'."))
     if app_settings.METRICS_TOKEN and len(app_settings.METRICS_TOKEN) < 16:
         found.append(_error("E012", "RELAY_METRICS_TOKEN is shorter than 16 characters.",
                             "Use a long random token: python -c 'import secrets; print(secrets.token_urlsafe())'."))
@@ -138,3 +149,12 @@ def refuse_errors(*, deploy: bool = False) -> None:
     errors = [m for m in checks.run_checks(tags=[TAG], include_deployment_checks=deploy) if m.is_serious()]
     if errors:
         raise ImproperlyConfigured("; ".join(f"{m.id}: {m.msg}" for m in errors))
+
+
+@checks.register(TAG)
+def agui_check(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """The AG-UI routes need the optional ag-ui-protocol package (the AI SDK routes do not)."""
+    if importlib.util.find_spec("ag_ui") is not None:
+        return []
+    return [checks.Warning("ag-ui-protocol is not installed: the AG-UI routes (agui-run, agui-stream) answer 501.",
+                           id="responses_app.W002", hint="pip install 'responses-relay[agui]'")]

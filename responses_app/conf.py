@@ -29,7 +29,7 @@ from .streaming.assembler import MAX_ITEMS
 PREFIX = "RELAY_"
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 SAFETY_MODES = ("off", "progressive", "buffered")
-TRANSPORTS = ("aiohttp", "httpx")
+TRANSPORTS = ("aiohttp", "httpx", "websocket")
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off", "")
 _WINDOWS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -149,6 +149,21 @@ def _checker(raw: Any) -> str:
     return value
 
 
+def _api_tokens(raw: Any) -> dict[str, str]:
+    """{token: username}, or its text `alice=<token>,bob=<token>`."""
+    if isinstance(raw, str):
+        pairs = {}
+        for item in filter(None, (part.strip() for part in raw.split(","))):
+            username, sep, token = item.partition("=")
+            if not sep or not username.strip() or not token.strip():
+                raise ValueError(f"must look like alice=<token>,bob=<token>, got {item[:40]!r}")
+            pairs[token.strip()] = username.strip()
+        return pairs
+    if not isinstance(raw, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in raw.items()):
+        raise ValueError("must be a dict of token: username")
+    return dict(raw)
+
+
 def _optional_text(raw: Any) -> str | None:
     return None if raw is None else _text(raw)
 
@@ -194,7 +209,14 @@ SETTINGS: tuple[Setting, ...] = (
             "The provider's base URL (…/v1). Empty: the built-in simulator. With a key and no URL: OpenAI's.",
             "upstream"),
     Setting("UPSTREAM_TRANSPORT", "aiohttp", _choice(*TRANSPORTS),
-            "The SSE client: aiohttp (httpx-aiohttp, cheaper per event) or httpx's own.", "upstream"),
+            "aiohttp (SSE over httpx-aiohttp, cheaper per event), httpx (SSE over httpx's own) or websocket "
+            "(the Responses API's WebSocket mode, docs/upstream-websocket.md).", "upstream"),
+    Setting("UPSTREAM_WS_MAX_AGE_S", 2400, _integer(),
+            "WebSocket mode: a connection older than this takes no new response (the provider's limit is an "
+            "hour; the request deadline must fit in what is left).", "upstream"),
+    Setting("UPSTREAM_NO_OBFUSCATION", True, _boolean,
+            "Ask the provider for no padding on streamed deltas (stream_options.include_obfuscation=false); "
+            "false for a provider that refuses stream_options. Padding is never stored either way.", "upstream"),
     Setting("UPSTREAM_MAX_CONNECTIONS", 2000, _integer(), "Upstream connections per process.", "upstream"),
     Setting("SIMULATOR_BASE_URL", "", _url,
             "A standalone simulator (python -m responses_app.simulator) when there is no provider; empty: "
@@ -216,9 +238,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("WEBSOCKET_PREFIX", None, _optional_text,
             "Where responses_app.routing.websocket_urlpatterns are mounted (e.g. /assistant/); default: "
             "where responses_app.urls are included.", "pages"),
-    Setting("TOOLS", (), _dotted_paths,
-            "Dotted paths of the host's function tools (functions decorated with responses_app.api.tool), "
-            "imported when the app is ready.", "pages"),
+    Setting("TOOLS", ("responses_app.tools.get_weather", "responses_app.tools.get_time"), _dotted_paths,
+            "Dotted paths of the function tools offered to the model (functions decorated with "
+            "responses_app.api.tool), imported when the app is ready. Default: the two built-in ones.", "tools"),
     # the relay
     Setting("FLUSH_INTERVAL_MS", 50, _integer(), "The least time between two patches of a stream.", "relay"),
     Setting("FLUSH_MIN_CHARS", 32, _integer(minimum=0), "A slow stream's patch waits for this much text…",
@@ -276,6 +298,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("MAX_SOCKETS_PER_USER", 16, _integer(), "Open websockets per user, across processes.", "limits"),
     Setting("WS_FRAME_RATE", 10, _integer(), "Frames a socket may send per second…", "limits"),
     Setting("WS_FRAME_BURST", 30, _integer(), "…and in a burst; beyond it dropped, then closed.", "limits"),
+    Setting("API_TOKENS", {}, _api_tokens,
+            "Bearer tokens of programmatic clients of the AG-UI and AI SDK endpoints: {token: username} or "
+            "alice=<token>,bob=<token> (each at least 32 characters under check --deploy).", "limits"),
     # operations
     Setting("METRICS_TOKEN", "", _text,
             "GET /metrics needs Authorization: Bearer <token>; empty: loopback clients only.", "operations"),

@@ -20,6 +20,7 @@ from channels.layers import get_channel_layer
 
 from . import selectors
 from .relay.dbthreads import ws_db
+from .relay.worker import ensure_worker
 from .wsthreads import PooledConsumerMixin
 
 
@@ -38,6 +39,17 @@ async def announce_turn(request: Any) -> None:
     await announce(request.conversation_id, {"type": "turn", "request_id": str(request.pk)})
 
 
+def announce_turn_sync(request: Any) -> None:
+    """From sync code: through a layer that spans processes; the in-memory layer of another
+    process cannot be reached (those tabs find the turn when they reconnect or reload)."""
+    from asgiref.sync import async_to_sync
+    from channels.layers import InMemoryChannelLayer
+
+    layer = get_channel_layer()
+    if layer is not None and not isinstance(layer, InMemoryChannelLayer):
+        async_to_sync(announce_turn)(request)
+
+
 class ConversationConsumer(PooledConsumerMixin, AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     conversation_id: str
 
@@ -48,6 +60,7 @@ class ConversationConsumer(PooledConsumerMixin, AsyncJsonWebsocketConsumer):  # 
         if code:
             await self.close(code=code)
             return
+        ensure_worker()  # the process's runner, its sweep and its watch for requests submitted elsewhere
         self.group = conversation_group(self.conversation_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         # Read again after joining the group: a turn added in between is in one or the other.

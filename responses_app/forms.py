@@ -30,7 +30,8 @@ _TRUE = ("true", "1", "on", "yes")
 _FALSE = ("false", "0", "off", "no")
 
 
-def _unstorable(text: str) -> bool:
+def unstorable(text: str) -> bool:
+    """What no text column of PostgreSQL's takes: U+0000 or a lone surrogate."""
     return _UNSTORABLE.search(text) is not None
 
 
@@ -59,7 +60,7 @@ class InputField(_RawField):
             text = value.strip()
             if len(text) > MAX_INPUT_CHARS:
                 raise forms.ValidationError(f"input takes at most {MAX_INPUT_CHARS} characters.")
-            if _unstorable(text):
+            if unstorable(text):
                 raise forms.ValidationError("input contains U+0000 or a lone surrogate.")
             return text
         if isinstance(value, list):
@@ -72,7 +73,7 @@ class InputField(_RawField):
                         f"input[{index}] must be an input item: an object with a string 'type' or 'role'.")
             if len(orjson.dumps(value)) > MAX_INPUT_BYTES:
                 raise forms.ValidationError(f"input takes at most {MAX_INPUT_BYTES} bytes of items.")
-            if any(_unstorable(s) for s in _strings_in(value)):
+            if any(unstorable(s) for s in _strings_in(value)):
                 raise forms.ValidationError("input contains U+0000 or a lone surrogate.")
             return value
         if value is None:
@@ -93,7 +94,7 @@ class StringField(_RawField):
         value = value.strip()
         if len(value) > self.max_length:
             raise forms.ValidationError(f"takes at most {self.max_length} characters.")
-        if _unstorable(value):
+        if unstorable(value):
             raise forms.ValidationError("contains U+0000 or a lone surrogate.")
         return value
 
@@ -158,7 +159,7 @@ class MetadataField(_RawField):
                 raise forms.ValidationError(f"metadata keys take at most {MAX_METADATA_KEY} characters.")
             if len(item) > MAX_METADATA_VALUE:
                 raise forms.ValidationError(f"metadata[{label}] takes at most {MAX_METADATA_VALUE} characters.")
-            if not key or _unstorable(key) or _unstorable(item):
+            if not key or unstorable(key) or unstorable(item):
                 raise forms.ValidationError("metadata keys and values must be non-empty text without U+0000.")
         return value
 

@@ -1,4 +1,5 @@
-"""Reads. Access rules live here: a request is visible to its owner and to staff, nobody else."""
+"""Reads. Access rules live here: a request is visible to its owner and to users with the
+view_responserequest permission (cancelled by those with change_responserequest), nobody else."""
 
 from __future__ import annotations
 
@@ -25,12 +26,26 @@ from .models import (
     ToolCall,
 )
 from .streaming.view import apply_op
+from .streaming.vocabulary import INPUT_FLAGGED
 
+VIEW_PERMISSION = "responses_app.view_responserequest"
+CHANGE_PERMISSION = "responses_app.change_responserequest"
 EMPTY_VIEW: dict[str, Any] = {"revision": 0, "meta": {"response_id": None, "status": None}, "blocks": []}
 
 
-def can_view(user: User | AnonymousUser, request: ResponseRequest) -> bool:
-    return bool(user.is_authenticated and (request.owner_id == user.pk or user.is_staff))  # type: ignore[attr-defined]
+def can_view(user: Any, request: ResponseRequest) -> bool:
+    """The owner, or a user with the view_responserequest permission (superusers have every one)."""
+    return bool(user.is_authenticated and (request.owner_id == user.pk or user.has_perm(VIEW_PERMISSION)))
+
+
+def can_cancel(user: Any, request: ResponseRequest) -> bool:
+    """The owner, or a user with the change_responserequest permission."""
+    return bool(user.is_authenticated and (request.owner_id == user.pk or user.has_perm(CHANGE_PERMISSION)))
+
+
+def can_read_withheld(user: Any) -> bool:
+    """Text the safety policy withheld or retracted (the raw event log, the verdicts' windows)."""
+    return bool(user.is_authenticated and user.has_perm("responses_app.view_safetyverdict"))
 
 
 def request_get_for_user(
@@ -116,7 +131,14 @@ def requests_to_take_over(*, now: datetime | None = None, pending_after_s: int =
         "pk", "status", "lease_expires")[:1000])
 
 
-def request_status(*, request_id: uuid.UUID) -> str:
+def requests_pending_recent(*, within_s: int) -> list[uuid.UUID]:
+    """Pending requests created in the last `within_s` seconds (the runners' watch, worker.py)."""
+    since = timezone.now() - timedelta(seconds=within_s)
+    return list(ResponseRequest.objects.filter(status=ResponseRequest.Status.PENDING, created__gte=since)
+                .order_by("created").values_list("pk", flat=True)[:100])
+
+
+def request_status(*, request_id: uuid.UUID | str) -> str:
     return ResponseRequest.objects.filter(pk=request_id).values_list("status", flat=True).get()
 
 
@@ -198,7 +220,7 @@ def conversation_get_for_user(*, user: User, conversation_id: uuid.UUID | str) -
         conversation = Conversation.objects.get(pk=conversation_id)
     except (Conversation.DoesNotExist, ValueError, TypeError):
         return None
-    if conversation.owner_id != user.pk and not user.is_staff:  # type: ignore[attr-defined]
+    if conversation.owner_id != user.pk and not user.has_perm(VIEW_PERMISSION):
         return None
     return conversation
 
@@ -209,8 +231,9 @@ def conversation_context(*, request: ResponseRequest | RunRequest) -> list[dict[
     no longer has the chain (`previous_response_not_found`)."""
     if request.conversation_id is None:
         return []
+    # A turn the precheck flagged was never sent, and never is: not in any context either.
     earlier = list(ResponseRequest.objects.filter(conversation_id=request.conversation_id, created__lt=request.created)
-                   .order_by("created"))
+                   .exclude(error_code=INPUT_FLAGGED).order_by("created"))
     calls: dict[uuid.UUID, list[ToolCall]] = {}
     for call in ToolCall.objects.filter(request__in=earlier).order_by("started_at"):
         calls.setdefault(call.request_id, []).append(call)
@@ -224,6 +247,24 @@ def conversation_context(*, request: ResponseRequest | RunRequest) -> list[dict[
         if turn.final_text:
             items.append({"role": "assistant", "content": turn.final_text})
     return items
+
+
+def response_before(*, request: ResponseRequest) -> str:
+    """The last completed response of the request's conversation before it: what Regenerate and
+    Edit chain to, as if the request had not been."""
+    if request.conversation_id is None:
+        return ""
+    return (ResponseRequest.objects
+            .filter(conversation_id=request.conversation_id, created__lt=request.created,
+                    status=ResponseRequest.Status.COMPLETED)
+            .exclude(response_id="").order_by("-created").values_list("response_id", flat=True).first()) or ""
+
+
+def conversation_has_turns(*, conversation: Conversation, before: ResponseRequest | None = None) -> bool:
+    turns = conversation.requests.exclude(error_code=INPUT_FLAGGED)
+    if before is not None:
+        turns = turns.filter(created__lt=before.created)
+    return turns.exists()
 
 
 def conversation_turns(*, conversation: Conversation) -> list[tuple[ResponseRequest, dict[str, Any]]]:
@@ -295,3 +336,32 @@ def usage_totals(*, user: User) -> dict[str, Any]:
         if cost is not None:
             totals["cost"] = (totals["cost"] or 0.0) + cost
     return totals
+
+
+# A thread id that is not a UUID (a front end's own chat or thread id) names one conversation per user.
+THREAD_NAMESPACE = uuid.UUID("5b0f6c52-4a3e-4f0b-9d55-7e1f0c6a2b91")
+
+
+def thread_conversation_id(*, user: User | AnonymousUser, thread_id: str) -> uuid.UUID:
+    """The conversation id a front end's thread id names: itself when it is a UUID."""
+    try:
+        return uuid.UUID(thread_id)
+    except ValueError:
+        return uuid.uuid5(THREAD_NAMESPACE, f"{user.pk}:{thread_id}")
+
+
+def request_in_flight_for_user(*, user: User | AnonymousUser, key: str) -> ResponseRequest | None:
+    """What a front end's resume route names: a request by its id, or a conversation (a thread or
+    chat id) by its newest request; only while it is pending or streaming, only for whom may view it."""
+    try:
+        request = request_get_for_user(user=user, request_id=uuid.UUID(key))
+    except ValueError:  # a chat id of the front end's own making
+        request = None
+    if request is None and user.is_authenticated:
+        conversation_id = thread_conversation_id(user=user, thread_id=key)
+        newest = ResponseRequest.objects.filter(conversation_id=conversation_id).order_by("-created").values_list(
+            "pk", flat=True).first()
+        request = request_get_for_user(user=user, request_id=newest) if newest else None
+    if request is None or request.status not in (ResponseRequest.Status.PENDING, ResponseRequest.Status.STREAMING):
+        return None
+    return request

@@ -12,10 +12,9 @@ from django.db import IntegrityError, InterfaceError, OperationalError, connecti
 from django.db.models import F, Q
 from django.utils import timezone
 
-from . import metrics, selectors, storage
-from .conf import app_settings
+from . import metrics, selectors, signals, storage
 from .credentials import masked
-from .forms import SubmitForm
+from .forms import unstorable
 from .models import (
     Checkpoint,
     Conversation,
@@ -26,7 +25,6 @@ from .models import (
     Segment,
     ToolCall,
 )
-from .tools import tool_definitions
 
 Status = ResponseRequest.Status
 # A runner's lease on its request: renewed every keepers.LEASE_RENEW_S by its process. A runner that
@@ -76,44 +74,6 @@ def request_create(
             updates["title"] = _title_from(request.prompt_text)
         Conversation.objects.filter(pk=conversation.pk).update(**updates)
     return request, True
-
-
-def request_submit(*, user: Any, data: dict[str, Any]) -> tuple[ResponseRequest | None, bool, dict[str, list[str]]]:
-    """Validate and create (or find) a logical request: the one write path of the JSON API and
-    the chat page. Returns (request, created, errors); errors name the offending fields."""
-    form = SubmitForm(data)
-    if not form.is_valid():
-        return None, False, {k: [str(m) for m in v] for k, v in form.errors.items()}
-    cleaned = form.cleaned_data
-    existing = selectors.request_by_client_id(owner=user, client_request_id=cleaned["client_request_id"])
-    if existing is not None:  # a resubmitted form or retried call: the same logical request
-        return existing, False, {}
-    conversation = None
-    if cleaned.get("conversation"):
-        conversation = selectors.conversation_get_for_user(user=user, conversation_id=cleaned["conversation"])
-        if conversation is None or conversation.owner_id != user.pk:
-            return None, False, {"conversation": ["No such conversation."]}
-    else:
-        conversation = conversation_create(owner=user)
-    background = cleaned["background"]
-    params: dict[str, Any] = {
-        "background": app_settings.BACKGROUND_DEFAULT if background is None else background,
-        "metadata": cleaned["metadata"],
-        "tools": tool_definitions(),
-    }
-    if cleaned.get("max_output_tokens"):
-        params["max_output_tokens"] = cleaned["max_output_tokens"]
-    if conversation.last_response_id:
-        params["previous_response_id"] = conversation.last_response_id
-    elif conversation.requests.exists():
-        params["full_context"] = True  # the chain is gone: send the conversation so far instead
-    request, created = request_create(
-        owner=user, input=cleaned["input"], model=cleaned["model"],
-        client_request_id=cleaned["client_request_id"], conversation=conversation, params=params,
-    )
-    if not created and conversation.pk != request.conversation_id and not conversation.requests.exists():
-        Conversation.objects.filter(pk=conversation.pk).delete()  # lost a race to a concurrent resubmit
-    return request, created, {}
 
 
 def request_acquire_lease(*, request_id: uuid.UUID, token: uuid.UUID, now: datetime | None = None) -> bool:
@@ -223,6 +183,8 @@ def request_mark_terminal(
     updated = query.update(**fields) == 1
     if updated:  # counted here, once: a second runner's or a reconcile's update changes no row
         metrics.request_ended(status=status, model=request.model, duration_s=(at - request.created).total_seconds())
+        signals.send(signals.request_finished, request=ResponseRequest.objects.get(pk=request_id), status=status,
+                     usage=usage)
     if updated and response_id and status == Status.COMPLETED:
         Conversation.objects.filter(requests__pk=request_id).update(last_response_id=response_id, updated=at)
     return updated
@@ -246,6 +208,8 @@ def request_cancel(*, request: ResponseRequest) -> bool:
         metrics.CANCELS.inc()
         metrics.request_ended(status=Status.CANCELLED, model=request.model,
                               duration_s=(now - request.created).total_seconds())
+        signals.send(signals.request_finished, request=ResponseRequest.objects.get(pk=request.pk),
+                     status=Status.CANCELLED, usage=None)
         return True
     streaming = ResponseRequest.objects.filter(pk=request.pk, status=Status.STREAMING)
     if streaming.filter(cancel_requested=False).update(cancel_requested=True, cancels=F("cancels") + 1):
@@ -394,35 +358,30 @@ def conversation_rename(*, conversation: Conversation, title: str) -> str:
     title = " ".join(title.split())[:200]
     if not title:
         raise ValueError("A title cannot be empty.")
+    if unstorable(title):
+        raise ValueError("A title cannot contain U+0000 or a lone surrogate.")
     Conversation.objects.filter(pk=conversation.pk).update(title=title)
     conversation.title = title
     return title
 
 
-def conversation_delete(*, conversation: Conversation) -> None:
-    """The owner no longer sees it; its requests stay, counted once, for the admin and analytics."""
+def conversation_delete(*, conversation: Conversation) -> list[ResponseRequest]:
+    """The owner no longer sees it; its requests stay, counted once, for the admin and analytics.
+    Its requests in flight are stopped (returned, for their runners to be told)."""
     Conversation.objects.filter(pk=conversation.pk, deleted_at__isnull=True).update(deleted_at=timezone.now())
+    live = list(ResponseRequest.objects.filter(conversation=conversation,
+                                               status__in=[Status.PENDING, Status.STREAMING]))
+    for request in live:
+        request_cancel(request=request)
+    return live
 
 
-def request_resend(
-    *, source: ResponseRequest, owner: User, client_request_id: str, input: Any | None = None
-) -> tuple[ResponseRequest, bool]:
-    """Regenerate (same prompt) or edit-and-resend (`input`): a new logical request at the end of
-    the same conversation, chained to the answer before `source`, as if `source` had not been."""
-
-    from .tools import tool_definitions
-
-    conversation = source.conversation
-    previous = (ResponseRequest.objects
-                .filter(conversation=conversation, created__lt=source.created, status=Status.COMPLETED)
-                .exclude(response_id="").order_by("-created").values_list("response_id", flat=True).first())
-    old = source.params or {}
-    params: dict[str, Any] = {
-        "background": old.get("background", app_settings.BACKGROUND_DEFAULT),
-        "metadata": old.get("metadata") or {},
-        "tools": tool_definitions(),
-    }
-    if previous:
-        params["previous_response_id"] = previous
-    return request_create(owner=owner, input=source.input if input is None else input, model=source.model,
-                          client_request_id=client_request_id, conversation=conversation, params=params)
+def conversation_for_thread(*, user: User, thread_id: str) -> Conversation | None:
+    """The conversation a front end's thread names (an AG-UI `threadId`, an AI SDK chat id):
+    a UUID is the conversation's own id, any other string maps to one conversation of this user;
+    made on first use. None when it is another user's conversation, or a deleted one."""
+    pk = selectors.thread_conversation_id(user=user, thread_id=thread_id)
+    conversation, _ = Conversation.objects.get_or_create(pk=pk, defaults={"owner": user})
+    if conversation.owner_id != user.pk or conversation.deleted_at is not None:
+        return None
+    return conversation

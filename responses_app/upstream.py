@@ -7,13 +7,16 @@ Transport: httpx's own async transport spends about twice the CPU per streamed e
 `httpx-aiohttp` transport (measured for the relay issue: 156 µs vs 75 µs per event at 200 streams),
 so the aiohttp transport is the default; RELAY_UPSTREAM_TRANSPORT=httpx selects httpx's own.
 The httpx API is the same either way, and tests may inject any transport (MockTransport too).
+RELAY_UPSTREAM_TRANSPORT=websocket is the Responses API's WebSocket mode (upstream_ws.py): a
+subclass whose `create_stream` yields `EventFrames` (one event's JSON per item) instead of a
+response body; `stream_reader` hands the runner the matching feed.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import orjson
@@ -24,6 +27,7 @@ from .credentials import masked
 from .embedded import EMBEDDED_BASE_URL, ASGIStreamTransport, simulator_app
 from .simulator.app import models_payload
 from .streaming.masking import MAX_CODE
+from .streaming.transcript import Step, Transcript
 
 
 class UpstreamHTTPError(Exception):
@@ -89,7 +93,16 @@ def make_transport(base: str) -> httpx.AsyncBaseTransport:
     return httpx.AsyncHTTPTransport(limits=limits)
 
 
+class EventFrames(Protocol):
+    """A stream whose items are each one event's JSON, without SSE framing (WebSocket mode)."""
+
+    def __aiter__(self) -> AsyncIterator[str]: ...
+
+
 class Upstream:
+    resumable = True  # a background response can be streamed again after a drop (starting_after)
+    persistent = False  # its pooled connections are released when the process has no runner left
+
     def __init__(self, *, base: str | None = None, api_key: str | None = None,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
         headers = {"accept": "text/event-stream"}
@@ -109,7 +122,7 @@ class Upstream:
         await self.client.aclose()
 
     @asynccontextmanager
-    async def create_stream(self, body: dict[str, Any]) -> AsyncIterator[httpx.Response]:
+    async def create_stream(self, body: dict[str, Any]) -> AsyncIterator[httpx.Response | EventFrames]:
         # As str, encoded again by httpx: orjson's bytes keep a 4 KiB buffer however short the
         # JSON, and the response holds its request, so each stream held 4 KiB (bench storage).
         request = self.client.build_request(
@@ -195,6 +208,15 @@ def body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
         response.is_stream_consumed = True  # as aiter_raw would: a second read fails, never half-reads
         return _AiohttpChunks(transport_stream._aiohttp_response.content)
     return response.aiter_bytes()
+
+
+def stream_reader(response: httpx.Response | EventFrames, transcript: Transcript
+                  ) -> tuple[AsyncIterator[Any], Callable[[Any, float], Step]]:
+    """What the runner iterates and the transcript method each item goes to: a response body's
+    chunks to `feed` (SSE bytes), WebSocket mode's events to `feed_event` (one JSON each)."""
+    if isinstance(response, httpx.Response):
+        return body_chunks(response), transcript.feed
+    return aiter(response), transcript.feed_event
 
 
 def _retry_after(response: httpx.Response) -> float | None:

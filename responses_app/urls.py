@@ -2,16 +2,21 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import api, views
+from . import frontends_views, jsonapi, views
 
 app_name = "responses_app"
 
 urlpatterns = [
-    path("api/requests", api.requests_create, name="api-requests"),
-    path("api/requests/<uuid:request_id>", api.requests_detail, name="api-request"),
-    path("api/requests/<uuid:request_id>/cancel", api.requests_cancel, name="api-request-cancel"),
-    path("api/requests/<uuid:request_id>/approvals/<str:approval_request_id>", api.requests_approve,
+    path("api/requests", jsonapi.requests_create, name="api-requests"),
+    path("api/requests/<uuid:request_id>", jsonapi.requests_detail, name="api-request"),
+    path("api/requests/<uuid:request_id>/cancel", jsonapi.requests_cancel, name="api-request-cancel"),
+    path("api/requests/<uuid:request_id>/approvals/<str:approval_request_id>", jsonapi.requests_approve,
          name="api-request-approve"),
+    # front ends: AG-UI and the Vercel AI SDK's useChat (frontends_views.py, docs/frontends.md)
+    path("api/agui/runs", frontends_views.agui_run, name="agui-run"),
+    path("api/agui/requests/<uuid:request_id>/stream", frontends_views.agui_stream, name="agui-stream"),
+    path("api/aisdk/chat", frontends_views.aisdk_chat, name="aisdk-chat"),
+    path("api/aisdk/chat/<str:key>/stream", frontends_views.aisdk_stream, name="aisdk-stream"),
     # pages
     path("", views.conversation_list, name="conversations"),
     path("c/new/", views.conversation_new, name="conversation-new"),

@@ -23,11 +23,12 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from . import analytics, api, selectors, services, upstream
+from . import analytics, selectors, services, submission, upstream
 from .conf import app_settings
-from .conversation_events import announce, announce_turn
+from .conversation_events import announce
 from .models import Conversation, ResponseRequest
 from .relay import worker
+from .submission import Refused, Submitted
 from .templatetags.relay_charts import series_color
 from .templatetags.relay_tags import BADGE_LABELS, badge_is_final, badge_key
 
@@ -96,7 +97,9 @@ def _thought_s(request: ResponseRequest, view: dict[str, Any]) -> int | None:
     return max(0, round((request.first_text_at - request.created).total_seconds()))
 
 
-def turn_context(request: ResponseRequest, view: dict[str, Any], *, can_post: bool = False) -> dict[str, Any]:
+def turn_context(request: ResponseRequest, view: dict[str, Any], *, can_post: bool = False,
+                 can_cancel: bool | None = None) -> dict[str, Any]:
+    """`can_cancel`: Stop is offered (the owner's, or a viewer with change_responserequest)."""
     live = not request.is_terminal and request.status != ResponseRequest.Status.UNKNOWN
     badge = badge_key(request.status, view)
     usage = request.usage or (view.get("meta") or {}).get("usage")
@@ -111,7 +114,8 @@ def turn_context(request: ResponseRequest, view: dict[str, Any], *, can_post: bo
         "view": view,
         "live": live,
         "badge": badge,
-        "show_stop": live and not badge_is_final(badge),  # no Stop beside a known outcome
+        # no Stop beside a known outcome, nor to a viewer who may not stop it
+        "show_stop": live and not badge_is_final(badge) and (can_post if can_cancel is None else can_cancel),
         "error": error,
         "incomplete_reason": request.incomplete_reason or meta.get("incomplete_reason") or "",
         "usage": usage,
@@ -121,10 +125,6 @@ def turn_context(request: ResponseRequest, view: dict[str, Any], *, can_post: bo
         "regenerate_id": str(uuid.uuid4()),  # fresh per render: idempotency keys, as the composer's
         "resend_id": str(uuid.uuid4()),
     }
-
-def _should_start(request: ResponseRequest, created: bool) -> ResponseRequest | None:
-    return request if created or request.status == ResponseRequest.Status.PENDING else None
-
 
 def _chat_url(conversation_id: Any, request_id: Any | None = None) -> str:
     url = reverse("responses_app:chat", args=[conversation_id])
@@ -141,11 +141,9 @@ def page(http: HttpRequest, template: str, context: dict[str, Any], status: int 
     """One of the app's pages, inside RELAY_BASE_TEMPLATE (the host's base, or the app's own)."""
     return render(http, template, {**context, "relay_base_template": app_settings.BASE_TEMPLATE}, status=status)
 
-#
-# Views that start or stop a runner are async and await `start_request` / `cancel_request`, the
-# way api.py does: calling them through async_to_sync from a sync view binds the in-process runner
-# worker (started on first use) to that call's short-lived executor, and the runner crashes with
-# "CurrentThreadExecutor already quit". The database work runs in sync helpers.
+
+# Views that start or stop a runner are async and await the start or the cancel on the server's
+# loop; the database work (the one door: submission.submit) runs in sync helpers.
 
 @login_required
 @require_GET
@@ -164,21 +162,25 @@ def _conversation_list(http: HttpRequest, *, values: dict[str, Any] | None = Non
     }, status=400 if errors else 200)
 
 
-def _refused(response: HttpResponse, refusal: Any) -> HttpResponse:
-    """The page again, the typed prompt kept, saying why (429, as the API answers)."""
-    response.status_code = 429
-    response["Retry-After"] = str(refusal.retry_after)
+def _refused(response: HttpResponse, refused: Refused) -> HttpResponse:
+    """The page again, the typed prompt kept, saying why (the status the API answers)."""
+    response.status_code = refused.status
+    if refused.retry_after is not None:
+        response["Retry-After"] = str(refused.retry_after)
     return response
 
 
-def _conversation_new(http: HttpRequest) -> tuple[HttpResponse, ResponseRequest | None]:
+def _form_errors(refused: Refused) -> dict[str, list[str]]:
+    return refused.errors if refused.status == 400 else {"request": [refused.message]}
+
+
+def _conversation_new(http: HttpRequest) -> tuple[HttpResponse, Submitted | None]:
     data = _form_data(http)
-    request, created, errors, refusal = api.submit_limited(http.user, data)
-    if refusal is not None:
-        return _refused(_conversation_list(http, values=data, errors={"request": [refusal.message]}), refusal), None
-    if request is None:
-        return _conversation_list(http, values=data, errors=errors), None
-    return HttpResponseRedirect(_chat_url(request.conversation_id, request.pk)), _should_start(request, created)
+    try:
+        done = submission.submit(user=http.user, data=data)
+    except Refused as refused:
+        return _refused(_conversation_list(http, values=data, errors=_form_errors(refused)), refused), None
+    return HttpResponseRedirect(_chat_url(done.request.conversation_id, done.request.pk)), done
 
 
 @login_required
@@ -187,50 +189,51 @@ async def conversation_new(http: HttpRequest) -> HttpResponse:
     """Start a conversation with its first prompt (POST); GET goes to the list."""
     if http.method != "POST":
         return redirect("responses_app:conversations")
-    response, start = await sync_to_async(_conversation_new)(http)
-    if start is not None:
-        await worker.start_request(str(start.pk))
+    response, done = await sync_to_async(_conversation_new)(http)
+    if done is not None:
+        await submission.start(done)
     return response
 
 
-def _chat(http: HttpRequest, conversation_id: uuid.UUID) -> tuple[HttpResponse, ResponseRequest | None]:
+def _chat(http: HttpRequest, conversation_id: uuid.UUID) -> tuple[HttpResponse, Submitted | None]:
     conversation = selectors.conversation_open_for_user(user=http.user, conversation_id=conversation_id)
     if conversation is None:
         raise Http404("No such conversation")
     can_post = conversation.owner_id == http.user.pk
+    can_cancel = can_post or http.user.has_perm(selectors.CHANGE_PERMISSION)
     values: dict[str, Any] = {}
     errors: dict[str, list[str]] = {}
-    refusal = None
+    refused = None
     if http.method == "POST":
         if not can_post:
             raise PermissionDenied("Only the owner can add to a conversation")
         values = _form_data(http)
-        request, created, errors, refusal = api.submit_limited(
-            http.user, dict(values, conversation=str(conversation.pk)))
-        if refusal is not None:
-            errors = {"request": [refusal.message]}
-        elif request is not None:
-            redirect_to = HttpResponseRedirect(_chat_url(request.conversation_id, request.pk))
-            return redirect_to, _should_start(request, created)
-    turns = [turn_context(r, v, can_post=can_post) for r, v in selectors.conversation_turns(conversation=conversation)]
+        try:
+            done = submission.submit(user=http.user, data=dict(values, conversation=str(conversation.pk)))
+        except Refused as exc:
+            refused, errors = exc, _form_errors(exc)
+        else:
+            return HttpResponseRedirect(_chat_url(done.request.conversation_id, done.request.pk)), done
+    turns = [turn_context(r, v, can_post=can_post, can_cancel=can_cancel)
+             for r, v in selectors.conversation_turns(conversation=conversation)]
     response = page(http, "responses_app/chat.html", {
         "conversation": conversation,
         "turns": turns,
         "can_post": can_post,
+        "can_cancel": can_cancel,
         "composer": composer_context(conversation=conversation, values=values, errors=errors),
         "composer_action": reverse("responses_app:chat", args=[conversation.pk]),
     }, status=400 if errors else 200)
-    return (_refused(response, refusal) if refusal is not None else response), None
+    return (_refused(response, refused) if refused is not None else response), None
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 async def chat(http: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
     """Every committed message rendered here; chat.js then follows the live ones."""
-    response, start = await sync_to_async(_chat)(http, conversation_id)
-    if start is not None:
-        await worker.start_request(str(start.pk))
-        await announce_turn(start)
+    response, done = await sync_to_async(_chat)(http, conversation_id)
+    if done is not None:
+        await submission.start(done)
     return response
 
 
@@ -243,13 +246,16 @@ def chat_turn(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UU
         raise Http404("No such request")
     view = selectors.view_latest(request=request)
     can_post = request.owner_id == http.user.pk and request.conversation.deleted_at is None  # type: ignore[union-attr]
-    return render(http, "responses_app/_turn.html", turn_context(request, view, can_post=can_post))
+    return render(http, "responses_app/_turn.html", turn_context(
+        request, view, can_post=can_post, can_cancel=selectors.can_cancel(http.user, request)))
 
 
 def _chat_cancel(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UUID) -> bool:
     request = selectors.request_get_for_user(user=http.user, request_id=request_id)
     if request is None or request.conversation_id != conversation_id:
         raise Http404("No such request")
+    if not selectors.can_cancel(http.user, request):
+        raise PermissionDenied("Stopping another person's answer needs the change_responserequest permission")
     if request.is_terminal:
         return False
     services.request_cancel(request=request)
@@ -297,41 +303,37 @@ async def conversation_rename(http: HttpRequest, conversation_id: uuid.UUID) -> 
 @require_POST
 async def conversation_delete(http: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
     conversation = await sync_to_async(_own_conversation)(http, conversation_id)
-    await sync_to_async(services.conversation_delete)(conversation=conversation)
+    stopped = await sync_to_async(services.conversation_delete)(conversation=conversation)
+    for request in stopped:
+        await worker.cancel_request(str(request.pk))
     await announce(conversation.pk, {"type": "deleted"})
     return redirect("responses_app:conversations")
 
 
-def _resend(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UUID, *, edit: bool
-            ) -> tuple[ResponseRequest, bool]:
+def _resend(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UUID, *, edit: bool) -> Submitted:
+    """Regenerate or Edit: through the one door, as any submit (limits, allowlist, cap, precheck)."""
     conversation = _own_conversation(http, conversation_id)
     source = selectors.request_get_for_user(user=http.user, request_id=request_id)
     if source is None or source.conversation_id != conversation.pk:
         raise Http404("No such request")
     key = http.POST.get("client_request_id", "").strip()[:100] or str(uuid.uuid4())
-    new_input: Any = None
-    if edit:
-        new_input = http.POST.get("prompt", "").strip()
-        if not new_input or len(new_input) > 32000:
-            raise ValueError("The edited prompt must have 1 to 32000 characters.")
-    return services.request_resend(source=source, owner=http.user, client_request_id=key,  # type: ignore[arg-type]
-                                   input=new_input)
+    data = submission.resend_data(source, client_request_id=key, input=http.POST.get("prompt", "") if edit else None)
+    return submission.submit(user=http.user, data=data, replaces=source)
 
 
 async def _resend_view(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UUID, *, edit: bool
                        ) -> HttpResponse:
     try:
-        request, created = await sync_to_async(_resend)(http, conversation_id, request_id, edit=edit)
-    except ValueError as exc:
+        done = await sync_to_async(_resend)(http, conversation_id, request_id, edit=edit)
+    except Refused as refused:
         if _wants_json(http):
-            return JsonResponse({"error": str(exc)}, status=400)
-        return HttpResponse(str(exc), status=400, content_type="text/plain")
-    if created or request.status == ResponseRequest.Status.PENDING:
-        await worker.start_request(str(request.pk))
-    if created:
-        await announce_turn(request)
+            return _refused(JsonResponse(refused.body()), refused)
+        message = "; ".join(m for messages in refused.errors.values() for m in messages) or refused.message
+        return _refused(HttpResponse(message, content_type="text/plain"), refused)
+    await submission.start(done)
+    request = done.request
     if _wants_json(http):
-        return JsonResponse({"id": str(request.pk), "status": request.status}, status=201 if created else 200)
+        return JsonResponse({"id": str(request.pk), "status": request.status}, status=201 if done.created else 200)
     return HttpResponseRedirect(_chat_url(conversation_id, request.pk))
 
 

@@ -76,7 +76,12 @@ def outsider(db: Any) -> Any:
 
 @pytest.fixture
 def staff(db: Any) -> Any:
-    return get_user_model().objects.create_user("staff", password="pw", is_staff=True)
+    """An auditor: staff who may read every request (view_responserequest), not stop one."""
+    from django.contrib.auth.models import Permission
+
+    user = get_user_model().objects.create_user("staff", password="pw", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_responserequest"))
+    return get_user_model().objects.get(pk=user.pk)  # a fresh instance: permissions are cached per instance
 
 
 @pytest.fixture
@@ -97,8 +102,8 @@ def no_upstream(settings: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     async def fake_cancel(request_id: str) -> None:
         started.append(f"cancel:{request_id}")
 
-    for module in ("responses_app.relay.worker", "responses_app.api"):
-        monkeypatch.setattr(f"{module}.start_request", fake_start)
+    monkeypatch.setattr("responses_app.relay.worker.start_request", fake_start)
+    for module in ("responses_app.relay.worker", "responses_app.jsonapi"):
         monkeypatch.setattr(f"{module}.cancel_request", fake_cancel)
     return started
 

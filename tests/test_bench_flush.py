@@ -1,5 +1,5 @@
 """The relay benchmark's stamped deltas: with RELAY_FLUSH_MIN_CHARS scaled by what a stamp adds
-(bench/loadgen.py), a paced answer goes out in as many patches as the same text unstamped does
+(bench/stamps.py), a paced answer goes out in as many patches as the same text unstamped does
 with the default; with the default, stamped, in about twice as many (what the CPU section measured
 before 2026-12-03)."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from bench.loadgen import FLUSH_MIN_CHARS, STAMP, STAMP_CHARS, stamped_min_chars
+from bench.stamps import FLUSH_MIN_CHARS, STAMP, STAMP_CHARS, stamped_min_chars
 from responses_app.streaming.policies import FlushPolicy
 
 FIXTURE = Path(__file__).parent / "fixtures" / "sim" / "sim-long.sse"

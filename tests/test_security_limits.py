@@ -33,7 +33,6 @@ def no_upstream(settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
         return None
 
     monkeypatch.setattr("responses_app.relay.worker.start_request", fake_start)
-    monkeypatch.setattr("responses_app.api.start_request", fake_start)
 
 
 def login(name: str) -> Client:

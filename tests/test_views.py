@@ -109,7 +109,7 @@ def test_staff_may_read_but_not_post(owner: Any, staff: Any) -> None:
     response = client.get(chat_url(turn))
     assert response.status_code == 200
     html = response.content.decode()
-    assert "Staff can read this" in html and "read-only" in html and 'id="composer"' not in html
+    assert "Staff can read this" in html and "you can read it, not add to it" in html and 'id="composer"' not in html
     assert client.post(chat_url(turn), {"input": "x", "model": "sim-text"}).status_code == 403
 
 
@@ -357,7 +357,7 @@ def test_api_someone_elses_request_is_404(owner: Any, teammate: Any, staff: Any)
     assert client_for(teammate).post(f"/api/requests/{turn.pk}/cancel").status_code == 404
     other = post_json(client_for(teammate), "/api/requests",
                       {"input": "Hi", "model": "sim-text", "conversation": str(turn.conversation_id)})
-    assert other.status_code == 400 and "conversation" in other.json()["errors"]
+    assert other.status_code == 404 and "conversation" in other.json()["errors"]
     assert client_for(staff).get(f"/api/requests/{turn.pk}").status_code == 200
     assert Client().get(f"/api/requests/{turn.pk}").status_code == 404
 

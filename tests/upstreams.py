@@ -1,5 +1,6 @@
 """A scripted provider on real loopback HTTP, for streams the simulator does not make: real captures
-served byte for byte (whole, in 1-byte writes, or paced), and failures before any stream."""
+served byte for byte (whole, in 1-byte writes, or paced) or, in WebSocket mode, event by event as
+frames; and failures before any stream."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import orjson
 
@@ -100,3 +102,40 @@ async def scripted_upstream(replies: dict[str, Reply]) -> AsyncIterator[Scripted
 def json_error(status: int, code: str, message: str) -> Reply:
     return Reply(status, orjson.dumps({"error": {"message": message, "type": "invalid_request_error",
                                                  "code": code, "param": None}}), "application/json")
+
+
+@dataclass
+class ScriptedWebSocket:
+    """WebSocket mode's side of a scripted provider: each `response.create` is answered with the
+    events of `payloads` (each one event's JSON, as SSE `data` carried it), echoing its stream_id."""
+
+    payloads: list[str]
+    base: str = ""
+    creates: list[dict[str, object]] = field(default_factory=list)
+
+    async def handle(self, connection: Any) -> None:
+        async for message in connection:
+            create = orjson.loads(message)
+            self.creates.append(create)
+            prefix = '{"stream_id":' + orjson.dumps(create.get("stream_id")).decode() + ","
+            for payload in self.payloads:
+                await connection.send(prefix + (payload[1:] if payload.startswith("{") else payload))
+
+
+@asynccontextmanager
+async def scripted_websocket(payloads: list[str]) -> AsyncIterator[ScriptedWebSocket]:
+    """On real loopback; any plain HTTP request (a reconcile's GET) gets a 404."""
+    from websockets.asyncio.server import serve
+
+    upstream = ScriptedWebSocket(payloads)
+
+    def plain_http(connection: Any, request: Any) -> Any:
+        if request.headers.get("upgrade", "").lower() != "websocket":
+            return connection.respond(404, "no such route\n")
+        return None
+
+    async with serve(upstream.handle, "127.0.0.1", 0, process_request=plain_http, compression=None,
+                     max_size=None) as server:
+        port = next(iter(server.sockets)).getsockname()[1]
+        upstream.base = f"http://127.0.0.1:{port}/v1"
+        yield upstream

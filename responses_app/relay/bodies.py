@@ -1,21 +1,36 @@
-"""Request bodies for `POST /v1/responses`, from a stored logical request."""
+"""Request bodies for `POST /v1/responses` (and WebSocket mode's `response.create`), from a stored
+logical request.
+
+Every body carries the output cap (RELAY_MAX_OUTPUT_TOKENS) and asks the provider not to pad
+streamed deltas (`stream_options.include_obfuscation: false`): between two servers the padding is
+only bytes. RELAY_UPSTREAM_NO_OBFUSCATION=false leaves
+`stream_options` out, for a provider that refuses it; the event log drops the padding either way.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..conf import app_settings
 from ..models import ResponseRequest
 from ..selectors import RunRequest
 
-_FORWARDED = ("background", "metadata", "previous_response_id", "instructions", "max_output_tokens", "tools")
+_FORWARDED = ("background", "metadata", "previous_response_id", "instructions", "tools")
 
 
 def build_body(request: ResponseRequest | RunRequest) -> dict[str, Any]:
     params = request.params or {}
     body: dict[str, Any] = {"model": request.model, "input": request.input, "store": True}
+    if app_settings.UPSTREAM_NO_OBFUSCATION:
+        body["stream_options"] = {"include_obfuscation": False}
     for key in _FORWARDED:
         if params.get(key) not in (None, "", {}, []):
             body[key] = params[key]
+    # The output cap on every body, continuations and full-context retries included, whatever
+    # path made the request (a provider always gets one; the simulator only when one was asked).
+    cap, asked = app_settings.MAX_OUTPUT_TOKENS, params.get("max_output_tokens")
+    if asked or not app_settings.upstream_is_simulator:
+        body["max_output_tokens"] = min(int(asked or cap), cap)
     return body
 
 

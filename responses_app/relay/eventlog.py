@@ -6,6 +6,9 @@ serialisation (callgrind, the relay at 5 streams: orjson.dumps was 3.2k of a rel
 128k instructions). A payload of several data lines, and an event redaction changed, are
 serialised from the dict, on one line each.
 
+Padding is never stored: a delta's `obfuscation` (random characters some providers add however
+the relay asks) is dropped, and such an event serialised from the dict without it.
+
 Tool payloads are redacted (RELAY_REDACT_FIELDS, see redact.py) and the upstream's error
 messages masked before they are written down; message text, item structure and every id stay,
 so the log replays. Batches carry the segment
@@ -54,9 +57,11 @@ class EventLog:
         exact = len(raw) == len(events)
         for index, event in enumerate(events):  # called for every chunk: one encode per event
             logged = redact_event(event, fields, secrets) if event["type"] in REDACTED_TYPES else event
+            if "obfuscation" in logged:
+                logged = {key: value for key, value in logged.items() if key != "obfuscation"}
             if logged is event and exact and "\n" not in (text := raw[index]):
                 payload = text.encode()
-            else:  # redacted (a copy), or a payload of several data lines, or not known
+            else:  # redacted or unpadded (a copy), or a payload of several data lines, or not known
                 payload = orjson.dumps(logged)
             data += b"data: "
             data += payload

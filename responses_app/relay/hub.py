@@ -21,7 +21,8 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from .. import metrics
 from ..conf import app_settings
 from ..streaming.wire import decode
-from ..upstream import Upstream, base_url
+from ..upstream import Upstream
+from ..upstream_ws import make_upstream, matches_settings
 from .dbthreads import db, db_writer
 from .deadlines import Deadlines
 from .fanout import Fanout
@@ -78,14 +79,21 @@ class Hub:
         return self.runners.get(request_id)
 
     def upstream(self) -> Upstream:
-        """The process's upstream client, shared by its runners (recreated if the base changes)."""
-        if self._upstream is None or self._upstream.base != base_url().rstrip("/"):
-            self._upstream = Upstream()
+        """The process's upstream client, shared by its runners (recreated if the base or the
+        transport changes)."""
+        if self._upstream is None or not matches_settings(self._upstream):
+            if self._upstream is not None and self._upstream.persistent:
+                task = self.loop.create_task(self._upstream.aclose())
+                self.tasks.add(task)
+                task.add_done_callback(self.tasks.discard)
+            self._upstream = make_upstream()
         return self._upstream
 
     async def release_upstream(self, finishing: Runner) -> None:
-        """When the last runner here ends, release the pooled connections (reopened on demand)."""
-        if self._upstream is None or any(r is not finishing for r in self.runners.values()):
+        """When the last runner here ends, release the pooled connections (reopened on demand);
+        WebSocket mode's connection stays for the next request (it rotates by age)."""
+        if self._upstream is None or self._upstream.persistent \
+                or any(r is not finishing for r in self.runners.values()):
             return
         upstream, self._upstream = self._upstream, None
         await upstream.aclose()

@@ -38,7 +38,7 @@ from ..selectors import RunRequest
 from ..streaming import vocabulary as v
 from ..streaming.safety import SafetyGate
 from ..streaming.transcript import Step, Transcript
-from ..upstream import Upstream, UpstreamHTTPError, body_chunks
+from ..upstream import EventFrames, Upstream, UpstreamHTTPError, stream_reader
 from .bodies import build_body, continuation_body, full_context_body
 from .dbthreads import db
 from .delivery import Delivery
@@ -250,7 +250,7 @@ class StreamRunner:
         self.delivery.tally.start_from(self.transcript.counters())  # the runner before counted these
         self._response_id_saved = self.transcript.response_id
         self._counters["retries"] += 1
-        step = next_step(self._situation(SegmentResult(Ending.RESTORED)))
+        step = next_step(self._situation(SegmentResult(Ending.RESTORED), upstream))
         return await self._steps(upstream, Kind.RESUME, None, None if step.action is Action.RESUME else step)
 
     async def _steps(self, upstream: Upstream, kind: str, body: dict[str, Any] | None, step: Next | None) -> str:
@@ -264,7 +264,7 @@ class StreamRunner:
                 result = await self._segment(kind, upstream, body)
                 flagged = await self._settle()
                 step = next_step(self._situation(
-                    result, kind=kind, flagged=flagged, resumes=resumes, http_retries=http_retries,
+                    result, upstream, kind=kind, flagged=flagged, resumes=resumes, http_retries=http_retries,
                     chained=bool(body and body.get("previous_response_id"))))
             action, self._counters["disconnects"] = step.action, self._counters["disconnects"] + step.disconnected
             if action is Action.FINISH:
@@ -297,10 +297,11 @@ class StreamRunner:
                     await asyncio.sleep(step.delay)
             step = None
 
-    def _situation(self, result: SegmentResult, **known: Any) -> Situation:
+    def _situation(self, result: SegmentResult, upstream: Upstream, **known: Any) -> Situation:
+        # A background response can be streamed again, when the upstream can resume one.
+        background = bool((self.request.params or {}).get("background")) and upstream.resumable
         return Situation(result, cancelled=self.cancel_requested.is_set(), terminal=self.transcript.terminal,
-                         response_id=bool(self.transcript.response_id),
-                         background=bool((self.request.params or {}).get("background")), **known)
+                         response_id=bool(self.transcript.response_id), background=background, **known)
 
     async def _first_body(self, request: RunRequest) -> dict[str, Any]:
         if (request.params or {}).get("full_context"):  # submitted after the chain broke
@@ -329,7 +330,7 @@ class StreamRunner:
     # --- one upstream segment ---------------------------------------------------------------
 
     async def _segment(self, kind: str, upstream: Upstream, body: dict[str, Any] | None) -> SegmentResult:
-        ctx: AbstractAsyncContextManager[httpx.Response]
+        ctx: AbstractAsyncContextManager[httpx.Response | EventFrames]
         if kind == Kind.RESUME:
             starting_after = self.transcript.last_sequence_number
             ctx = upstream.resume_stream(self.transcript.response_id or "", starting_after)
@@ -369,14 +370,16 @@ class StreamRunner:
         self.count_write()
         return result
 
-    async def _read(self, ctx: AbstractAsyncContextManager[httpx.Response], events: list[int]) -> SegmentResult:
+    async def _read(self, ctx: AbstractAsyncContextManager[httpx.Response | EventFrames],
+                    events: list[int]) -> SegmentResult:
         transcript = self.transcript
         async with ctx as response:
+            chunks, feed = stream_reader(response, transcript)  # SSE bytes, or one event per frame
             try:
                 async with asyncio.timeout(None) as grace:
-                    async for chunk in body_chunks(response):
+                    async for chunk in chunks:
                         self._last_bytes = now = self._loop.time()
-                        step = transcript.feed(chunk, now)
+                        step = feed(chunk, now)
                         del chunk  # nor the last chunk (up to 16 KiB) while the stream is quiet
                         if step.events:
                             events[0] += len(step.events)

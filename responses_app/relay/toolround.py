@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 from asgiref.sync import sync_to_async
 
-from .. import selectors, services
+from .. import selectors, services, signals
 from ..streaming.transcript import Ops, Transcript
 from ..tools import ToolError, parse_arguments, run_tool
 from .dbthreads import db
@@ -56,6 +56,8 @@ class ToolRound:
                     output, ok = orjson.dumps({"error": str(exc)}).decode(), False
                 await db(services.tool_call_finish)(request_id=self.request_id, call_id=call_id, output=output, ok=ok)
                 self.writes += 1
+                await db(signals.send)(signals.tool_called, request_id=self.request_id, call_id=call_id, name=name,
+                                       arguments=arguments, output=output, ok=ok)
             self._changed(transcript.tool_done(call.get("id"), output))
             outputs.append({"type": "function_call_output", "call_id": call_id, "output": output})
         self._changed(transcript.tools_finished())

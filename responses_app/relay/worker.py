@@ -6,6 +6,12 @@ Submitting a request sends `relay.start` to the `relay-runner` channel. By defau
 RELAY_INPROCESS_RUNNER=false on web processes and run `manage.py relayworker` processes: the same
 consumer, the same single-flight lease, anywhere.
 
+A request submitted where no runner lives (a WSGI view, the shell, a task queue) is announced by
+`notify_start`, and a runner takes it within a second: through the channel layer when it spans
+processes (Redis), else PostgreSQL's NOTIFY (every runner process LISTENs), else (SQLite with the
+in-memory layer, one machine) a watch of the newest pending rows every WATCH_S. The in-process
+runner starts with the first stream or websocket its process serves; `relayworker` at once.
+
 Every runner process, in-process or not, is supervised (`serve`):
 - it sweeps for expired leases at start and every SWEEP_S seconds, and takes each one over (the
   runner rebuilds from the event log and resumes or reconciles; it never re-POSTs): a stream whose
@@ -23,11 +29,13 @@ import contextvars
 import logging
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from channels.consumer import AsyncConsumer
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from channels.routing import ChannelNameRouter
 from channels.worker import Worker
+from django.db import connection
 
 from .. import logcontext, selectors
 from ..conf import app_settings
@@ -38,6 +46,10 @@ from .runner import StreamRunner
 logger = logging.getLogger(__name__)
 
 SWEEP_S = 3.0  # how often each runner process looks for expired leases
+WATCH_S = 0.5  # SQLite with the in-memory layer: how often a runner process looks for new pending requests
+WATCH_WINDOW_S = 60  # ... among those created this recently (older ones are the sweep's)
+NOTIFY_START = "relay_start"  # PostgreSQL notification channels
+NOTIFY_CANCEL = "relay_cancel"
 BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)  # between restarts of a Worker whose channel layer failed
 
 
@@ -65,7 +77,9 @@ runner_application = ChannelNameRouter({RUNNER_CHANNEL: RunnerConsumer.as_asgi()
 
 async def serve() -> None:
     """Run the runner consumer and the takeover sweep until cancelled, surviving layer blips."""
-    sweeper = asyncio.get_running_loop().create_task(_sweep_forever(), name="relay-sweeper")
+    loop = asyncio.get_running_loop()
+    sweeper = loop.create_task(_sweep_forever(), name="relay-sweeper")
+    listener = loop.create_task(_listen_forever(), name="relay-listener")
     failures = 0
     try:
         while True:
@@ -84,6 +98,7 @@ async def serve() -> None:
                 await asyncio.sleep(delay)
     finally:
         sweeper.cancel()
+        listener.cancel()
 
 
 async def _sweep_forever() -> None:
@@ -153,3 +168,87 @@ async def cancel_request(request_id: str) -> None:
     layer = get_channel_layer()
     assert layer is not None
     await layer.send(RUNNER_CHANNEL, {"type": "relay.cancel", "request_id": request_id})
+
+
+# --- starts from any process ----------------------------------------------------------------------
+
+def _layer_spans_processes() -> bool:
+    layer = get_channel_layer()
+    return layer is not None and not isinstance(layer, InMemoryChannelLayer)
+
+
+def notify_start(request_id: str) -> None:
+    """Sync code in any process: a runner wherever one runs takes this pending request now."""
+    _notify("relay.start", NOTIFY_START, request_id)
+
+
+def notify_cancel(request_id: str) -> None:
+    """Sync code in any process: the Stop reaches the request's runner now (on SQLite with the
+    in-memory layer, at its next lease renewal: the cancel is already in the database)."""
+    _notify("relay.cancel", NOTIFY_CANCEL, request_id)
+
+
+def _notify(message_type: str, pg_channel: str, request_id: str) -> None:
+    if _layer_spans_processes():
+        layer = get_channel_layer()
+        assert layer is not None
+        async_to_sync(layer.send)(RUNNER_CHANNEL, {"type": message_type, "request_id": request_id})
+    elif connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, %s)", [pg_channel, request_id])
+    # else: SQLite and the in-memory layer: the runners' watch of pending rows (WATCH_S) finds it
+
+
+async def _listen_forever() -> None:
+    """Take what `notify_start`/`notify_cancel` announce, unless the channel layer carries it."""
+    if _layer_spans_processes():
+        return
+    if connection.vendor == "postgresql":
+        await _listen_postgresql()
+    else:
+        await _watch_pending()
+
+
+async def _listen_postgresql() -> None:
+    import psycopg
+    from django.db import connections
+
+    delay = 0.2
+    while True:
+        try:
+            params = connections["default"].get_connection_params()
+            params.pop("cursor_factory", None)
+            params.pop("context", None)
+            async with await psycopg.AsyncConnection.connect(**params, autocommit=True) as conn:
+                await conn.execute(f"LISTEN {NOTIFY_START}")
+                await conn.execute(f"LISTEN {NOTIFY_CANCEL}")
+                delay = 0.2
+                async for notice in conn.notifies():
+                    if notice.channel == NOTIFY_START:
+                        get_hub().spawn(notice.payload, _runner_factory(notice.payload))
+                    else:
+                        await cancel_request(notice.payload)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.warning("listening for relay starts failed; again in %.1fs", delay, exc_info=True)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
+async def _watch_pending() -> None:
+    while True:
+        try:
+            for request_id in await database_sync_to_async(selectors.requests_pending_recent)(
+                    within_s=WATCH_WINDOW_S):
+                get_hub().spawn(str(request_id), _runner_factory(str(request_id)))
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.warning("the watch for pending requests failed", exc_info=True)
+        await asyncio.sleep(WATCH_S)
+
+
+def _runner_factory(request_id: str) -> Any:
+    hub = get_hub()
+    return lambda: StreamRunner(request_id, hub)

@@ -5,6 +5,9 @@ server accepts connections. It runs on uvicorn with the httptools parser: its pe
 about a third of Daphne's (Twisted), which matters for paced streams. `--server daphne` keeps the
 Daphne path for comparison.
 
+WebSocket mode (`ws://…/v1/responses`, wsmode.py) is served by uvicorn's sans-I/O `websockets`
+protocol; `--ws-max-age-s` shortens its connection limit (the API's 60 minutes) for tests.
+
 Every request must bear `Authorization: Bearer <key>`: `--api-key`, else $SIMULATOR_API_KEY, else
 the development default (`sim-dev-key`, what the relay sends in development).
 """
@@ -19,6 +22,7 @@ import sys
 from types import FrameType
 
 from .auth import DEV_API_KEY
+from .wsmode import WS_MAX_AGE_S
 
 
 def _url(host: str, port: int) -> str:
@@ -37,7 +41,7 @@ class _CutStreamsFilter(logging.Filter):
         return not isinstance(exc, asyncio.CancelledError)
 
 
-def run_uvicorn(host: str, port: int, verbosity: int, api_key: str) -> None:
+def run_uvicorn(host: str, port: int, verbosity: int, api_key: str, ws_max_age_s: float) -> None:
     import uvicorn
 
     from .app import create_app
@@ -52,11 +56,12 @@ def run_uvicorn(host: str, port: int, verbosity: int, api_key: str) -> None:
             self.should_exit = True
 
     config = uvicorn.Config(
-        create_app(api_key=api_key),
+        create_app(api_key=api_key, ws_max_age_s=ws_max_age_s),
         host=host,
         port=port,
         http="httptools",
-        ws="none",
+        ws="websockets-sansio",
+        ws_per_message_deflate=False,  # events are small and many: compressing each costs more than it saves
         lifespan="on",
         log_level="warning" if verbosity <= 0 else "info" if verbosity == 1 else "debug",
         access_log=verbosity >= 2,
@@ -131,11 +136,17 @@ def main(argv: list[str] | None = None) -> None:
         default=os.environ.get("SIMULATOR_API_KEY") or DEV_API_KEY,
         help="the bearer key every request must carry (default: $SIMULATOR_API_KEY or the dev key)",
     )
+    parser.add_argument(
+        "--ws-max-age-s",
+        type=float,
+        default=WS_MAX_AGE_S,
+        help="WebSocket mode: how long one connection may live (default: the API's 3600)",
+    )
     args = parser.parse_args(argv)
     if args.server == "daphne":
         run_daphne(args.host, args.port, args.verbosity, args.api_key)
     else:
-        run_uvicorn(args.host, args.port, args.verbosity, args.api_key)
+        run_uvicorn(args.host, args.port, args.verbosity, args.api_key, args.ws_max_age_s)
     sys.exit(0)
 
 

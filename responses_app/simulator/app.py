@@ -2,29 +2,27 @@
 
 Pure ASGI, no Django: it is mounted under /simulator/v1 by project.asgi and served on its own by
 `python -m responses_app.simulator`. With an `api_key` every request must bear it (401 otherwise);
-without one (in-process tests and fixtures only) it answers anyone.
+without one (in-process tests and fixtures only) it answers anyone. A `websocket` scope on
+`/v1/responses` is WebSocket mode (wsmode.py), on the same store.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import random
 import time
 from typing import Any
 from urllib.parse import parse_qs
 
 import orjson
 
-from . import texts
+from . import wsmode
 from .auth import check_authorization
-from .emitter import Emitter
-from .errors import ApiError, bad_request, http_fault, not_found
-from .faults import FAULTS, parse_faults, validate_metadata
+from .creation import start_response
+from .errors import ApiError, bad_request, not_found
+from .faults import FAULTS
 from .moderation import moderate
-from .objects import base_response
-from .runner import Clock, generate
-from .scenarios import FOLLOWUP, SCENARIOS, Context, ToolResult
+from .scenarios import SCENARIOS
 from .store import TERMINAL, SimResponse, Store
 from .wire import (
     Connection,
@@ -59,26 +57,12 @@ def models_payload() -> dict[str, Any]:
     }
 
 
-def _seed_for(seed: int | None, request: dict[str, Any]) -> tuple[int, bool]:
-    if seed is None:
-        return random.getrandbits(64), False
-    material = orjson.dumps(
-        [
-            seed,
-            request.get("model"),
-            request.get("input"),
-            request.get("instructions"),
-            request.get("previous_response_id"),
-        ],
-        option=orjson.OPT_SORT_KEYS,
-    )
-    return int.from_bytes(hashlib.blake2b(material, digest_size=8).digest(), "big"), True
-
-
 class SimulatorApp:
-    def __init__(self, store: Store | None = None, *, api_key: str | None = None) -> None:
+    def __init__(self, store: Store | None = None, *, api_key: str | None = None,
+                 ws_max_age_s: float = wsmode.WS_MAX_AGE_S) -> None:
         self.store = store or Store()
         self.api_key = api_key
+        self.ws_max_age_s = ws_max_age_s  # WebSocket mode's connection limit
         self._models = orjson.dumps(models_payload())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -89,7 +73,7 @@ class SimulatorApp:
                 await send({"type": f"lifespan.{kind}.complete"})
                 if kind == "shutdown":
                     return
-        if scope["type"] != "http":
+        if scope["type"] not in ("http", "websocket"):
             return
         path: str = scope["path"]
         root = scope.get("root_path") or ""
@@ -98,6 +82,10 @@ class SimulatorApp:
         if path == "/v1" or path.startswith("/v1/"):
             path = path[3:]
         parts = [p for p in path.split("/") if p]
+        if scope["type"] == "websocket":
+            await wsmode.serve(scope, receive, send, store=self.store, api_key=self.api_key, path=parts,
+                               max_age_s=self.ws_max_age_s)
+            return
         method = scope["method"]
         try:
             if self.api_key is not None:
@@ -154,162 +142,18 @@ class SimulatorApp:
     # --- POST /responses ----------------------------------------------------------------------
     async def create(self, receive: Receive, send: Send) -> None:
         request = parse_json(await read_body(receive))
-        metadata = validate_metadata(request.get("metadata"))
-        faults = parse_faults(metadata)
-        model = request.get("model")
-        if not isinstance(model, str) or not model:
-            raise bad_request(
-                "Missing required parameter: 'model'.",
-                param="model",
-                code="missing_required_parameter",
-            )
-        if faults.first_byte_delay_ms:
-            await asyncio.sleep(faults.first_byte_delay_ms / 1000)
-        if faults.http_error:
-            raise http_fault(faults.http_error, model)
-        scenario = SCENARIOS.get(model)
-        if scenario is None:
-            raise ApiError(
-                400,
-                f"The requested model '{model}' does not exist. The simulator serves: "
-                f"{', '.join(SCENARIOS)}.",
-                param="model",
-                code="model_not_found",
-            )
-        prev_id = request.get("previous_response_id")
-        prev = None
-        if prev_id is not None:
-            prev = self.store.get(prev_id) if isinstance(prev_id, str) else None
-            if prev is None:
-                raise not_found(
-                    f"Previous response with id '{prev_id}' not found.",
-                    param="previous_response_id",
-                    code="previous_response_not_found",
-                )
-        tool_results = self._tool_results(request.get("input"), prev)
-        background = bool(request.get("background"))
-        seed, virtual = _seed_for(faults.seed, request)
-        rng = random.Random(seed)
-        stream_options = request.get("stream_options") or {}
-        include = request.get("include") or []
-        top = request.get("top_logprobs")
-        emitter = Emitter(
-            rng,
-            obfuscation=stream_options.get("include_obfuscation", True) is not False,
-            top_logprobs=(top if isinstance(top, int) else 0)
-            if "message.output_text.logprobs" in include
-            else None,
-        )
-        response_id = emitter.new_id("resp")
-        created_at = 1_760_000_000 + rng.randrange(10_000_000) if virtual else int(time.time())
-        obj = base_response(
-            request,
-            response_id=response_id,
-            model=model,
-            created_at=created_at,
-            background=background,
-            reasoning_model=scenario.reasoning,
-            metadata=metadata,
-        )
-        prompt = texts.prompt_text(request.get("input"))
-        ctx = Context(
-            request, rng, emitter, prompt, tokens=faults.tokens, tool_results=tool_results,
-            approvals=self._approvals(request.get("input"), prev),
-        )
-        plan = (FOLLOWUP if tool_results else scenario).plan(ctx)
-        tokens_per_s = (
-            faults.tokens_per_s if faults.tokens_per_s is not None else scenario.tokens_per_s
-        )
-        resp = SimResponse(
-            response_id,
-            obj,
-            background=background,
-            faults=faults,
-            prev_id=prev.id if prev else None,
-        )
-        self.store.add(resp)
-        resp.start(
-            asyncio.ensure_future(
-                generate(
-                    resp,
-                    plan,
-                    ctx,
-                    emitter,
-                    tokens_per_s=tokens_per_s,
-                    clock=Clock(created_at, virtual, tokens_per_s),
-                    input_tokens=len(texts.tokenize(prompt)) + 8,
-                )
-            )
-        )
-        ephemeral = not background and request.get("store") is False
+        resp = await start_response(self.store, request)
+        ephemeral = not resp.background and request.get("store") is False
         try:
             if request.get("stream"):
                 await self._serve_stream(resp, receive, send, after=-1, owner=True)
-            elif background:
-                await send_json(send, 200, orjson.dumps(obj))
+            elif resp.background:
+                await send_json(send, 200, orjson.dumps(resp.obj))
             else:
                 await self._serve_final(resp, receive, send)
         finally:
             if ephemeral and resp.finished:
                 self.store.discard(resp.id)
-
-    def _approvals(self, items: Any, prev: SimResponse | None) -> dict[str, bool]:
-        """mcp_approval_response items, each for an approval request the previous response made."""
-        responses = [i for i in items if isinstance(i, dict) and i.get("type") == "mcp_approval_response"] \
-            if isinstance(items, list) else []
-        if not responses:
-            return {}
-        asked = {o.get("id") for o in (prev.obj.get("output") or []) if isinstance(o, dict)
-                 and o.get("type") == "mcp_approval_request"} if prev is not None else set()
-        decided: dict[str, bool] = {}
-        for item in responses:
-            approval_id = item.get("approval_request_id")
-            if approval_id not in asked:
-                raise bad_request(f"No approval request found with id {approval_id}.", param="input")
-            if not isinstance(item.get("approve"), bool):
-                raise bad_request("'approve' must be a boolean.", param="input")
-            decided[str(approval_id)] = item["approve"]
-        return decided
-
-    def _tool_results(self, items: Any, prev: SimResponse | None) -> list[ToolResult]:
-        if not isinstance(items, list):
-            return []
-        outputs = [
-            i for i in items if isinstance(i, dict) and i.get("type") == "function_call_output"
-        ]
-        if not outputs:
-            return []
-        known: dict[str, tuple[str, str]] = {}
-        for item in items:
-            if (
-                isinstance(item, dict)
-                and item.get("type") == "function_call"
-                and item.get("call_id")
-            ):
-                known[str(item["call_id"])] = (
-                    str(item.get("name", "")),
-                    str(item.get("arguments", "")),
-                )
-        seen: set[str] = set()
-        while prev is not None and prev.id not in seen:
-            seen.add(prev.id)
-            for call_id, call in prev.calls.items():
-                known.setdefault(call_id, call)
-            prev = self.store.get(prev.prev_id) if prev.prev_id else None
-        results = []
-        for out in outputs:
-            call_id = out.get("call_id")  # type: ignore[assignment]
-            if not isinstance(call_id, str) or call_id not in known:
-                raise bad_request(
-                    f"No tool call found for function call output with call_id {call_id}.",
-                    param="input",
-                )
-            output = out.get("output")
-            if not isinstance(output, str):
-                output = orjson.dumps(output).decode()
-            name, arguments = known[call_id]
-            results.append(ToolResult(call_id, name, arguments, output))
-        return results
 
     async def _serve_stream(
         self, resp: SimResponse, receive: Receive, send: Send, *, after: int, owner: bool
@@ -384,5 +228,6 @@ class SimulatorApp:
         await send_json(send, 200, orjson.dumps(resp.obj))
 
 
-def create_app(store: Store | None = None, *, api_key: str | None = None) -> SimulatorApp:
-    return SimulatorApp(store, api_key=api_key)
+def create_app(store: Store | None = None, *, api_key: str | None = None,
+               ws_max_age_s: float = wsmode.WS_MAX_AGE_S) -> SimulatorApp:
+    return SimulatorApp(store, api_key=api_key, ws_max_age_s=ws_max_age_s)

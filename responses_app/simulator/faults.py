@@ -50,6 +50,11 @@ FAULTS: dict[str, tuple[str, str]] = {
         "float",
         "Refuse to re-stream (GET ?stream=true) a response older than this.",
     ),
+    "sim.ws_max_age_s": (
+        "float",
+        "WebSocket mode: the connection reaches its time limit this many seconds after it opened "
+        "(`websocket_connection_limit_reached`).",
+    ),
     "sim.stamp": (
         "bool",
         "Append the emit wall-clock time to each text delta as `⟨time.time()⟩` (for benchmarks).",
@@ -76,6 +81,7 @@ class Faults:
     fail_at: int | None = None
     error_at: int | None = None
     resume_max_age_s: float | None = None
+    ws_max_age_s: float | None = None
     stamp: bool = False
 
 
@@ -94,6 +100,7 @@ _LIMITS: dict[str, tuple[float, float]] = {
     "sim.fail_at": (0, 10_000_000),
     "sim.error_at": (0, 10_000_000),
     "sim.resume_max_age_s": (0, 86_400 * 365),
+    "sim.ws_max_age_s": (0, 86_400),
 }
 
 

@@ -1,6 +1,7 @@
 """Bytes in, assembled response and view ops out: the per-event path the relay and replay share.
 
     chunk ─▶ SSEDecoder ─▶ parse_event ─▶ Assembler (+ ViewModel ops)
+    event ─────────────────▶ parse_event ─▶ Assembler    (WebSocket mode: one JSON per frame)
 
 Bad input never stops the stream: an oversized or malformed event is counted, described in
 `problems` (bounded) and skipped; everything around it is still applied.
@@ -49,6 +50,7 @@ class StreamPipeline:
         assembler: Assembler | None = None,
     ) -> None:
         self.decoder = SSEDecoder(max_event_bytes=max_event_bytes)
+        self.max_event_bytes = max_event_bytes
         self.assembler = assembler or Assembler(
             hold_window=hold_window, starting_after=starting_after
         )
@@ -66,6 +68,21 @@ class StreamPipeline:
             # The decoder keeps the events around the oversized one for its next call: take them now.
             messages = self.decoder.decode(b"")
         return self._apply(messages)
+
+    def feed_event(self, data: str) -> Fed:
+        """Apply one event given as its JSON alone, without SSE framing (a WebSocket frame). Its
+        length is counted in characters (each is at least a byte)."""
+        if len(data) > self.max_event_bytes:
+            self.oversized += 1
+            self._problem("oversized", f"event of {len(data)} characters exceeds {self.max_event_bytes} bytes", "")
+            return Fed([], self.assembler.feed_many(()), [])
+        try:
+            events: list[dict[str, Any]] = [parse_event(data)]  # type: ignore[list-item]
+        except MalformedEvent as exc:
+            self.malformed += 1
+            self._problem("malformed", str(exc), data[:2000])
+            return Fed([], self.assembler.feed_many(()), [])
+        return Fed(events, self.assembler.feed_many(events), [data])
 
     def finish(self) -> Fed:
         """The stream closed (see the module docstring); the decoder is ready for another."""

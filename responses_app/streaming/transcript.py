@@ -132,6 +132,13 @@ class Transcript:
             self.gate.tick(now)
         return self._step(*self.pipeline.feed(chunk))
 
+    def feed_event(self, data: str, now: float | None = None) -> Step:
+        """One event's JSON without SSE framing (WebSocket mode: a frame is an event); `now` as
+        for `feed`."""
+        if now is not None and self.gate is not None:
+            self.gate.tick(now)
+        return self._step(*self.pipeline.feed_event(data))
+
     def finish(self) -> Step:
         """The stream closed: the end-of-stream rule of StreamPipeline.finish, replay's too."""
         return self._step(*self.pipeline.finish())

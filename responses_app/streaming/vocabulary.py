@@ -21,6 +21,9 @@ CANCELLED: Final = "cancelled"
 UNKNOWN: Final = "unknown"
 
 # Every status a logical request can be in, in the order people read them.
+# The error code of a request whose input the precheck flagged: nothing was sent upstream.
+INPUT_FLAGGED: Final = "input_flagged"
+
 REQUEST_STATUSES: Final = (PENDING, STREAMING, COMPLETED, FAILED, INCOMPLETE, ERROR, CANCELLED, UNKNOWN)
 
 # Statuses the upstream's own Response can end in (and `error`, a transport-level error event).

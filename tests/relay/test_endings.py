@@ -12,7 +12,7 @@ import orjson
 import pytest
 from asgiref.sync import sync_to_async
 
-from responses_app import selectors, services
+from responses_app import selectors, submission
 from responses_app.models import Conversation, ResponseRequest, Segment
 from responses_app.relay.hub import get_hub
 from responses_app.relay.runner import StreamRunner
@@ -172,12 +172,12 @@ def second_turn_after_a_forgotten_chain(first: ResponseRequest) -> ResponseReque
     assert conversation.last_response_id == first.response_id
     # As after a restart of the embedded simulator, or a provider's expiry: the chain is gone.
     Conversation.objects.filter(pk=conversation.pk).update(last_response_id="resp_forgotten")
-    request, created, errors = services.request_submit(
+    done = submission.submit(
         user=first.owner, data={"input": "And now?", "model": "sim-text", "conversation": str(conversation.pk),
                                 "client_request_id": "turn-2", "background": "false",
                                 "metadata": orjson.dumps({"sim.tokens_per_s": "0"}).decode()})
-    assert request is not None and created, errors
-    return request
+    assert done.created
+    return done.request
 
 
 async def test_a_forgotten_chain_is_retried_once_with_the_whole_conversation(owner: Any, simulator_url: str) -> None:

@@ -146,7 +146,8 @@ async def test_progressive_retracts_from_two_tabs_and_the_committed_view(owner: 
         assert notice["state"] == "retracted"
     committed = await sync_to_async(selectors.view_latest)(request=saved)  # what a reconnecting tab gets
     assert NOTICE_ID in str(committed) and "kum" not in str(committed)
-    snapshot = await sync_to_async(lambda: saved.checkpoints.exclude(snapshot__isnull=True).order_by("-revision").first())()
+    snapshot = await sync_to_async(
+        lambda: saved.checkpoints.exclude(snapshot__isnull=True).order_by("-revision").first())()
     assert snapshot is not None and "kum" not in str(snapshot.snapshot)
     assert saved.status == "incomplete" and saved.incomplete_reason == "content_filter"
     assert "kum" not in saved.final_text and saved.final_text == watchers[0].text() == watchers[1].text()
@@ -205,7 +206,8 @@ async def test_a_phrase_cut_by_a_window_leaves_no_part_of_it_anywhere(
     assert saved.status == "incomplete" and saved.incomplete_reason == "content_filter"
     assert saved.final_text == kept
     assert "kum" not in str(committed) and NOTICE_ID in str(committed)
-    snapshot = await sync_to_async(lambda: saved.checkpoints.exclude(snapshot__isnull=True).order_by("-revision").first())()
+    snapshot = await sync_to_async(
+        lambda: saved.checkpoints.exclude(snapshot__isnull=True).order_by("-revision").first())()
     assert snapshot is not None and "kum" not in str(snapshot.snapshot), "nor the committed Response"
     state = "withheld" if mode == "buffered" else "retracted"
     assert "kum" not in page and f"Part of this answer was {state} by the safety policy." in page, "the turn's line"

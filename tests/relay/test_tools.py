@@ -16,7 +16,7 @@ from responses_app import selectors, services
 from responses_app.models import ResponseRequest, Segment, ToolCall
 from responses_app.relay.hub import get_hub
 from responses_app.relay.runner import StreamRunner
-from responses_app.tools import TOOLS, ToolError, parse_arguments, run_tool, tool_definitions
+from responses_app.tools import ToolError, offered, parse_arguments, run_tool, tool_definitions
 from tests.relay.helpers import Watcher, connect, reload
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("relay_settings")]
@@ -99,7 +99,7 @@ def test_arguments_are_validated_before_anything_runs() -> None:
         parse_arguments("rm_rf", "{}")
     assert '"location":"Paris"' in run_tool("get_weather", parse_arguments(
         "get_weather", '{"location": "Paris", "unit": "C"}'))
-    assert set(TOOLS) == {"get_weather", "get_time"}
+    assert set(offered()) == {"get_weather", "get_time"}
 
 
 def test_a_call_id_is_claimed_once(db: Any, owner: Any) -> None:

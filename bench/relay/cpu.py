@@ -1,14 +1,15 @@
 """The relay benchmark's CPU section: the server's CPU per relayed delta, beside the floor.
 
-    python -m bench relay --only cpu [--cpu-streams 100] [--baseline /work/main]
+    python -m bench relay --only cpu [--cpu-streams 100] [--cpu-rounds 2] [--baseline DIR]
 
 Measured in one run, one after another against the same simulator, each over the same window:
 
 * *floor*: a plain reader of the same paced streams in its own process (`httpx.AsyncClient` over
   httpx-aiohttp, each chunk through the core's StreamPipeline, as the relay reads them), its CPU
   per event read: what a relay cannot avoid spending to read the bytes;
-* *ours*: the Daphne server's CPU (all threads) per relayed delta, with one and with three viewers
+* *ours*: our server's CPU (all threads) per relayed delta, with one and with three viewers
   per stream (per relayed delta: deltas received by viewers / viewers per stream);
+* *bare*: the least a relay can do on our stack (bench/relay/bare.py), the section's lower bound;
 * *naive*: the naive relay's CPU per delivered delta (one viewer; it reads one upstream per viewer);
 * *before* (with `--baseline DIR`): the same server started from another checkout, e.g. the tree
   before a change, so old and new are compared side by side in one run.
@@ -23,6 +24,8 @@ import asyncio
 import statistics
 import time
 from typing import Any
+
+from bench.harness import cpu_seconds
 
 VIEWERS = (1, 3)
 
@@ -64,8 +67,6 @@ async def floor(cfg: dict[str, Any]) -> dict[str, Any]:
         await asyncio.sleep(0.05)
     ramp = time.monotonic() - t0
     await asyncio.sleep(cfg["warmup"])
-    from bench.relay import cpu_seconds
-
     others = cfg.get("pids", {})  # e.g. the simulator: its CPU over the same window
     others0 = {name: cpu_seconds(pid) for name, pid in others.items()}
     events0, cpu0, t1 = sum(counts), time.process_time(), time.monotonic()

@@ -1,11 +1,12 @@
 """The relay benchmark's websocket viewers: one receive loop per process, no task per socket.
 
-Each load process (`python -m bench.relay --role load`) drives its share of the step's streams. Its
-websockets are plain asyncio protocols (`loop.create_connection`) around `websockets`' sans-I/O
-client (`ClientProtocol`): bytes arrive in `data_received`, are parsed there and handled there, in
-one callback per read on the process's one (uvloop) event loop. The previous viewers ran a
-`websockets.asyncio` connection per socket (a reader task, a queue and an `await recv()` per
-message), so at 250 streams the load process's own loop lag was part of what it measured.
+Each load process (`python -m bench.relay --role loadpart`, started by bench/relay/load.py) drives
+its share of the step's streams. Its websockets are plain asyncio protocols
+(`loop.create_connection`) around `websockets`' sans-I/O client (`ClientProtocol`): bytes arrive in
+`data_received`, are parsed there and handled there, in one callback per read on the process's one
+(uvloop) event loop. The previous viewers (bench/relay/tasks.py) ran a `websockets.asyncio`
+connection per socket (a reader task, a queue and an `await recv()` per message), so at high
+stream counts the load process's own loop lag was part of what it measured.
 
 The viewers' logic is unchanged: ours tracks revisions, asks for a snapshot on a gap (as chat.js
 does) and records receipt - emit of each patch's stamped deltas; naive counts sequence gaps. At the
@@ -17,30 +18,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import sys
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from websockets.client import ClientProtocol
-from websockets.frames import Opcode
+from websockets.frames import Frame, Opcode
 from websockets.http11 import Response
+from websockets.typing import BytesLike
 from websockets.uri import parse_uri
 
-STAMP = re.compile(r"⟨(\d+\.\d+)⟩")
-STAMP_CHARS = len(f"⟨{time.time():.6f}⟩")  # what `sim.stamp` adds to each text delta
-FLUSH_MIN_CHARS = 32  # RELAY_FLUSH_MIN_CHARS's default
-
-
-def stamped_min_chars(plain_chars_per_delta: float) -> int:
-    """RELAY_FLUSH_MIN_CHARS for a relay whose deltas are stamped, so that its patches carry as many
-    deltas as they would for the same text unstamped. A stamp makes a `sim-long` delta about five
-    times longer (4.8 characters of text, 19 of stamp), and the relay batches a slow flow by
-    characters: with the default, the benchmark's streams went out as 2.2 deltas a patch at 30
-    deltas/s, against 4-5 for the same answer unstamped (bench/wire.py scales it the same way)."""
-    return round(FLUSH_MIN_CHARS * (plain_chars_per_delta + STAMP_CHARS) / plain_chars_per_delta)
+from bench.harness import cpu_seconds
+from bench.stamps import STAMP
 
 
 class Window:
@@ -90,7 +81,7 @@ class Viewer(asyncio.Protocol):
         self.opened: asyncio.Future[None] = loop.create_future()
         self.closed: asyncio.Future[None] = loop.create_future()
         self.terminal: asyncio.Future[None] = loop.create_future()
-        self._fragments: list[bytes] = []
+        self._fragments: list[BytesLike] = []
         # state the handler keeps
         self.index = -1
         self.flowing = False
@@ -125,11 +116,11 @@ class Viewer(asyncio.Protocol):
                 elif not self.opened.done():
                     self.opened.set_result(None)
                 continue
-            if event.opcode in (Opcode.TEXT, Opcode.BINARY, Opcode.CONT):
+            if isinstance(event, Frame) and event.opcode in (Opcode.TEXT, Opcode.BINARY, Opcode.CONT):
                 if not event.fin:
                     self._fragments.append(event.data)
                     continue
-                payload = event.data
+                payload = cast(bytes, event.data)  # a received frame's payload is bytes
                 if self._fragments:
                     payload = b"".join([*self._fragments, payload])
                     self._fragments.clear()
@@ -179,7 +170,7 @@ async def open_viewer(port: int, path: str, on_message: Callable[[Viewer, float,
     return viewer
 
 
-def _lag_sampler(stats: dict[str, Any], period: float = 0.01) -> asyncio.Task[None]:
+def lag_sampler(stats: dict[str, Any], period: float = 0.01) -> asyncio.Task[None]:
     """This process's own loop lag, every `period` over the window (so its share of the lag is known)."""
 
     async def run() -> None:
@@ -296,7 +287,7 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
     ramp = time.time() - t_ramp
     burst = await _burst(port, paths, cfg) if cfg.get("burst") and cfg["target"] == "ours" else {}
     # The window: from the start the coordinator sends every load process alike, once all are ramped up
-    # (bench/relay.py, `load`); run alone, after this process's own warm-up.
+    # (bench/relay/load.py); run alone, after this process's own warm-up.
     start_at = time.time() + cfg["warmup"]
     if cfg.get("coordinated"):
         print(orjson.dumps({"ready": len(ready), "ramp_s": time.time() - t_ramp}).decode(), flush=True)
@@ -307,7 +298,7 @@ async def load(cfg: dict[str, Any]) -> dict[str, Any]:
     win.end = win.start + cfg["window"]
     await asyncio.sleep(win.start - time.time())
     stats: dict[str, Any] = {}
-    sampler = _lag_sampler(stats)
+    sampler = lag_sampler(stats)
     cpu0 = cpu_seconds(os.getpid())
     await asyncio.sleep(max(0.0, win.end - time.time()))
     elapsed = time.time() - win.start
@@ -365,12 +356,6 @@ async def _burst(port: int, paths: list[str], cfg: dict[str, Any]) -> dict[str, 
         v.close()
     return {"first_view_s": [v.first_view for v in tabs if v.first_view is not None],
             "failed": len(opened) - len(tabs) + sum(v.first_view is None for v in tabs)}
-
-
-def cpu_seconds(pid: int) -> float:
-    from bench.relay import cpu_seconds as cpu
-
-    return cpu(pid)
 
 
 def run(cfg: dict[str, Any]) -> dict[str, Any]:

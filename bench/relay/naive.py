@@ -8,7 +8,7 @@ each message to its socket. No coalescing, no database, no checkpoints.
 
 Served by its own single Daphne process:
 
-    NAIVE_UPSTREAM=http://127.0.0.1:PORT/v1 daphne -b 127.0.0.1 -p 9000 bench.naive_relay:application
+    NAIVE_UPSTREAM=http://127.0.0.1:PORT/v1 daphne -b 127.0.0.1 -p 9000 bench.relay.naive:application
 
 and watched at `/ws/naive/?tokens_per_s=30&tokens=3000&seed=1&stamp=1`; each message is
 `{"type": "delta", "seq": <upstream sequence number>, "delta": "<text>"}`.
@@ -40,7 +40,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path  # noqa: E402
 
-from bench.bare_relay import upstream_body  # noqa: E402
+from bench.relay.bare import upstream_body  # noqa: E402
 from responses_app.simulator.auth import DEV_API_KEY  # noqa: E402
 
 UPSTREAM = os.environ.get("NAIVE_UPSTREAM", "http://127.0.0.1:8001/v1").rstrip("/")

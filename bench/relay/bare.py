@@ -9,7 +9,7 @@ hub, no session. What it costs per relayed delta, over the floor, is the price o
 alone; the rest of ours (checkpoints, the event log, the patch stream, timers, the viewer's
 bookkeeping) is what ours costs over this.
 
-    python -m uvicorn --http httptools --ws websockets-sansio --loop uvloop bench.bare_relay:application
+    python -m uvicorn --http httptools --ws websockets-sansio --loop uvloop bench.relay.bare:application
 
 watched at `/ws/naive/?tokens_per_s=30&tokens=3000&seed=1&stamp=1`, in the naive relay's
 message format plus `first`, the sequence number of the frame's first delta:
@@ -32,8 +32,8 @@ from responses_app.streaming.pipeline import StreamPipeline
 from responses_app.upstream import body_chunks
 
 UPSTREAM = os.environ.get("NAIVE_UPSTREAM", "http://127.0.0.1:8001/v1").rstrip("/")
-# Deltas per frame: as many as ours sends at most, so this one sends at least as many frames. At the
-# CPU section's load ours sends 5.3 (2.2-2.6 with `--flush-as-stamped`, where bench/relay.py sets 2).
+# Deltas per frame: as many as ours sends at most, so this one sends at least as many frames
+# (`--flush-as-stamped` sets 2; bench/README.md, "Stamped deltas and the flush setting").
 DELTAS_PER_FRAME = int(os.environ.get("BARE_DELTAS_PER_FRAME", "5"))
 
 _client: httpx.AsyncClient | None = None

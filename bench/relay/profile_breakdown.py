@@ -1,6 +1,6 @@
 """Where a relay server's CPU goes: py-spy's collapsed stacks, sorted into the stages of a relayed event.
 
-    python -m bench.profile_breakdown bench/results/relay_profile.txt [--us-per-delta 139]
+    python -m bench.relay.profile_breakdown bench/results/relay_profile.txt [--us-per-delta US]
 
 Each sample is given to the first stage whose rule matches a frame of its stack (rules are
 ordered most specific first), so the shares add up to 100%. With `--us-per-delta` (the CPU per
@@ -68,7 +68,7 @@ def table(path: Path, us_per_delta: float | None = None) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.profile_breakdown")
+    parser = argparse.ArgumentParser(prog="python -m bench.relay.profile_breakdown")
     parser.add_argument("profile", type=Path)
     parser.add_argument("--us-per-delta", type=float, default=0.0)
     args = parser.parse_args()

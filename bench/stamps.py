@@ -1,0 +1,24 @@
+"""The emit stamps the benchmarks read latency from, and the flush setting that keeps them honest.
+
+With `sim.stamp` the simulator puts each text delta's emit wall-clock time into its text
+(`⟨1796328072.290000⟩`), so a viewer computes receipt - emit. A stamp makes a delta several times
+longer, and the relay batches a slow flow by characters (RELAY_FLUSH_MIN_CHARS), so a relay fed
+stamped deltas is started with `stamped_min_chars`: its patches then carry as many deltas as for
+the same text unstamped (bench/README.md, "Stamped deltas and the flush setting").
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+STAMP = re.compile(r"⟨(\d+\.\d+)⟩")
+STAMPED = re.compile(r"⟨\d+\.\d+⟩")
+STAMP_CHARS = len(f"⟨{time.time():.6f}⟩")  # what `sim.stamp` adds to each text delta
+FLUSH_MIN_CHARS = 32  # RELAY_FLUSH_MIN_CHARS's default
+
+
+def stamped_min_chars(plain_chars_per_delta: float) -> int:
+    """RELAY_FLUSH_MIN_CHARS for a relay whose deltas are stamped, so that its patches carry as many
+    deltas as they would for the same text unstamped: the default scaled by what a stamp adds."""
+    return round(FLUSH_MIN_CHARS * (plain_chars_per_delta + STAMP_CHARS) / plain_chars_per_delta)

@@ -1,0 +1,165 @@
+"""Follow one request's view from async code, in any process: the latest view at once, then each
+change, then its end. What `api.subscribe` and the AG-UI and AI SDK streams are built on.
+
+    async with Follow(request_id) as follow:
+        async for update in follow:          # Update(kind, view, status, ops, revision)
+            ...
+
+The first update is a `snapshot`: the live view when the runner is in this process, else the
+latest committed view with the patches this process heard since. Then a `patch` per change
+(`ops` as view.py applies them; `view` already has them), and a `terminal` update last. A
+follower that falls behind (its queue full) or sees a gap gets a fresh `snapshot` instead of
+the patches it missed, never a hole. With no runner here and nothing heard for PING_S, the
+database says whether the request ended meanwhile (its `terminal` lost on the way).
+
+It starts, cancels and counts nothing unless asked (`count_viewer`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from . import selectors, services
+from .models import ResponseRequest
+from .relay.dbthreads import ws_call
+from .relay.hub import get_hub
+from .streaming.view import apply_patch
+
+QUEUE_SIZE = 256  # messages; a follower further behind than this resyncs
+PING_S = 20.0
+
+
+@dataclass(frozen=True)
+class Update:
+    kind: str  # snapshot | patch | terminal
+    revision: int
+    status: str  # the request's status as last known
+    view: dict[str, Any]  # the whole view at `revision` (the follower's own copy: read, do not keep mutating)
+    ops: tuple[Any, ...] = ()  # a patch's ops
+
+    @property
+    def done(self) -> bool:
+        return self.kind == "terminal"
+
+
+class Follow:
+    def __init__(self, request_id: Any, *, count_viewer: bool = False, reconnect: bool = False) -> None:
+        self.request_id = str(request_id)
+        self.count_viewer = count_viewer
+        self.reconnect = reconnect
+        self.view: dict[str, Any] = {}
+        self.status = ""
+        self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=QUEUE_SIZE)
+        self._resync = True  # the first update is a snapshot
+        self._ended = False
+        self._attached = False
+
+    async def __aenter__(self) -> Follow:
+        await get_hub().attach(self.request_id, self)  # before reading: nothing published from now on is missed
+        self._attached = True
+        if self.count_viewer:
+            await ws_call(services.request_count)(request_id=self.request_id, viewer_connections=1,
+                                                  reconnects=int(self.reconnect))
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._attached:
+            self._attached = False
+            get_hub().detach(self.request_id, self)
+
+    # --- the hub's side -------------------------------------------------------------------------
+
+    def offer(self, message: dict[str, Any], text: str) -> None:
+        try:
+            self._queue.put_nowait(message)
+        except asyncio.QueueFull:  # too far behind: a snapshot replaces what is queued
+            while not self._queue.empty():
+                self._queue.get_nowait()
+            self._resync = True
+            if message["type"] == "terminal":
+                self._queue.put_nowait(message)
+
+    # --- the follower's side --------------------------------------------------------------------
+
+    def __aiter__(self) -> AsyncIterator[Update]:
+        return self._updates()
+
+    async def _updates(self) -> AsyncIterator[Update]:
+        while not self._ended:
+            if self._resync:
+                self._resync = False
+                yield await self._snapshot()
+                if self.status in ResponseRequest.ENDED:
+                    self._ended = True
+                    yield self._update("terminal")
+                continue
+            try:
+                message = await asyncio.wait_for(self._queue.get(), PING_S)
+            except TimeoutError:
+                if get_hub().runner(self.request_id) is None and await self._ended_in_database():
+                    self._resync = True  # its terminal was lost on the way: the snapshot brings it
+                continue
+            update = self._apply(message)
+            if update is not None:
+                yield update
+
+    def _apply(self, message: dict[str, Any]) -> Update | None:
+        kind = message["type"]
+        if kind == "patch":
+            if message["revision"] <= self.view["revision"]:
+                return None  # stale: already in the snapshot
+            if not apply_patch(self.view, message):
+                self._resync = True  # a gap (a message lost across processes): never a hole
+                return None
+            return self._update("patch", tuple(message["ops"]))
+        if kind == "ping":
+            if message.get("revision", 0) > self.view["revision"]:
+                self._resync = True
+            return None
+        if kind == "terminal":
+            if message.get("revision", 0) > self.view["revision"]:
+                self._resync = True  # the final view first, then its end
+                return None
+            self.status = message["status"]
+            self._ended = True
+            return self._update("terminal")
+        return None
+
+    def _update(self, kind: str, ops: tuple[Any, ...] = ()) -> Update:
+        return Update(kind=kind, revision=self.view["revision"], status=self.status, view=self.view, ops=ops)
+
+    async def _snapshot(self) -> Update:
+        self.view, self.status = await current_view(self.request_id)
+        return self._update("snapshot")
+
+    async def _ended_in_database(self) -> bool:
+        status = await ws_call(selectors.request_status)(request_id=self.request_id)
+        return status in ResponseRequest.ENDED
+
+
+async def current_view(request_id: str) -> tuple[dict[str, Any], str]:
+    """The view as it stands and the request's status: the live runner's when it is in this
+    process (at a patch boundary, newer than the last commit), else the latest committed view with
+    the patches this process heard since (a checkpoint is a patch boundary). A copy of its own."""
+    hub = get_hub()
+    runner = hub.runner(request_id)
+    if runner is not None:
+        view, status = await runner.live_view()
+        return copy.deepcopy(view), status
+    view, status = await ws_call(_committed)(request_id)
+    for patch in hub.recent_patches(request_id):
+        if patch["base"] == view["revision"]:
+            apply_patch(view, patch)
+    return view, status
+
+
+def _committed(request_id: str) -> tuple[dict[str, Any], str]:
+    request = ResponseRequest.objects.get(pk=request_id)
+    return selectors.view_latest(request=request), request.status

@@ -1,0 +1,150 @@
+"""The one door for starting a request. Every path that starts one (the pages, the JSON API,
+Regenerate and Edit, the Python API, the AG-UI and AI SDK endpoints) comes through `submit`, so
+none can forget a rule:
+
+- the input is validated (forms.SubmitForm: types, sizes, no U+0000, metadata as the API allows);
+- the model is one RELAY_ALLOWED_MODELS allows, checked now (a turn of a model removed since is
+  not regenerated);
+- the conversation is the user's own and not deleted (404 otherwise);
+- the user is under RELAY_MAX_CONCURRENT_PER_USER and RELAY_SUBMIT_RATE (limits.submit_guard);
+- the output cap (RELAY_MAX_OUTPUT_TOKENS) is applied to every body sent (relay/bodies.py,
+  continuations included), and the input precheck runs before any upstream call (relay/precheck.py).
+
+A resubmitted `client_request_id` finds the same logical request and starts nothing new. `submit`
+is synchronous (database work); `start` hands a new request to a runner, from async code;
+`api.submit` does both for callers in any process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import limits, selectors, services, signals
+from .conf import app_settings
+from .forms import SubmitForm
+from .models import Conversation, ResponseRequest
+from .tools import tool_definitions
+
+
+class Refused(Exception):
+    """Nothing was started: `status` is the HTTP status that says why (400, 404 or 429)."""
+
+    def __init__(self, status: int, code: str, message: str, *, errors: dict[str, list[str]] | None = None,
+                 retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.errors = errors or {}
+        self.retry_after = retry_after
+
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"error": self.message, "code": self.code}
+        if self.errors:
+            body["errors"] = self.errors
+        if self.retry_after is not None:
+            body["retry_after"] = self.retry_after
+        return body
+
+
+@dataclass(frozen=True)
+class Submitted:
+    request: ResponseRequest
+    created: bool  # False: the same client_request_id made it before
+    starts: bool = field(default=False)  # a runner must be asked to start it
+
+
+def submit(*, user: Any, data: Mapping[str, Any], replaces: ResponseRequest | None = None) -> Submitted:
+    """Validate, apply the user's limits and create the logical request (or find the one this
+    idempotency key made). `replaces`: Regenerate or Edit of that turn, chained as if it had not
+    been. Raises Refused."""
+    form = SubmitForm(dict(data))
+    if not form.is_valid():
+        raise Refused(400, "invalid_request", "invalid request",
+                      errors={k: [str(m) for m in v] for k, v in form.errors.items()})
+    cleaned = form.cleaned_data
+    with limits.submit_guard(user=user, client_request_id=cleaned["client_request_id"]) as refusal:
+        existing = selectors.request_by_client_id(owner=user, client_request_id=cleaned["client_request_id"])
+        if existing is not None:  # a resubmitted form or retried call: the same logical request
+            return Submitted(existing, False, existing.status == ResponseRequest.Status.PENDING)
+        if refusal is not None:
+            raise Refused(429, refusal.code, refusal.message, retry_after=refusal.retry_after)
+        conversation = _conversation(user, cleaned.get("conversation"))
+        params = _params(cleaned, conversation, replaces=replaces, tools=data.get("tools"))
+        request, created = services.request_create(
+            owner=user, input=cleaned["input"], model=cleaned["model"],
+            client_request_id=cleaned["client_request_id"], conversation=conversation, params=params)
+    if created:
+        signals.send(signals.request_started, request=request)
+    elif conversation.pk != request.conversation_id and not conversation.requests.exists():
+        Conversation.objects.filter(pk=conversation.pk).delete()  # lost a race to a concurrent resubmit
+    return Submitted(request, created, created or request.status == ResponseRequest.Status.PENDING)
+
+
+def resend_data(source: ResponseRequest, *, client_request_id: str, input: Any | None = None) -> dict[str, Any]:
+    """What Regenerate (the same prompt) or Edit (`input`) submits: the turn's own settings."""
+    params = source.params or {}
+    data: dict[str, Any] = {"input": source.input if input is None else input, "model": source.model,
+                            "conversation": str(source.conversation_id), "client_request_id": client_request_id,
+                            "metadata": params.get("metadata") or {}}
+    for key in ("background", "max_output_tokens"):
+        if params.get(key) is not None:
+            data[key] = params[key]
+    return data
+
+
+def _conversation(user: Any, conversation_id: Any) -> Conversation:
+    if not conversation_id:
+        return services.conversation_create(owner=user)
+    conversation = selectors.conversation_get_for_user(user=user, conversation_id=conversation_id)
+    if conversation is None or conversation.owner_id != user.pk or conversation.deleted_at is not None:
+        raise Refused(404, "not_found", "No such conversation.", errors={"conversation": ["No such conversation."]})
+    return conversation
+
+
+def _params(cleaned: dict[str, Any], conversation: Conversation, *, replaces: ResponseRequest | None,
+            tools: Any) -> dict[str, Any]:
+    background = cleaned["background"]
+    params: dict[str, Any] = {
+        "background": app_settings.BACKGROUND_DEFAULT if background is None else background,
+        "metadata": cleaned["metadata"],
+        "tools": _tools(tools),
+    }
+    if cleaned.get("max_output_tokens"):
+        params["max_output_tokens"] = cleaned["max_output_tokens"]
+    previous = (selectors.response_before(request=replaces) if replaces is not None
+                else conversation.last_response_id)
+    if previous:
+        params["previous_response_id"] = previous
+    elif selectors.conversation_has_turns(conversation=conversation, before=replaces):
+        params["full_context"] = True  # the chain is gone: send the conversation so far instead
+    return params
+
+
+def _tools(names: Any) -> list[dict[str, Any]]:
+    """Every registered tool, or the named ones (the Python API's `tools=`)."""
+    if names is None:
+        return tool_definitions()
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        raise Refused(400, "invalid_request", "tools must be a list of registered tool names",
+                      errors={"tools": ["Must be a list of tool names."]})
+    definitions = {d["name"]: d for d in tool_definitions()}
+    unknown = [n for n in names if n not in definitions]
+    if unknown:
+        raise Refused(400, "invalid_request", f"unknown tools: {', '.join(unknown)}",
+                      errors={"tools": [f"Unknown tool {unknown[0]!r}."]})
+    return [definitions[n] for n in names]
+
+
+async def start(submitted: Submitted) -> None:
+    """Hand the request to a runner (single-flight in the database) and show the new turn in every
+    tab of its conversation. From async code; `api.submit` covers sync callers."""
+    from .conversation_events import announce_turn
+    from .relay import worker
+
+    if submitted.starts:
+        await worker.start_request(str(submitted.request.pk))
+    if submitted.created:
+        await announce_turn(submitted.request)
