@@ -19,7 +19,8 @@ It promises:
   at event types itself.
 
 Every change is mirrored into a `ViewModel` (see view.py, projection.py) as ops the relay
-coalesces and sends. Item- and part-level events are handled in item_events.py.
+coalesces and sends. Item- and part-level events are handled in item_events.py, the response's
+own (lifecycle, terminal, error) in lifecycle.py.
 Pure: no Django, no I/O, no clock.
 """
 
@@ -29,22 +30,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from .events import is_known
-from .item_events import BUFFER_DELTAS, BUFFER_DONES, STATE_EVENTS, AssemblerStats, ItemEvents, OverLimit
-from .masking import mask_error
-from .projection import add_part_block, item_block_id, part_block_id, sync_item
+from .item_events import BUFFER_DELTAS, BUFFER_DONES, STATE_EVENTS, AssemblerStats, OverLimit
+from .lifecycle import ResponseEvents
+from .projection import add_part_block, item_block_id, part_block_id
 from .view import ViewModel
 from .vocabulary import (
     ANSWER_TEXT_DELTAS,
     BOUNDARY_EVENT_TYPES,
-    CANCELLED,
-    ERROR,
-    FAILED,
     PART_TEXT_DELTAS,
     TERMINAL_EVENTS,
-    TERMINAL_STATUSES,
     is_tool_event,
 )
 
@@ -69,7 +64,7 @@ class Applied:
                        self.first_tool or later.first_tool, later.terminal, self.limited or later.limited)
 
 
-class Assembler(ItemEvents):
+class Assembler(ResponseEvents):
     """Feed events in arrival order; read `response()`, `status` and `view`."""
 
     def __init__(self, *, hold_window: int = 8, starting_after: int | None = None,
@@ -79,15 +74,8 @@ class Assembler(ItemEvents):
         one view: each response's blocks get ids starting with its prefix. `max_items`: the
         response's bound of output items, and of content and summary parts. `secrets`: masked
         in the upstream's error messages (masking.py)."""
-        super().__init__(view if view is not None else ViewModel(), block_prefix, max_items)
+        super().__init__(view if view is not None else ViewModel(), block_prefix, max_items, secrets)
         self.hold_window = hold_window
-        self.secrets = secrets
-        self.response_id: str | None = None
-        self.status: str | None = None  # the response's own status, terminal or not
-        self.error: dict[str, Any] | None = None
-        # The Response's fields but its output, as compact JSON: the parsed dict tree of a
-        # `response.created` is about 2 KiB per stream for the life of the stream (bench storage).
-        self._response: str | dict[str, Any] = "{}"
         self._next_seq: int | None = None if starting_after is None else starting_after + 1
         self._held: dict[int, dict[str, Any]] = {}
         self.last_sequence_number: int | None = starting_after
@@ -103,10 +91,6 @@ class Assembler(ItemEvents):
         self._last_activity = ""
 
     # --- public ---------------------------------------------------------------------------
-
-    @property
-    def terminal(self) -> bool:
-        return self.status in TERMINAL_STATUSES
 
     @property
     def held_count(self) -> int:
@@ -169,14 +153,6 @@ class Assembler(ItemEvents):
         return [(item_block_id(item), [part_block_id(item, i, False) for i in sorted(item.parts)],
                  [part_block_id(item, i, True) for i in sorted(item.summary)])
                 for _index, item in sorted(self._items.items())]
-
-    def response(self) -> dict[str, Any]:
-        """The Response snapshot as it stands, shaped like the API's Response object."""
-        self.share_text()
-        kept = self._response
-        out = orjson.loads(kept) if isinstance(kept, str) else dict(kept)
-        out["output"] = [self._items[i].materialize() for i in sorted(self._items)]
-        return out
 
     def _forget_text_target(self) -> None:
         self._fast = None
@@ -321,97 +297,6 @@ class Assembler(ItemEvents):
         clean = anomalies == self._anomaly_count and type(output_index) is int
         self._fast = target if clean else None
         return target
-
-    # --- lifecycle --------------------------------------------------------------------------
-
-    def _on_lifecycle(self, event: dict[str, Any]) -> None:
-        response = event.get("response")
-        if not isinstance(response, dict):
-            self._anomaly(f"{event['type']} without a response object")
-            return
-        self._take_response(response)
-        if not self.terminal:
-            self.status = response.get("status") or self.status
-        self.view.set_meta(
-            {"response_id": self.response_id, "status": self.status, "model": response.get("model")}
-        )
-
-    def _on_terminal(self, event: dict[str, Any]) -> None:
-        response = event.get("response")
-        status = TERMINAL_EVENTS[event["type"]]
-        if isinstance(response, dict):
-            if response.get("status") == CANCELLED:
-                status = CANCELLED
-            self._take_response(response)
-            output = response.get("output")
-            if isinstance(output, list) and output:  # authoritative, unless it omits output
-                self._replace_output(output)
-        else:
-            self._anomaly(f"{event['type']} without a response object")
-            response = {}
-        self.status = status
-        error = mask_error(response.get("error"), self.secrets) or (self.error if status == FAILED else None)
-        details = response.get("incomplete_details") or {}
-        self.view.set_meta(
-            {
-                "response_id": self.response_id,
-                "status": status,
-                "error": error,
-                "incomplete_reason": details.get("reason") if isinstance(details, dict) else None,
-                "usage": response.get("usage"),
-            }
-        )
-
-    def _on_error(self, event: dict[str, Any]) -> None:
-        # The catalogue puts code/message/param at the top; the wire nests them under "error".
-        nested = event.get("error")
-        source = nested if isinstance(nested, dict) else event
-        self.error = mask_error({k: source.get(k) for k in ("code", "message", "param")}, self.secrets)
-        if not self.terminal:
-            self.status = ERROR
-        self.view.set_meta({"status": self.status, "error": self.error})
-
-    def _take_response(self, response: dict[str, Any]) -> None:
-        fields = {k: v for k, v in response.items() if k != "output"}
-        if fields.get("error"):
-            fields["error"] = mask_error(fields["error"], self.secrets)
-        try:
-            self._response = orjson.dumps(fields).decode()  # a str of the exact size, not orjson's buffer
-        except orjson.JSONEncodeError:  # not JSON orjson writes (an int over 64 bits): kept as is
-            self._response = fields
-        rid = response.get("id")
-        if isinstance(rid, str) and rid:
-            self.response_id = rid
-
-    def _replace_output(self, output: list[Any]) -> None:
-        """The terminal output is authoritative. Its items are matched with the streamed ones by
-        item id (a stream's output_index values need not run 0..n-1: real captures skip one), by
-        position only where an id is missing; items the stream never announced are added."""
-        kept: set[int] = set()
-        for position, data in enumerate(output):
-            if not isinstance(data, dict):
-                continue
-            item_id = data.get("id") if isinstance(data.get("id"), str) and data.get("id") else None
-            item = self._by_id.get(item_id) if item_id else None
-            if item is None:
-                candidate = self._items.get(position)
-                if candidate is not None and candidate.index not in kept and (candidate.id is None or item_id is None):
-                    item = candidate
-            try:
-                if item is None:
-                    index = position if position not in self._items else max(self._items) + 1
-                    item = self._new_item(data, index)
-                else:
-                    self._set_item(item, data)
-            except OverLimit:
-                continue
-            kept.add(item.index)
-            item.done = True
-            sync_item(self.view, item)
-        for index in [i for i in self._items if i not in kept]:
-            self._anomaly(f"final response omits output item {index}; dropped from the snapshot")
-            del self._items[index]
-
 
 _Handler = Callable[["Assembler", dict[str, Any]], None]
 
