@@ -9,7 +9,8 @@ It decides nothing about what an event means: the core says what happened, as va
 Outcomes are never guessed: a closed or silent connection is not success. What the loop does
 after each segment (resume, reconcile, retry, a tool round, finish) is `steps.next_step`'s
 decision, and how the request ends is `steps.conclude`'s, from one value: why the relay stopped
-the request itself (`self.stopped`, an `outcomes.Stopped`), if it did.
+the request itself (`self.stopped`, an `outcomes.Stopped`), if it did. Cancelling, reconciling
+and writing the outcome are the runner's endings (endings.py, its base).
 
 May import: Django (settings, models through services/selectors), httpx, the core, the hub
 (never the reverse: the hub knows runners through a Protocol).
@@ -31,7 +32,6 @@ from django.utils import timezone
 from .. import logcontext, selectors, services, tracing
 from ..conf import app_settings
 from ..credentials import known, masked
-from ..models import Segment
 from ..safety import policy as safety_policy
 from ..safety.checkers import checker_from_settings
 from ..selectors import RunRequest
@@ -42,29 +42,27 @@ from ..upstream import EventFrames, Upstream, UpstreamHTTPError, stream_reader
 from .bodies import build_body, continuation_body, full_context_body
 from .dbthreads import db
 from .delivery import Delivery
+from .endings import Endings, Kind
 from .flag import Flag
 from .hub import Hub
 from .outcomes import Ending, SegmentResult, Stopped, connection_failure
 from .precheck import precheck
 from .safety import SafetyChecks
-from .steps import Action, Next, Situation, conclude, next_step
+from .steps import Action, Next, Situation, next_step
 from .toolround import ToolRound
 from .writer import CheckpointNotWritten
 
 logger = logging.getLogger(__name__)
-Kind = Segment.Kind
 
 MAX_TOOL_ROUNDS = 5
 ERROR_GRACE_S = 2.0  # after an `error` event, how long a following response.failed may take
 
 
-class StreamRunner:
+class StreamRunner(Endings):
     # Slots, not a dict: with this many attributes Python 3.11 gives each runner a 1.5 KiB dict
     # (bench storage, tracemalloc by traceback); slots take 8 bytes an attribute.
-    __slots__ = ("request_id", "uuid", "hub", "_upstream_factory", "token", "cancel_requested", "finished",
-                 "status", "_loop", "transcript", "view", "delivery", "tools", "_segment_index",
-                 "_response_id_saved", "_last_bytes", "_reader", "stopped", "_error", "_counters",
-                 "_task", "_own_writes", "span", "log_context", "safety", "_marks", "request")
+    __slots__ = ("request_id", "hub", "_upstream_factory", "finished", "_loop", "tools", "_response_id_saved",
+                 "_last_bytes", "_reader", "_task", "log_context")  # and Endings.__slots__
 
     def __init__(self, request_id: str, hub: Hub, upstream_factory: Callable[[], Upstream] | None = None) -> None:
         self.request_id = request_id
@@ -101,9 +99,6 @@ class StreamRunner:
     def writes(self) -> int:
         """Database writes this runner caused (the benchmark reads it)."""
         return self._own_writes + self.delivery.writes + self.tools.writes
-
-    def count_write(self, n: int = 1) -> None:
-        self._own_writes += n
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -183,21 +178,6 @@ class StreamRunner:
         """A window was flagged: stop reading and cancel the upstream; ends content_filter."""
         logger.info("request %s: the safety policy flagged its output; stopping", self.request_id)
         self._stop(Ending.FILTERED)
-
-    async def _settle(self) -> bool:
-        """Every window judged; True when the safety policy stopped the request."""
-        if self.safety is not None:
-            await self.safety.settle()
-        return self.stopped is not None and self.stopped.ending is Ending.FILTERED
-
-    def _stop(self, ending: Ending, error: tuple[str, str] | None = None, *, cancel: bool = True) -> None:
-        """The relay stops the request itself (the gravest reason stands) and, unless told not to,
-        stops reading and cancels the upstream."""
-        stop = Stopped(ending, error)
-        if stop.graver_than(self.stopped):
-            self.stopped = stop
-        if cancel:
-            self.cancel()
 
     def _arm_deadline(self, request: RunRequest) -> asyncio.TimerHandle:
         """RELAY_REQUEST_DEADLINE_S from the request's creation (a takeover keeps the clock):
@@ -432,91 +412,6 @@ class StreamRunner:
     async def _mark_first(self, field: str) -> None:
         await db(services.request_mark_first)(request_id=self.uuid, field=field, at=timezone.now())
         self.count_write()
-
-    # --- endings ------------------------------------------------------------------------------
-
-    async def _cancel_upstream(self, upstream: Upstream) -> str:
-        if self.transcript.response_id and (self.request.params or {}).get("background"):
-            try:
-                final = await upstream.cancel(self.transcript.response_id)
-            except (httpx.HTTPError, OSError):
-                final = None
-            if final and final.get("status") in (v.COMPLETED, v.FAILED, v.INCOMPLETE):
-                self.delivery.changed(self.transcript.apply_final(final), boundary=True)  # it ended first
-                return self.transcript.status or v.CANCELLED
-        return v.CANCELLED
-
-    async def _reconcile(self, upstream: Upstream) -> str:
-        """Ask the upstream how the response ended; `unknown` when it cannot say."""
-        response_id = self.transcript.response_id or ""
-        segment = await db(services.segment_start)(request_id=self.uuid, index=self._segment_index,
-                                                   kind=Kind.RECONCILE, response_id=response_id)
-        self._segment_index += 1
-        outcome = v.UNKNOWN
-        why = ""
-        try:
-            final = await upstream.retrieve(response_id)
-        except UpstreamHTTPError as exc:
-            final = None
-            outcome = masked(f"unreachable: {exc}", 32)
-            why = ("it no longer knows this response (HTTP 404)" if exc.status == 404
-                   else f"it answered HTTP {exc.status} when asked")
-        except (httpx.HTTPError, OSError) as exc:
-            final = None
-            outcome = masked(f"unreachable: {exc}", 32)
-            why = f"it could not be reached ({type(exc).__name__})"
-        if final and final.get("status") in v.RESPONSE_FINAL_STATUSES:
-            self.delivery.changed(self.transcript.apply_final(final), boundary=True)
-            outcome = self.transcript.status or v.UNKNOWN
-        elif final:
-            status = str(final.get("status") or "unfinished")[:40]
-            why = f"it reports the response as {status}, which cannot be streamed again"
-        await db(services.segment_end)(segment_id=segment.pk, outcome=outcome, events=0, response_id=response_id)
-        self.count_write(2)
-        if self.transcript.terminal:
-            return self.transcript.status or v.UNKNOWN
-        self._error = ("outcome_unknown", "The stream from the model provider broke off before the response ended, "
-                       f"and the provider cannot say how it ended: {why or 'no answer'}. What arrived is shown; "
-                       "it may be cut short.")
-        return v.UNKNOWN
-
-    async def _finish(self, status: str, error: tuple[str, str] | None = None, *, stopped: Stopped | None) -> None:
-        """End the request (`stopped`: why the relay stopped it, as the loop ended; None if it raised)."""
-        # Text held for a check is judged (and shown) before the end; a flag here stops it too.
-        if self.safety is not None:
-            await self._settle()
-        end = conclude(status, error or self._error, stopped=stopped, settled=self.stopped)
-        status, error = end.status, end.error
-        self.delivery.changed(self.transcript.end(status, error, reason=end.reason, over_response=end.over_response))
-        await self.delivery.final()
-        if self.safety is not None:
-            await self.safety.drain()  # every verdict stored before the request is marked ended
-            if self._marks:
-                await asyncio.gather(*self._marks, return_exceptions=True)
-        transcript = self.transcript
-        # Behind a safety gate, only the error viewers were shown (the view's meta) is stored.
-        assembler_error = (transcript.assembler.error or {}) if transcript.gate is None else {}
-        meta = self.view.meta
-        final_error = meta.get("error") or {}
-        await db(services.request_mark_terminal)(
-            request_id=self.uuid, token=self.token, status=status, at=timezone.now(),
-            error_code=(error[0] if error else "") or str(final_error.get("code") or assembler_error.get("code") or ""),
-            error_message=(error[1] if error else "") or str(final_error.get("message")
-                                                           or assembler_error.get("message") or ""),
-            incomplete_reason=str(meta.get("incomplete_reason") or ""),
-            usage=transcript.usage(),
-            final_text=transcript.final_text(),
-            counters=transcript.counters(),
-            response_id=transcript.response_id or "",
-        )
-        self.span.end(status=status, response_id=transcript.response_id or "", usage=transcript.usage(),
-                      error_code=(error[0] if error else "") or str(final_error.get("code") or ""))
-        await db(services.request_count)(request_id=self.uuid, **{k: n for k, n in self._counters.items() if n})
-        self.count_write(2)
-        self.status = status
-        message = {"type": "terminal", "status": status, "revision": self.view.revision,
-                   "error": {"code": error[0], "message": error[1]} if error else final_error or None}
-        self.delivery.publish(message, orjson.dumps(message).decode())
 
     def heartbeat(self) -> None:
         """Status and latest revision to every viewer: one that lost patches (a full queue across
