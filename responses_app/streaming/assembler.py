@@ -81,7 +81,7 @@ class Assembler(ResponseEvents):
         self.last_sequence_number: int | None = starting_after
         # Where the last text delta went, while no other event has changed the structure since:
         # (output_index, item_id, content_index, part text append, part data, view block chunk
-        # append, block id, view op append). Any event that is not a text delta clears it.
+        # append, block id). Any event that is not a text delta clears it.
         self._fast: _TextTarget | None = None
         # What the events since the last `Applied` did (see `_applied`).
         self._boundaries = 0
@@ -103,28 +103,12 @@ class Assembler(ResponseEvents):
 
     def feed(self, event: dict[str, Any]) -> Applied:
         """Apply one event, honouring sequence numbers."""
-        self._feed(event)
+        self._run((event,), True)
         return self._applied()
 
     def feed_many(self, events: Iterable[dict[str, Any]]) -> Applied:
-        """`feed` each event in turn; the same result, with the sequencing of the common case
-        (next in sequence, nothing held) kept in a local and stored once for the batch."""
-        feed = self._feed
-        apply = self._apply
-        held = self._held  # the same dict for the assembler's life
-        expected = self._next_seq
-        try:
-            for event in events:
-                seq = event.get("sequence_number")
-                if seq == expected and not held and type(seq) is int:
-                    expected = seq + 1
-                    apply(event)
-                    continue
-                self._sync(expected)
-                feed(event)
-                expected = self._next_seq
-        finally:
-            self._sync(expected)
+        """`feed` each event in turn."""
+        self._run(events, True)
         return self._applied()
 
     def release_held(self) -> Applied:
@@ -174,25 +158,65 @@ class Assembler(ResponseEvents):
         return Applied(boundary=boundaries != before[0], first_text=text and not before[1],
                        first_tool=tool and not before[2], terminal=self.terminal, limited=limited and not before[3])
 
-    # --- sequencing -----------------------------------------------------------------------
+    # --- sequencing and applying -----------------------------------------------------------
 
-    def _feed(self, event: dict[str, Any]) -> None:
-        seq = event.get("sequence_number")
-        if type(seq) is not int:  # legacy streams carry none: apply in arrival order
-            self._apply(event)
-            return
+    def _run(self, events: Iterable[dict[str, Any]], sequenced: bool) -> None:
+        """Apply events in order: the one place an event is applied. `sequenced`: check each one's
+        sequence number first (held, dropped as a duplicate, or next); a run of events drained
+        from the held ones (False) is in order already. The sequence and the count stay in
+        locals, stored once; a text delta for the part the previous one went to (`_fast`) is
+        the hot path, inline."""
+        held = self._held  # the same dict for the assembler's life
         expected = self._next_seq
-        if seq == expected or expected is None:
-            self._next_seq = seq + 1
-            self.last_sequence_number = seq
-            self._apply(event)
-            if self._held:
-                self._drain()
-        else:
-            self._out_of_order(event, seq, expected)
+        ops = self.view.ops  # the view's op list cannot change during a run
+        text_deltas = PART_TEXT_DELTAS
+        applied = 0
+        try:
+            for event in events:
+                if sequenced:
+                    seq = event.get("sequence_number")
+                    if type(seq) is int:  # legacy streams carry none: applied in arrival order
+                        if seq != expected and expected is not None:  # (None: the first event)
+                            self._sync(expected)
+                            self._out_of_order(event, seq, expected)
+                            expected = self._next_seq
+                            continue
+                        expected = seq + 1
+                applied += 1
+                event_type = event["type"]
+                if event_type in text_deltas:
+                    # Most events of a stream are text deltas for the part the previous delta
+                    # went to: same addressing, no structural event since, same target.
+                    target = self._fast
+                    index = event.get("output_index")
+                    if (target is None or target[0] != index or target[1] != event.get("item_id")
+                            or target[2] != event.get("content_index", 0) or type(index) is not int):
+                        target = self._text_target(event)
+                    delta = event.get("delta", "")
+                    if target is None:
+                        pass  # past the bound of items: dropped
+                    elif type(delta) is not str:
+                        self._anomaly(f"{event_type} with a delta that is not a string")
+                    else:
+                        target[3](delta)
+                        logprobs = event.get("logprobs")
+                        if logprobs:
+                            target[4].setdefault("logprobs", []).extend(logprobs)
+                        if delta:  # ViewModel.append, with the part's block bound
+                            target[5](delta)
+                            ops.append(["append", target[6], delta])
+                else:
+                    self._structural(event, event_type)
+                if held and sequenced and expected in held:
+                    self._sync(expected)
+                    self._drain()
+                    expected = self._next_seq
+        finally:
+            self._sync(expected)
+            self.stats.events += applied
 
     def _sync(self, expected: int | None) -> None:
-        """Store where `feed_many`'s local sequence stands."""
+        """Store where a run's local sequence stands."""
         if expected is not None and expected != self._next_seq:
             self._next_seq = expected
             self.last_sequence_number = expected - 1
@@ -209,13 +233,15 @@ class Assembler(ResponseEvents):
                 self._skip_gap()
 
     def _drain(self) -> None:
+        """Apply the held events that are next in sequence now."""
         held = self._held
+        ready = []
         while self._next_seq in held:
             seq = self._next_seq
-            event = held.pop(seq)
+            ready.append(held.pop(seq))
             self._next_seq = seq + 1
             self.last_sequence_number = seq
-            self._apply(event)
+        self._run(ready, False)
 
     def _skip_gap(self) -> None:
         first = min(self._held)
@@ -223,37 +249,8 @@ class Assembler(ResponseEvents):
         self._next_seq = first
         self._drain()
 
-    def _apply(self, event: dict[str, Any]) -> None:
-        self.stats.events += 1
-        event_type = event["type"]
-        if event_type in PART_TEXT_DELTAS:
-            # The hot path: most events of a stream are text deltas for the part the previous
-            # delta went to. Same addressing, no structural event since: same target.
-            target = self._fast
-            index = event.get("output_index")
-            if (
-                target is None
-                or target[0] != index
-                or target[1] != event.get("item_id")
-                or target[2] != event.get("content_index", 0)
-                or type(index) is not int
-            ):
-                try:
-                    target = self._text_target(event)
-                except OverLimit:
-                    return
-            delta = event.get("delta", "")
-            if type(delta) is not str:
-                self._anomaly(f"{event_type} with a delta that is not a string")
-                return
-            target[3](delta)
-            logprobs = event.get("logprobs")
-            if logprobs:
-                target[4].setdefault("logprobs", []).extend(logprobs)
-            if delta:  # ViewModel.append, with the part's block and the view's op list bound
-                target[5](delta)
-                target[7](["append", target[6], delta])
-            return
+    def _structural(self, event: dict[str, Any], event_type: str) -> None:
+        """Any event but a text delta: its handler, and what it says about the response."""
         self._fast = None
         handler = _HANDLERS.get(event_type)
         if handler is not None:
@@ -274,8 +271,15 @@ class Assembler(ResponseEvents):
         elif "reasoning" in event_type:
             self._activity("reasoning")
 
-    def _text_target(self, event: dict[str, Any]) -> _TextTarget:
-        """Resolve (and repair) where a text delta goes; remember it unless that took a repair."""
+    def _text_target(self, event: dict[str, Any]) -> _TextTarget | None:
+        """Resolve (and repair) where a text delta goes, None past the bound of items; remember it
+        unless that took a repair."""
+        try:
+            return self._resolve_text_target(event)
+        except OverLimit:
+            return None
+
+    def _resolve_text_target(self, event: dict[str, Any]) -> _TextTarget:
         if event["type"] in ANSWER_TEXT_DELTAS:
             self.text_seen = True  # every part's first delta passes here, never the fast path
             self._activity("text")
@@ -291,7 +295,7 @@ class Assembler(ResponseEvents):
         self._unshared[item.index] = item
         target: _TextTarget = (
             output_index, event.get("item_id"), event.get("content_index", 0),
-            part.text.pieces.append, part.data, view.pieces(block_id).append, block_id, view.op_sink(),
+            part.text.pieces.append, part.data, view.pieces(block_id).append, block_id,
         )
         # Only a clean lookup is repeatable: a repair must run again for the next event.
         clean = anomalies == self._anomaly_count and type(output_index) is int
@@ -347,5 +351,5 @@ _HANDLERS = _build_handlers()
 
 
 _TextTarget = tuple[
-    Any, Any, Any, Callable[[str], None], dict[str, Any], Callable[[str], None], str, Callable[[list[Any]], None]
+    Any, Any, Any, Callable[[str], None], dict[str, Any], Callable[[str], None], str
 ]
