@@ -57,10 +57,12 @@ def _data(input: Any, model: str | None, conversation: Conversation | Any | None
 
 
 def _default_model() -> str:
+    """The first allowed model; the simulator's plain scenario; else none (a 400 asks for one)."""
     from .conf import app_settings
 
-    allowed = app_settings.ALLOWED_MODELS
-    return allowed[0] if allowed else "sim-text"
+    if app_settings.ALLOWED_MODELS:
+        return str(app_settings.ALLOWED_MODELS[0])
+    return "sim-text" if app_settings.upstream_is_simulator else ""
 
 
 def submit(user: Any, input: Any, *, model: str | None = None, conversation: Conversation | Any | None = None,

@@ -55,6 +55,19 @@ def _integer(*, minimum: int = 1) -> Callable[[Any], int]:
     return parse
 
 
+def _seconds(raw: Any) -> float:
+    """A positive number of seconds (an int, a float, or their text)."""
+    if isinstance(raw, bool):
+        raise ValueError(f"must be a number of seconds, got {raw!r}")
+    try:
+        value = float(raw.strip()) if isinstance(raw, str) else float(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"must be a number of seconds, got {raw!r}") from None
+    if not value > 0:
+        raise ValueError(f"must be positive, got {raw!r}")
+    return value
+
+
 def _boolean(raw: Any) -> bool:
     if isinstance(raw, bool):
         return raw
@@ -211,7 +224,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("UPSTREAM_TRANSPORT", "aiohttp", _choice(*TRANSPORTS),
             "aiohttp (SSE over httpx-aiohttp, cheaper per event), httpx (SSE over httpx's own) or websocket "
             "(the Responses API's WebSocket mode, docs/upstream-websocket.md).", "upstream"),
-    Setting("UPSTREAM_WS_MAX_AGE_S", 2400, _integer(),
+    Setting("UPSTREAM_WS_MAX_AGE_S", 2400, _seconds,
             "WebSocket mode: a connection older than this takes no new response (the provider's limit is an "
             "hour; the request deadline must fit in what is left).", "upstream"),
     Setting("UPSTREAM_NO_OBFUSCATION", True, _boolean,
@@ -234,13 +247,13 @@ SETTINGS: tuple[Setting, ...] = (
             "upstream"),
     # pages and sockets
     Setting("BASE_TEMPLATE", "responses_app/base.html", _text,
-            "The template the app's pages extend (blocks: title, relay_content).", "pages"),
+            "The template the app's pages extend (blocks: title and content).", "pages"),
     Setting("WEBSOCKET_PREFIX", None, _optional_text,
             "Where responses_app.routing.websocket_urlpatterns are mounted (e.g. /assistant/); default: "
             "where responses_app.urls are included.", "pages"),
     Setting("TOOLS", ("responses_app.tools.get_weather", "responses_app.tools.get_time"), _dotted_paths,
             "Dotted paths of the function tools offered to the model (functions decorated with "
-            "responses_app.api.tool), imported when the app is ready. Default: the two built-in ones.", "tools"),
+            "responses_app.api.tool), imported when tools are offered. Default: the two built-in ones.", "tools"),
     # the relay
     Setting("FLUSH_INTERVAL_MS", 50, _integer(), "The least time between two patches of a stream.", "relay"),
     Setting("FLUSH_MIN_CHARS", 32, _integer(minimum=0), "A slow stream's patch waits for this much text…",

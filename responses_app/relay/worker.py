@@ -10,7 +10,8 @@ A request submitted where no runner lives (a WSGI view, the shell, a task queue)
 `notify_start`, and a runner takes it within a second: through the channel layer when it spans
 processes (Redis), else PostgreSQL's NOTIFY (every runner process LISTENs), else (SQLite with the
 in-memory layer, one machine) a watch of the newest pending rows every WATCH_S. The in-process
-runner starts with the first stream or websocket its process serves; `relayworker` at once.
+runner starts with the first request an ASGI process serves (Django's `request_started`), or its
+first stream or websocket; `relayworker` at once.
 
 Every runner process, in-process or not, is supervised (`serve`):
 - it sweeps for expired leases at start and every SWEEP_S seconds, and takes each one over (the
@@ -35,7 +36,10 @@ from channels.db import database_sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from channels.routing import ChannelNameRouter
 from channels.worker import Worker
+from django.core.handlers.asgi import ASGIHandler
+from django.core.signals import request_started
 from django.db import connection
+from django.dispatch import receiver
 
 from .. import logcontext, selectors
 from ..conf import app_settings
@@ -252,3 +256,11 @@ async def _watch_pending() -> None:
 def _runner_factory(request_id: str) -> Any:
     hub = get_hub()
     return lambda: StreamRunner(request_id, hub)
+
+
+@receiver(request_started, dispatch_uid="relay-start-runner-with-the-first-request")
+async def _start_with_the_first_request(sender: Any, **kwargs: Any) -> None:
+    """Async, so Django's ASGI handler awaits it on the server's loop; WSGI handlers (and the test
+    client's) are left alone: no runner lives in those processes."""
+    if isinstance(sender, type) and issubclass(sender, ASGIHandler):
+        ensure_worker()

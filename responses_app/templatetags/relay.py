@@ -1,6 +1,13 @@
 """`{% load relay %}`: the app's template tags for its own pages and for any host template.
 
     {% relay_assets %}             the stylesheet, the script and the data they read: once per page
+    {% relay_response request %}   one answer as committed, followed live in the page (the assets
+                                   included); `prompt=True` shows the user's prompt above it
+
+`relay_response` takes a ResponseRequest (or its id) and reads the database: render it where a
+sync view renders (an async view renders templates through `sync_to_async`). What it shows is
+the committed view; following it live needs a viewer the request's socket admits (its owner, or
+a user with the view_responserequest permission): the host decides who sees the page.
 
 The script finds every address it uses in the page (`#relay-urls`): the app's URLs reversed
 wherever the host included them, and its websocket routes under RELAY_WEBSOCKET_PREFIX (by
@@ -9,7 +16,10 @@ default, where the pages are). Nothing in the script assumes the site's root.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import template
+from django.template.loader import render_to_string
 from django.templatetags.static import static
 from django.utils.html import format_html, json_script
 from django.utils.safestring import SafeString, mark_safe
@@ -37,3 +47,19 @@ def relay_assets(context: template.Context) -> SafeString:
         json_script(url_templates(), "relay-urls"),
         static("responses_app/chat/main.js"),
     )
+
+
+@register.simple_tag(takes_context=True)
+def relay_response(context: template.Context, request: Any, prompt: bool = False) -> SafeString:
+    from .. import selectors
+    from ..models import ResponseRequest
+    from ..views import turn_context
+
+    if not isinstance(request, ResponseRequest):
+        request = ResponseRequest.objects.select_related("conversation").get(pk=request)
+    http = context.get("request")
+    user = getattr(http, "user", None) or context.get("user")
+    can_cancel = bool(user is not None and selectors.can_cancel(user, request))
+    turn = turn_context(request, selectors.view_latest(request=request), can_cancel=can_cancel)
+    html = render_to_string("responses_app/_turn.html", {**turn, "embed": not prompt}, request=http)
+    return format_html('<div class="relay relay-embed">{}{}</div>', relay_assets(context), mark_safe(html))

@@ -55,9 +55,9 @@ async def signed_in(user: Any) -> AsyncClient:
 async def test_limits_of_the_submit_path_refuse_before_any_stream(front: list[str], settings: Any, owner: Any) -> None:
     settings.RELAY_MAX_CONCURRENT_PER_USER = 1
     client = await signed_in(owner)
-    first = await client.post(reverse("agui-run"), agui_body("t1"), content_type="application/json")
+    first = await client.post(reverse("responses_app:agui-run"), agui_body("t1"), content_type="application/json")
     assert first.status_code == 200 and first.streaming and len(front) == 1
-    refused = await client.post(reverse("aisdk-chat"), {"id": "c1", "messages": [
+    refused = await client.post(reverse("responses_app:aisdk-chat"), {"id": "c1", "messages": [
         {"id": "m1", "role": "user", "parts": [{"type": "text", "text": "Hi"}]}]}, content_type="application/json")
     assert refused.status_code == 429 and refused["Retry-After"] and refused.json()["code"] == \
         "too_many_requests_in_flight"
@@ -67,38 +67,41 @@ async def test_limits_of_the_submit_path_refuse_before_any_stream(front: list[st
 async def test_a_thread_is_one_conversation_of_its_user(front: list[str], owner: Any) -> None:
     client = await signed_in(owner)
     for _ in range(2):
-        response = await client.post(reverse("agui-run"), agui_body("my-thread"), content_type="application/json")
+        response = await client.post(reverse("responses_app:agui-run"), agui_body("my-thread"),
+                                     content_type="application/json")
         assert response.status_code == 200
     conversation = await Conversation.objects.aget(owner=owner)
     assert await conversation.requests.acount() == 2
     mine = str(uuid.uuid4())
-    await client.post(reverse("agui-run"), agui_body(mine), content_type="application/json")
+    await client.post(reverse("responses_app:agui-run"), agui_body(mine), content_type="application/json")
     assert await Conversation.objects.filter(pk=mine, owner=owner).aexists()
 
 
 async def test_another_users_conversation_is_not_a_thread(front: list[str], owner: Any, teammate: Any) -> None:
     theirs = await Conversation.objects.acreate(owner=teammate)
-    response = await (await signed_in(owner)).post(reverse("agui-run"), agui_body(str(theirs.pk)),
+    response = await (await signed_in(owner)).post(reverse("responses_app:agui-run"), agui_body(str(theirs.pk)),
                                                     content_type="application/json")
     assert response.status_code == 404 and await ResponseRequest.objects.acount() == 0
 
 
 async def test_refusals_before_a_stream(front: list[str], owner: Any) -> None:
     client = await signed_in(owner)
-    assert (await client.get(reverse("agui-run"))).status_code == 405
-    assert (await client.post(reverse("agui-run"), b"[", content_type="application/json")).status_code == 400
-    assert (await client.post(reverse("agui-run"), agui_body("t", text=""),
+    assert (await client.get(reverse("responses_app:agui-run"))).status_code == 405
+    run = reverse("responses_app:agui-run")
+    assert (await client.post(run, b"[", content_type="application/json")).status_code == 400
+    assert (await client.post(reverse("responses_app:agui-run"), agui_body("t", text=""),
                               content_type="application/json")).status_code == 400
-    assert (await client.post(reverse("aisdk-chat"), {"id": "c"}, content_type="application/json")).status_code == 400
-    assert (await client.get(reverse("aisdk-stream", args=["nothing-here"]))).status_code == 204
-    anonymous = await AsyncClient().post(reverse("aisdk-chat"), {}, content_type="application/json")
+    chat = reverse("responses_app:aisdk-chat")
+    assert (await client.post(chat, {"id": "c"}, content_type="application/json")).status_code == 400
+    assert (await client.get(reverse("responses_app:aisdk-stream", args=["nothing-here"]))).status_code == 204
+    anonymous = await AsyncClient().post(reverse("responses_app:aisdk-chat"), {}, content_type="application/json")
     assert anonymous.status_code == 401
 
 
 async def test_without_ag_ui_the_routes_answer_501(front: list[str], monkeypatch: pytest.MonkeyPatch,
                                                   owner: Any) -> None:
     monkeypatch.setattr(frontends_views, "agui", None)
-    response = await (await signed_in(owner)).post(reverse("agui-run"), agui_body("t"),
+    response = await (await signed_in(owner)).post(reverse("responses_app:agui-run"), agui_body("t"),
                                                     content_type="application/json")
     assert response.status_code == 501 and "ag-ui-protocol" in response.json()["error"]
 
