@@ -112,7 +112,8 @@ def view_latest(*, request: ResponseRequest) -> dict[str, Any]:
 
 
 def _empty_view(request: ResponseRequest) -> dict[str, Any]:
-    return dict(EMPTY_VIEW, meta={"response_id": request.response_id or None, "status": None})
+    # A list of its own: a caller may apply ops to it (the consumer chains recent patches onto it).
+    return dict(EMPTY_VIEW, meta={"response_id": request.response_id or None, "status": None}, blocks=[])
 
 
 def request_by_client_id(*, owner: User, client_request_id: str) -> ResponseRequest | None:
