@@ -4,7 +4,7 @@
 
 One round is `services.checkpoints_commit_many` for N requests, each with an ops checkpoint and
 one event batch of 15 deltas (what a 30 deltas/s stream accumulates in half a second), on a
-temporary database at 127.0.0.1:5432. *insert* is the previous `_insert_rows` (one INSERT with
+temporary database at 127.0.0.1:5432. *insert* is the previous `storage.insert_rows` (one INSERT with
 every row's parameters, each adapted by its field), kept here as the contender; *copy* is the
 shipped one. The two alternate, round by round, in one thread, and the figure is that thread's
 CPU (`time.thread_time`): the writer's share of the GIL, which the event loop waits for.
@@ -27,8 +27,8 @@ RESULTS = ROOT / "bench" / "results" / "writer.md"
 SIZES = (10, 40, 100)
 
 
-def insert_rows(model: Any, rows: list[dict[str, Any]]) -> None:
-    """The previous PostgreSQL path of services._insert_rows (before COPY), for comparison."""
+def insert_rows(model: Any, rows: list[dict[str, Any]], *, json: frozenset[str] = frozenset()) -> None:
+    """The previous PostgreSQL path of storage.insert_rows (before COPY), for comparison."""
     from django.db import DEFAULT_DB_ALIAS, connections
     from django.db.backends.postgresql.base import ServerBindingCursor
     from django.db.backends.utils import CursorWrapper
@@ -40,7 +40,10 @@ def insert_rows(model: Any, rows: list[dict[str, Any]]) -> None:
     fields = [model._meta.get_field(name) for name in names]
     columns = ", ".join(db.ops.quote_name(f.column or f.name) for f in fields)
     row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    params = [f.get_db_prep_save(row[name], db) for row in rows for name, f in zip(names, fields, strict=True)]
+    from psycopg.types.json import Jsonb
+
+    params: list[Any] = [(None if row[name] is None else Jsonb(row[name], dumps=bytes)) if name in json
+              else f.get_db_prep_save(row[name], db) for row in rows for name, f in zip(names, fields, strict=True)]
     sql = f"INSERT INTO {db.ops.quote_name(model._meta.db_table)} ({columns}) VALUES " + ", ".join(
         [row_sql] * len(rows))
     db.ensure_connection()
@@ -55,8 +58,8 @@ def run(rounds: int) -> dict[str, Any]:
     from django.core.management import call_command
     from django.db import connection
 
-    from responses_app import services
-    from responses_app.models import RawJSON, ResponseRequest
+    from responses_app import services, storage
+    from responses_app.models import ResponseRequest
 
     call_command("migrate", verbosity=0)
     user = get_user_model().objects.create(username="bench-writer")
@@ -66,35 +69,35 @@ def run(rounds: int) -> dict[str, Any]:
         "type": "response.output_text.delta", "sequence_number": i, "item_id": "msg_0123456789abcdef",
         "output_index": 0, "content_index": 0, "delta": " word[1733.123]", "logprobs": []}) + b"\n\n"
         for i in range(15))
-    ops = RawJSON(orjson.dumps([["append", "msg_0123456789abcdef:0", " word" * 15]]))
+    ops = orjson.dumps([["append", "msg_0123456789abcdef:0", " word" * 15]])
     revision = [0]
 
-    def items(n: int) -> list[tuple[uuid.UUID, dict[str, Any] | None, list[dict[str, Any]]]]:
+    def items(n: int) -> list[tuple[uuid.UUID, list[dict[str, Any]], list[dict[str, Any]]]]:
         revision[0] += 1
         r = revision[0]
-        return [(rid, {"revision": r, "sequence_number": r, "reason": "interval", "base_revision": r - 1,
-                       "view": None, "ops": ops, "snapshot": None},
+        return [(rid, [{"revision": r, "sequence_number": r, "reason": "interval", "base_revision": r - 1,
+                        "view": None, "ops": ops, "snapshot": None}],
                  [{"segment_index": 0, "first_sequence": 1, "last_sequence": 15, "count": 15, "data": deltas}])
                 for rid in requests[:n]]
 
-    shipped = services._insert_rows
+    shipped = storage.insert_rows
     contenders = {"insert": insert_rows, "copy": shipped}
     cpu: dict[tuple[str, int], list[float]] = {}
     try:
         for n in SIZES:
             for impl in contenders.values():  # warm both: connections, caches, prepared state
-                services._insert_rows = impl  # type: ignore[assignment]
+                storage.insert_rows = impl  # type: ignore[assignment]
                 for _ in range(3):
                     services.checkpoints_commit_many(items=items(n))
             for _ in range(rounds):
                 for name, impl in contenders.items():
-                    services._insert_rows = impl  # type: ignore[assignment]
+                    storage.insert_rows = impl  # type: ignore[assignment]
                     batch = items(n)
                     t0 = time.thread_time()
                     services.checkpoints_commit_many(items=batch)
                     cpu.setdefault((name, n), []).append(time.thread_time() - t0)
     finally:
-        services._insert_rows = shipped  # type: ignore[assignment]
+        storage.insert_rows = shipped  # type: ignore[assignment]
         connection.close()
     return {f"{name}/{n}": statistics.median(v) * 1e3 for (name, n), v in cpu.items()}
 

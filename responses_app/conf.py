@@ -24,6 +24,8 @@ from typing import Any
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+from .streaming.assembler import MAX_ITEMS
+
 PREFIX = "RELAY_"
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 SAFETY_MODES = ("off", "progressive", "buffered")
@@ -271,6 +273,9 @@ SETTINGS: tuple[Setting, ...] = (
             "The process's checkpoint writer starts a round at most this often.", "relay"),
     Setting("MAX_EVENT_BYTES", 8 * 1024 * 1024, _integer(), "The largest upstream event accepted.", "relay"),
     Setting("HOLD_WINDOW", 8, _integer(), "Out-of-order events held back waiting for a gap to fill.", "relay"),
+    Setting("MAX_OUTPUT_ITEMS", MAX_ITEMS, _integer(),
+            "Output items (and content parts) of one upstream response; past it the request ends incomplete "
+            "(max_output_items).", "relay"),
     Setting("REDACT_FIELDS", _default_redact_fields, _names,
             "Tool payloads redacted in the raw event log (relay/redact.py).", "relay"),
     Setting("IDLE_TIMEOUT_S", 120, _integer(), "No bytes from upstream this long: the stream is stalled.",

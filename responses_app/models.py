@@ -16,12 +16,6 @@ from . import storage
 from .streaming import vocabulary as v
 
 
-class RawJSON(bytes):
-    """JSON already serialised (UTF-8): stored as it is. A checkpoint is serialised when it is
-    captured, so the runner holds compact bytes, not a second copy of the view as Python objects
-    (or as a str, which costs up to 4 bytes per character), until the writer commits it."""
-
-
 class Utf8Text(bytes):
     """Text already encoded as UTF-8, for a text column: sent to PostgreSQL as it is."""
 
@@ -46,20 +40,13 @@ _register_utf8_text_dumper()
 
 
 class FastJSONField(models.JSONField):  # type: ignore[type-arg]
-    """A JSONField written with orjson. Checkpoints are written a few times a second per stream,
-    and the standard library's encoder holds the GIL for many times longer on the same view.
-    On PostgreSQL, strings jsonb refuses (U+0000, lone surrogates) are escaped reversibly
-    (storage.py) and unescaped when read."""
+    """A JSONField written with orjson: the standard library's encoder holds the GIL for many times
+    longer on the same value (checkpoint rows in bulk are serialised by the core and written by
+    storage.insert_rows). On PostgreSQL, strings jsonb refuses (U+0000, lone surrogates) are
+    escaped reversibly (storage.py) and unescaped when read."""
 
     def get_db_prep_value(self, value: Any, connection: Any, prepared: bool = False) -> Any:
         postgresql = connection.vendor == "postgresql"
-        if isinstance(value, RawJSON):
-            if postgresql:
-                from psycopg.types.json import Jsonb
-
-                raw = storage.json_bytes_out(value)
-                return Jsonb(None, dumps=lambda _obj: raw)
-            return value.decode()
         if not prepared:
             value = self.get_prep_value(value)
         if isinstance(value, (dict, list)):

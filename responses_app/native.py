@@ -14,10 +14,11 @@ Why: at 100 streams x 30 deltas/s the relay's cost over a bare relay is interpre
 event loop's thread, spread thinly over the per-chunk path (bench/results/relay.md). Compiled, the
 per-chunk path of Transcript.feed and Delivery.events runs 103k instructions a chunk instead of
 152k (callgrind), and the relay's CPU per relayed delta fell by about 8% (bench/results/relay.md).
-event_types.py and objects.py, declarations only, stay interpreted: events.py reads their
-TypedDicts' annotations at import, which a compiled module does not keep. Compiled classes cannot
-be patched or subclassed by interpreted code, and arguments are checked against their annotations
-at run time (a bytearray where `bytes` is declared raises TypeError); the test suite runs on them.
+event_types.py, objects.py and schema.py, declarations only, stay interpreted: their TypedDicts'
+annotations are read at import (events.py, the safety gate), which a compiled module does not
+keep. Compiled classes cannot be patched or subclassed by interpreted code, and arguments are
+checked against their annotations at run time (a bytearray where `bytes` is declared raises
+TypeError); the test suite runs on them.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ GROUP = "responses_app_native"  # the group's shared library: responses_app_nati
 # Everything a relayed chunk passes through in the core and the delivery; nothing that Django,
 # Channels or the tests subclass.
 RELAY_MODULES = ("delivery", "eventlog", "patches", "checkpoints", "deadlines", "redact")
-INTERPRETED = ("__init__.py", "event_types.py", "objects.py")  # declarations only, read by introspection
+INTERPRETED = ("__init__.py", "event_types.py", "objects.py", "schema.py")  # declarations, read by introspection
 
 logger = logging.getLogger(__name__)
 ACTIVE = False  # whether install() put the compiled group in place in this process

@@ -5,23 +5,15 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from django.contrib.auth.models import User
-from django.db import (
-    DEFAULT_DB_ALIAS,
-    IntegrityError,
-    InterfaceError,
-    OperationalError,
-    connection,
-    connections,
-    models,
-    transaction,
-)
+from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
 from . import branches, metrics, selectors, signals, storage
+from .credentials import masked
 from .forms import unstorable
 from .models import (
     Checkpoint,
@@ -179,8 +171,8 @@ def request_mark_terminal(
         "status": status,
         "terminal_at": at,
         "duration_ms": max(0, int((at - request.created).total_seconds() * 1000)),
-        "error_code": (error_code or "")[:100],
-        "error_message": error_message or "",
+        "error_code": masked(error_code or "", 100),
+        "error_message": masked(error_message or ""),  # it may quote the upstream: never a key
         "incomplete_reason": (incomplete_reason or "")[:100],
         "usage": usage,
         "final_text": final_text,
@@ -246,8 +238,8 @@ def segment_end(
     *, segment_id: int, outcome: str, events: int, response_id: str = "", http_status: int | None = None,
     detail: str = "",
 ) -> None:
-    fields: dict[str, Any] = {"outcome": outcome[:32], "events": events, "ended_at": timezone.now(),
-                              "detail": detail}
+    fields: dict[str, Any] = {"outcome": masked(outcome, 32), "events": events, "ended_at": timezone.now(),
+                              "detail": masked(detail)}
     if response_id:
         fields["response_id"] = response_id
     if http_status is not None:
@@ -256,10 +248,11 @@ def segment_end(
 
 
 def checkpoints_commit_many(
-    *, items: list[tuple[uuid.UUID, dict[str, Any] | None, list[dict[str, Any]]]]
+    *, items: list[tuple[uuid.UUID, list[dict[str, Any]], list[dict[str, Any]]]]
 ) -> dict[uuid.UUID, Exception]:
-    """Several requests' checkpoints and event batches: one transaction, two multi-row INSERTs.
-    Event batches are stored compressed (models.EventRecord).
+    """Several requests' checkpoint rows (sealed: JSON serialised, streaming/checkpoints.py) and
+    event batches: one transaction, two bulk INSERTs (storage.insert_rows). Event batches are
+    stored compressed (models.EventRecord).
 
     Returns the requests whose rows the database refused, with the error; every other request's
     rows are committed. A round first tries all rows at once in one plain transaction (four
@@ -270,22 +263,14 @@ def checkpoints_commit_many(
     caller retries the whole round."""
     now = timezone.now()
 
-    def rows(chosen: list[tuple[uuid.UUID, dict[str, Any] | None, list[dict[str, Any]]]]) -> tuple[
-            list[dict[str, Any]], list[dict[str, Any]]]:
-        # compressed here, on the writer's database thread (zstd releases the GIL meanwhile)
-        records = [dict(b, data="", compressed=storage.log_compress(b["data"]), request_id=rid, created=now)
-                   for rid, _state, batches in chosen for b in batches]
-        checkpoints = [{"request_id": rid, "revision": state["revision"], "sequence_number": state["sequence_number"],
-                        "reason": state["reason"], "base_revision": state.get("base_revision"),
-                        "view": state.get("view"), "ops": state.get("ops"), "snapshot": state.get("snapshot"),
-                        "created": now} for rid, state, _b in chosen if state]
-        return records, checkpoints
-
-    def insert(chosen: list[tuple[uuid.UUID, dict[str, Any] | None, list[dict[str, Any]]]]) -> None:
+    def insert(chosen: list[tuple[uuid.UUID, list[dict[str, Any]], list[dict[str, Any]]]]) -> None:
         with transaction.atomic():
-            records, checkpoints = rows(chosen)
-            _insert_rows(EventRecord, records)
-            _insert_rows(Checkpoint, checkpoints)
+            # compressed here, on the writer's database thread (zstd releases the GIL meanwhile)
+            storage.insert_rows(EventRecord, [
+                dict(b, data="", compressed=storage.log_compress(b["data"]), request_id=rid, created=now)
+                for rid, _rows, batches in chosen for b in batches])
+            storage.insert_rows(Checkpoint, [dict(row, request_id=rid, created=now)
+                                             for rid, rows, _b in chosen for row in rows], json=CHECKPOINT_JSON)
 
     def all_at_once() -> bool:
         try:
@@ -322,52 +307,8 @@ def checkpoints_commit_many(
     return failed
 
 
-# Fields whose adapted value is the Python value itself on PostgreSQL (for the values the writer
-# passes: ints, strs, UUIDs, aware datetimes, None): COPY sends them without the field's adapters.
-_PLAIN_FIELDS = (models.IntegerField, models.PositiveIntegerField, models.CharField, models.UUIDField,
-                 models.DateTimeField)
-
-
-def _insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
-    """Rows of one model, values adapted by each field as the ORM would: `COPY ... FROM STDIN`
-    on PostgreSQL, one multi-row INSERT elsewhere.
-
-    Not `bulk_create`: on PostgreSQL, Django 5.2 sends it as UNNEST over arrays, and psycopg
-    quotes every element of an array of strings in Python, one regex callback per quote
-    character. For checkpoints (JSON, full of quotes) that cost 40% of a core at 100 streams,
-    all of it holding the GIL the event loop needs. Not a multi-row INSERT on PostgreSQL either:
-    psycopg caches how it parses a statement's parameter markers only up to 50 parameters, and a
-    round's INSERT has hundreds, so every statement was split by a regex in Python; and every
-    value went through its field's adapters (an Int4 wrapper per integer). Measured (`python -m
-    bench writer`, bench/results/writer.md): a round of 40 requests' checkpoints and event batches
-    cost the writer thread 9.4 ms of CPU as an INSERT, 4.6 ms as COPY; 100 requests, 21.5 and 8.7."""
-    if not rows:
-        return
-    # This thread's connection itself: through the `connection` proxy every attribute read (one
-    # or two per parameter, in the fields' adapters) was a lookup in asgiref's Local.
-    db = connections[DEFAULT_DB_ALIAS]
-    names = list(rows[0])
-    # "request_id" finds the foreign key
-    fields = [cast("models.Field[Any, Any]", model._meta.get_field(name)) for name in names]
-    columns = ", ".join(db.ops.quote_name(f.column or f.name) for f in fields)
-    table = db.ops.quote_name(model._meta.db_table)
-    if db.vendor == "postgresql":
-        prepared = [(name, None if type(f.target_field if isinstance(f, models.ForeignKey) else f) in _PLAIN_FIELDS
-                     else f.get_db_prep_save) for name, f in zip(names, fields, strict=True)]
-        db.ensure_connection()
-        with db.connection.cursor() as cursor, cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
-            write_row = copy.write_row
-            for row in rows:
-                write_row([row[name] if adapt is None else adapt(row[name], db) for name, adapt in prepared])
-        return
-    if len(rows) > 2000:  # SQLite takes at most 32,766 parameters per statement
-        for start in range(0, len(rows), 2000):
-            _insert_rows(model, rows[start:start + 2000])
-        return
-    row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    params = [f.get_db_prep_save(row[name], db) for row in rows for name, f in zip(names, fields, strict=True)]
-    with db.cursor() as cursor:
-        cursor.execute(f"INSERT INTO {table} ({columns}) VALUES " + ", ".join([row_sql] * len(rows)), params)
+# A checkpoint row's columns that hold serialised JSON (streaming/checkpoints.CheckpointRow.seal).
+CHECKPOINT_JSON = frozenset({"view", "ops", "snapshot"})
 
 
 def tool_call_claim(*, request_id: uuid.UUID, call_id: str, name: str, arguments: Any) -> ToolCall | None:

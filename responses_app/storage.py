@@ -1,4 +1,5 @@
-"""What PostgreSQL refuses, escaped reversibly at the storage boundary.
+"""The storage boundary: what PostgreSQL refuses, escaped reversibly; rows written in bulk; the
+raw event log compressed.
 
 PostgreSQL's `text` cannot hold U+0000 nor bytes that are not UTF-8, `jsonb` refuses the
 escape `\\u0000`, and psycopg cannot encode a lone surrogate (Python's `json` decodes one from
@@ -12,16 +13,21 @@ one-to-one. Bytes that are not UTF-8 are decoded with `surrogateescape` first: `
 returns a str whose `.encode("utf-8", "surrogateescape")` gives the original bytes back.
 
 Values needing none of this (all but pathological ones) pass through with one scan for U+0000.
+
+`insert_rows` writes many rows of a model at once (`COPY ... FROM STDIN` on PostgreSQL, one
+multi-row INSERT elsewhere), each value encoded as its field would, and the columns named `json`
+taken as JSON already serialised (bytes), escaped here like any other (`json_bytes_out`).
 """
 
 from __future__ import annotations
 
 import re
 import threading
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import zstandard
+from django.db import DEFAULT_DB_ALIAS, connections, models
 
 MARK = "\ufdd0"
 _MARK_UTF8 = MARK.encode()
@@ -148,3 +154,57 @@ def log_text(data: str | None, compressed: bytes | memoryview | None) -> str:
     if compressed is None:
         return data or ""
     return log_bytes(None, compressed).decode("utf-8", "surrogateescape")
+
+
+# --- rows in bulk ----------------------------------------------------------------------------------
+# Fields whose adapted value is the Python value itself on PostgreSQL (for the values the writer
+# passes: ints, strs, UUIDs, aware datetimes, None): COPY sends them without the field's adapters.
+_PLAIN_FIELDS = (models.IntegerField, models.PositiveIntegerField, models.CharField, models.UUIDField,
+                 models.DateTimeField)
+
+
+def insert_rows(model: type[models.Model], rows: list[dict[str, Any]], *, json: frozenset[str] = frozenset()) -> None:
+    """Rows of one model (each a dict of the same fields), values adapted by each field as the ORM
+    would, except the `json` fields': serialised JSON (bytes) or None. `COPY ... FROM STDIN` on
+    PostgreSQL, one multi-row INSERT elsewhere.
+
+    Not `bulk_create`: on PostgreSQL, Django sends it as UNNEST over arrays, and psycopg quotes
+    every element of an array of strings in Python, one regex callback per quote character, all of
+    it holding the GIL the event loop needs. Not a multi-row INSERT on PostgreSQL either: psycopg
+    caches how it parses a statement's parameter markers only up to 50 parameters, and a round's
+    INSERT has hundreds; and every value went through its field's adapters. COPY costs the writer
+    thread less than half of either (`python -m bench writer`, see bench/README.md)."""
+    if not rows:
+        return
+    # This thread's connection itself: through the `connection` proxy every attribute read (one
+    # or two per parameter, in the fields' adapters) was a lookup in asgiref's Local.
+    db = connections[DEFAULT_DB_ALIAS]
+    names = list(rows[0])
+    # "request_id" finds the foreign key
+    fields = [cast("models.Field[Any, Any]", model._meta.get_field(name)) for name in names]
+    columns = ", ".join(db.ops.quote_name(f.column or f.name) for f in fields)
+    table = db.ops.quote_name(model._meta.db_table)
+    if db.vendor == "postgresql":
+        from psycopg.types.json import Jsonb
+
+        def as_jsonb(value: bytes | None, _db: Any) -> Jsonb | None:
+            return None if value is None else Jsonb(json_bytes_out(value), dumps=bytes)
+
+        prepared = [(name, as_jsonb if name in json else None
+                     if type(f.target_field if isinstance(f, models.ForeignKey) else f) in _PLAIN_FIELDS
+                     else f.get_db_prep_save) for name, f in zip(names, fields, strict=True)]
+        db.ensure_connection()
+        with db.connection.cursor() as cursor, cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+            write_row = copy.write_row
+            for row in rows:
+                write_row([row[name] if adapt is None else adapt(row[name], db) for name, adapt in prepared])
+        return
+    if len(rows) > 2000:  # SQLite takes at most 32,766 parameters per statement
+        for start in range(0, len(rows), 2000):
+            insert_rows(model, rows[start:start + 2000], json=json)
+        return
+    row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    params = [(None if row[name] is None else bytes(row[name]).decode()) if name in json
+              else f.get_db_prep_save(row[name], db) for row in rows for name, f in zip(names, fields, strict=True)]
+    with db.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {table} ({columns}) VALUES " + ", ".join([row_sql] * len(rows)), params)

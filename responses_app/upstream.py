@@ -23,8 +23,10 @@ import orjson
 from httpx_aiohttp.transport import AiohttpResponseStream, map_aiohttp_exceptions
 
 from .conf import app_settings
+from .credentials import masked
 from .embedded import EMBEDDED_BASE_URL, ASGIStreamTransport, simulator_app
 from .simulator.app import models_payload
+from .streaming.masking import MAX_CODE
 from .streaming.transcript import Step, Transcript
 
 
@@ -35,14 +37,15 @@ class UpstreamHTTPError(Exception):
         self.status = status
         self.retry_after = retry_after
         self.code = self.provider_code = ""
-        self.message = body[:500].decode("utf-8", "replace")
+        message = body[:500].decode("utf-8", "replace")
         try:
             error = orjson.loads(body).get("error") or {}
-            self.provider_code = str(error.get("code") or "")  # a specific code, when the API gives one
-            self.code = self.provider_code or str(error.get("type") or "")
-            self.message = str(error.get("message") or self.message)
+            self.provider_code = masked(str(error.get("code") or ""), MAX_CODE)  # a specific code, when given
+            self.code = self.provider_code or masked(str(error.get("type") or ""), MAX_CODE)
+            message = str(error.get("message") or message)
         except (orjson.JSONDecodeError, AttributeError):
             pass
+        self.message = masked(message)  # an error body may echo what it was sent: the key
         super().__init__(f"upstream HTTP {status}: {self.code or ''} {self.message}".strip())
 
     @property

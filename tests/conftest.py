@@ -13,7 +13,18 @@ from django.contrib.auth import get_user_model
 pytest_plugins = ["tests.servers"]
 
 ROOT = Path(__file__).resolve().parent.parent
-REAL_STREAMS = ROOT.parent / "shared" / "real-streams"
+
+
+def _real_streams() -> Path:
+    """../shared/real-streams beside the checkout, or beside a parent of it (a git worktree)."""
+    for parent in ROOT.parents:
+        found = parent / "shared" / "real-streams"
+        if found.is_dir():
+            return found
+    return ROOT.parent / "shared" / "real-streams"
+
+
+REAL_STREAMS = _real_streams()
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 

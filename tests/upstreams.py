@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -22,6 +22,8 @@ class Reply:
     pause_s: float = 0.0  # between pieces
     pause_before: bytes | None = None  # ...or one pause, before the first piece that starts with this
     pause_before_s: float = 0.5
+    then: Reply | None = None  # what later requests to the same route get (None: this reply again)
+    echo: str = ""  # a request header whose value replaces `{echo}` in the body (an API that quotes it)
 
 
 @dataclass
@@ -29,11 +31,14 @@ class ScriptedUpstream:
     replies: dict[str, Reply]  # by "POST /v1/responses", "GET /v1/responses/<id>" ... (prefix match)
     base: str = ""
     requests: list[tuple[str, bytes]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)  # each request's, names in lower case
     last_byte_at: float = 0.0
 
     def reply_for(self, line: str) -> Reply:
         for prefix, reply in self.replies.items():
             if line.startswith(prefix):
+                if reply.then is not None:
+                    self.replies[prefix] = reply.then
                 return reply
         return Reply(404, orjson.dumps({"error": {"message": "no such route", "code": "not_found"}}),
                      "application/json")
@@ -47,7 +52,12 @@ class ScriptedUpstream:
                            if k.strip().lower() == "content-length"), 0)
             body = await reader.readexactly(length) if length else b""
             self.requests.append((f"{method} {target}", body))
+            received = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in lines[1:]) if k}
+            self.headers.append(received)
             reply = self.reply_for(f"{method} {target}")
+            if reply.echo:
+                echoed = received.get(reply.echo.lower(), "").encode("latin-1")
+                reply = replace(reply, body=reply.body.replace(b"{echo}", echoed))
             status_line = f"HTTP/1.1 {reply.status} X\r\n"
             headers = f"content-type: {reply.content_type}\r\nconnection: close\r\n\r\n"
             writer.write((status_line + headers).encode())

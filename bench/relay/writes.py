@@ -52,19 +52,19 @@ async def writes(cfg: dict[str, Any]) -> dict[str, Any]:
     # psycopg runs outside Django's execute wrappers: one write per call, counted here.
     from django.db import connections
 
-    from responses_app import services
+    from responses_app import storage
 
-    insert_rows = services._insert_rows
+    insert_rows = storage.insert_rows
 
-    def counted_insert_rows(model: Any, rows: list[dict[str, Any]]) -> None:
+    def counted_insert_rows(model: Any, rows: list[dict[str, Any]], **kwargs: Any) -> None:
         if rows and connections["default"].vendor == "postgresql":
             total["writes"] += 1
             total["all"] += 1
             key = f"COPY {model._meta.db_table}"
             counts[key] = counts.get(key, 0) + 1
-        insert_rows(model, rows)
+        insert_rows(model, rows, **kwargs)
 
-    services._insert_rows = counted_insert_rows  # type: ignore[assignment]
+    storage.insert_rows = counted_insert_rows  # type: ignore[assignment]
 
     def close_all() -> None:
         connections.close_all()

@@ -50,7 +50,7 @@ class Delivery:
             min_events=app_settings.CHECKPOINT_MIN_EVENTS,
             max_interval=app_settings.CHECKPOINT_MAX_INTERVAL_MS / 1000, now=self._loop.time()),
             on_write_failure)
-        self.log = eventlog.EventLog(_redact_fields(tuple(app_settings.REDACT_FIELDS)))
+        self.log = eventlog.EventLog(_redact_fields(tuple(app_settings.REDACT_FIELDS)), transcript.secrets)
         self.tally = metrics.StreamTally()  # the event counters, as deltas at each checkpoint
         self._deadlines = hub.deadlines  # the process's one timer for every delivery's deadline
         self.safety: SafetyChecks | None = None  # the runner sets it when a safety mode applies

@@ -9,8 +9,9 @@ serialised from the dict, on one line each.
 Padding is never stored: a delta's `obfuscation` (random characters some providers add however
 the relay asks) is dropped, and such an event serialised from the dict without it.
 
-Tool payloads are redacted (RELAY_REDACT_FIELDS, see redact.py) before they are written down;
-message text, item structure and every id stay, so the log replays. Batches carry the segment
+Tool payloads are redacted (RELAY_REDACT_FIELDS, see redact.py) and the upstream's error
+messages masked before they are written down; message text, item structure and every id stay,
+so the log replays. Batches carry the segment
 they came from and their first and last sequence numbers, and go to the database with the next
 checkpoint, or on their own once LOG_FLUSH_BYTES accumulate (a fast stream's memory is bounded).
 """
@@ -28,10 +29,11 @@ LOG_FLUSH_BYTES = 32 * 1024  # raw events held in memory before they go to the w
 
 
 class EventLog:
-    __slots__ = ("redact_fields", "segment_index", "_data", "_count", "_first", "_last")
+    __slots__ = ("redact_fields", "secrets", "segment_index", "_data", "_count", "_first", "_last")
 
-    def __init__(self, redact_fields: frozenset[str]) -> None:
+    def __init__(self, redact_fields: frozenset[str], secrets: tuple[str, ...] = ()) -> None:
         self.redact_fields = redact_fields
+        self.secrets = secrets  # masked in the upstream's error messages (redact.py)
         self.segment_index = 0  # the segment the events being added belong to
         # Grown in place. (Tried: a list of each event's bytes, framed at `take`, which saves the
         # three appends an event (1.2k instructions a relayed delta); but up to 64 small objects per
@@ -51,10 +53,10 @@ class EventLog:
         data = self._data
         if not events:
             return len(data)
-        fields = self.redact_fields
+        fields, secrets = self.redact_fields, self.secrets
         exact = len(raw) == len(events)
         for index, event in enumerate(events):  # called for every chunk: one encode per event
-            logged = redact_event(event, fields) if event["type"] in REDACTED_TYPES else event
+            logged = redact_event(event, fields, secrets) if event["type"] in REDACTED_TYPES else event
             if "obfuscation" in logged:
                 logged = {key: value for key, value in logged.items() if key != "obfuscation"}
             if logged is event and exact and "\n" not in (text := raw[index]):

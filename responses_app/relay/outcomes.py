@@ -1,4 +1,5 @@
-"""How one upstream segment ended, as a value (never a string to match on)."""
+"""How one upstream segment ended, and why the relay ended a request itself, as values (never a
+string to match on)."""
 
 from __future__ import annotations
 
@@ -10,15 +11,47 @@ from dataclasses import dataclass
 import aiohttp
 import httpx
 
+from ..credentials import masked
 from ..upstream import UpstreamHTTPError
 
 
 class Ending(enum.Enum):
+    # How one upstream segment ended.
     TERMINAL = "terminal"  # the response reached a terminal event
     DROPPED = "dropped"  # the connection closed or failed without one
-    STALLED = "stalled"  # no bytes at all for RELAY_IDLE_TIMEOUT_S
+    STALLED = "stalled"  # no bytes at all for RELAY_IDLE_TIMEOUT_S (the reader is stopped for it)
     CANCELLED = "cancelled"  # the explicit Stop
     HTTP_ERROR = "http_error"  # the upstream answered the request with an error status
+    RESTORED = "restored"  # no segment: a runner that took over rebuilt the view from the event log
+    # Why the relay ends a request itself (`Stopped`), least grave first.
+    STOPPED_WAITING = "stopped_waiting"  # Stop while an approval was awaited: cancelled
+    DEADLINE = "deadline"  # RELAY_REQUEST_DEADLINE_S: incomplete (deadline)
+    OVER_LIMIT = "max_output_items"  # RELAY_MAX_OUTPUT_ITEMS: incomplete (max_output_items)
+    FILTERED = "content_filter"  # the safety policy flagged its output: incomplete (content_filter)
+    WRITE_FAILED = "checkpoint_failed"  # the database refused its rows for good: error
+    ABANDONED = "abandoned"  # another runner took it over: this one writes nothing more
+
+
+# The gravest reason to stop a request stands: a request the relay cannot store ends `error`
+# whatever else happened; one another runner holds is never written by this one at all.
+_GRAVITY = {ending: rank for rank, ending in enumerate((
+    Ending.STALLED, Ending.STOPPED_WAITING, Ending.DEADLINE, Ending.OVER_LIMIT, Ending.FILTERED,
+    Ending.WRITE_FAILED, Ending.ABANDONED))}
+
+
+@dataclass(frozen=True, slots=True)
+class Stopped:
+    """Why the relay stops a request before its response decides (the runner's one ending)."""
+
+    ending: Ending
+    error: tuple[str, str] | None = None  # (code, message) the request's error then says
+
+    def __post_init__(self) -> None:
+        if self.ending not in _GRAVITY:
+            raise ValueError(f"{self.ending} is how a segment ends, not why a request stops")
+
+    def graver_than(self, other: Stopped | None) -> bool:
+        return other is None or _GRAVITY[self.ending] > _GRAVITY[other.ending]
 
 
 @dataclass(frozen=True)
@@ -67,7 +100,7 @@ def connection_failure(exc: BaseException, base: str) -> SegmentResult:
     aiohttp's connector errors to ConnectTimeout instead, so the cause is what tells. Then the
     request never left, and the outcome is certain. Anything later (a reset, a read error) may
     follow a request the upstream acted on."""
-    detail = f"{type(exc).__name__}: {exc}"
+    detail = masked(f"{type(exc).__name__}: {exc}")
     chain = _causes(exc)
     connecting = isinstance(exc, httpx.ConnectError) or any(
         isinstance(e, aiohttp.ClientConnectorError) for e in chain)
@@ -84,7 +117,7 @@ def connection_failure(exc: BaseException, base: str) -> SegmentResult:
         code, what = "upstream_tls", "the TLS handshake failed"
     else:
         code, what = "upstream_unreachable", "it could not be reached"
-    message = f"Could not connect to the model provider at {base}: {what} ({detail}). Nothing was sent."
+    message = masked(f"Could not connect to the model provider at {base}: {what} ({detail}). Nothing was sent.")
     return SegmentResult(Ending.DROPPED, message, never_sent=True, code=code)
 
 

@@ -7,12 +7,16 @@ data. `fields` (RELAY_REDACT_FIELDS) names the item keys and logical kinds to re
 
 Only tool data is touched: message text, reasoning, item types, ids, names and statuses stay,
 and a redacted payload keeps its shape (every string inside becomes "[redacted]", numbers and
-`type` discriminators stay), so a redacted log still replays into the same structure.
+`type` discriminators stay), so a redacted log still replays into the same structure. The
+upstream's error messages (an `error` event's, a Response's `error`) are masked as everywhere
+else they are stored (streaming/masking.py): the configured keys, bearer tokens and `sk-` keys.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from ..streaming.masking import mask_error
 
 REDACTED = "[redacted]"
 
@@ -52,17 +56,25 @@ _NOT_TOOLS = frozenset({"message", "reasoning", "compaction"})
 _STRUCTURE = frozenset({"type", "id", "call_id", "status", "outcome", "exit_code", "index"})
 
 
-# Every event type that may carry a payload: one set, so the raw event log tests each event once.
-REDACTED_TYPES = frozenset(_STREAMED) | _ITEM_EVENTS | _RESPONSE_EVENTS
+# Every event type that may carry a payload or an error message: one set, so the raw event log
+# tests each event once.
+REDACTED_TYPES = frozenset(_STREAMED) | _ITEM_EVENTS | _RESPONSE_EVENTS | {"error"}
 
 
 def needs_redaction(event_type: str) -> bool:
     return event_type in REDACTED_TYPES
 
 
-def redact_event(event: dict[str, Any], fields: frozenset[str]) -> dict[str, Any]:
-    """A copy of `event` with the listed tool fields replaced; the event itself is untouched."""
+def redact_event(event: dict[str, Any], fields: frozenset[str], secrets: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A copy of `event` with the listed tool fields replaced and its error message masked; the
+    event itself is untouched."""
     event_type = event.get("type", "")
+    if event_type == "error":  # the catalogue puts code and message at the top; the wire nests them
+        nested = event.get("error")
+        masked = mask_error(nested if isinstance(nested, dict) else event, secrets)
+        if isinstance(nested, dict):
+            return event if masked is nested else dict(event, error=masked)
+        return masked  # type: ignore[no-any-return]
     streamed = _STREAMED.get(event_type)
     if streamed is not None:
         field, keys = streamed
@@ -75,7 +87,11 @@ def redact_event(event: dict[str, Any], fields: frozenset[str]) -> dict[str, Any
         response = event["response"]
         output = response.get("output")
         if isinstance(output, list) and output:
-            return dict(event, response=dict(response, output=[_redact_item(i, fields) for i in output]))
+            response = dict(response, output=[_redact_item(i, fields) for i in output])
+        if response.get("error"):
+            response = dict(response, error=mask_error(response["error"], secrets))
+        if response is not event["response"]:
+            return dict(event, response=response)
     return event
 
 

@@ -6,9 +6,11 @@ to viewers, checkpoints and the raw event log to the database, when the core's p
 the `ToolRound` (each function call once per call id), `bodies` (what is POSTed).
 It decides nothing about what an event means: the core says what happened, as values.
 
-Outcomes are never guessed: a closed or silent connection is not success. With a response id and
-background mode the runner resumes after the last applied sequence number; otherwise it asks the
-upstream (GET /responses/{id}) how the response ended, and stores `unknown` when nobody can tell.
+Outcomes are never guessed: a closed or silent connection is not success. What the loop does
+after each segment (resume, reconcile, retry, a tool round, finish) is `steps.next_step`'s
+decision, and how the request ends is `steps.conclude`'s, from one value: why the relay stopped
+the request itself (`self.stopped`, an `outcomes.Stopped`), if it did. Cancelling, reconciling
+and writing the outcome are the runner's endings (endings.py, its base).
 
 May import: Django (settings, models through services/selectors), httpx, the core, the hub
 (never the reverse: the hub knows runners through a Protocol).
@@ -29,7 +31,7 @@ from django.utils import timezone
 
 from .. import logcontext, selectors, services, tracing
 from ..conf import app_settings
-from ..models import Segment
+from ..credentials import known, masked
 from ..safety import policy as safety_policy
 from ..safety.checkers import checker_from_settings
 from ..selectors import RunRequest
@@ -40,31 +42,27 @@ from ..upstream import EventFrames, Upstream, UpstreamHTTPError, stream_reader
 from .bodies import build_body, continuation_body, full_context_body
 from .dbthreads import db
 from .delivery import Delivery
+from .endings import Endings, Kind
 from .flag import Flag
 from .hub import Hub
-from .outcomes import Ending, SegmentResult, connection_failure, describe_http_error
+from .outcomes import Ending, SegmentResult, Stopped, connection_failure
 from .precheck import precheck
 from .safety import SafetyChecks
+from .steps import Action, Next, Situation, next_step
 from .toolround import ToolRound
 from .writer import CheckpointNotWritten
 
 logger = logging.getLogger(__name__)
-Kind = Segment.Kind
 
-MAX_RESUMES = 5
-MAX_HTTP_RETRIES = 3
 MAX_TOOL_ROUNDS = 5
 ERROR_GRACE_S = 2.0  # after an `error` event, how long a following response.failed may take
 
 
-class StreamRunner:
+class StreamRunner(Endings):
     # Slots, not a dict: with this many attributes Python 3.11 gives each runner a 1.5 KiB dict
     # (bench storage, tracemalloc by traceback); slots take 8 bytes an attribute.
-    __slots__ = ("request_id", "uuid", "hub", "_upstream_factory", "token", "cancel_requested", "finished",
-                 "status", "_loop", "transcript", "view", "delivery", "tools", "_segment_index",
-                 "_response_id_saved", "_last_bytes", "_reader", "_stalled", "_error", "_counters",
-                 "_deadline_hit", "_stopped_waiting", "_abandoned", "_task", "_fatal", "_own_writes", "span",
-                 "log_context", "safety", "_filtered", "_marks", "request")
+    __slots__ = ("request_id", "hub", "_upstream_factory", "finished", "_loop", "tools", "_response_id_saved",
+                 "_last_bytes", "_reader", "_task", "log_context")  # and Endings.__slots__
 
     def __init__(self, request_id: str, hub: Hub, upstream_factory: Callable[[], Upstream] | None = None) -> None:
         self.request_id = request_id
@@ -78,7 +76,8 @@ class StreamRunner:
         self.status: str = v.STREAMING
         self._loop = asyncio.get_running_loop()
         self.transcript = Transcript(max_event_bytes=app_settings.MAX_EVENT_BYTES,
-                                     hold_window=app_settings.HOLD_WINDOW)
+                                     hold_window=app_settings.HOLD_WINDOW,
+                                     max_output_items=app_settings.MAX_OUTPUT_ITEMS, secrets=known())
         self.view = self.transcript.view
         self.delivery = Delivery(request_id, hub, self.transcript, self._on_write_failure)
         self.tools = ToolRound(self.uuid, lambda change: self.delivery.changed(change, boundary=True))
@@ -86,28 +85,20 @@ class StreamRunner:
         self._response_id_saved: str | None = None
         self._last_bytes = self._loop.time()
         self._reader: asyncio.Task[SegmentResult] | None = None
-        self._stalled = False
+        self.stopped: Stopped | None = None  # why the relay stops the request itself, if it does
         self._error: tuple[str, str] | None = None
         self._counters = {"retries": 0, "disconnects": 0}
-        self._deadline_hit = False
-        self._stopped_waiting = False  # stopped while an approval was awaited
-        self._abandoned = False  # another runner took over
         self._task: asyncio.Task[None] | None = None
-        self._fatal: tuple[str, str] | None = None  # the relay itself cannot go on (its writes fail)
         self._own_writes = 0
         self.span = tracing.NO_SPAN
         self.log_context: logcontext.RequestContext | None = None
         self.safety: SafetyChecks | None = None  # a safety mode applies (README "Safety")
-        self._filtered = False  # the safety policy stopped the request
         self._marks: set[asyncio.Task[None]] = set()  # first_text_at writes a verdict released
 
     @property
     def writes(self) -> int:
         """Database writes this runner caused (the benchmark reads it)."""
         return self._own_writes + self.delivery.writes + self.tools.writes
-
-    def count_write(self, n: int = 1) -> None:
-        self._own_writes += n
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -134,23 +125,19 @@ class StreamRunner:
             elif (blocked := await precheck(request)) is not None:
                 self._error, status = blocked, v.FAILED  # RELAY_SAFETY_PRECHECK flagged it: nothing is sent
             else:
-                status = await self._drive(upstream, Kind.INITIAL, await self._first_body(request))
-            if self._fatal is not None:
-                await self._finish(v.ERROR, error=self._fatal)
-            elif self._filtered:
-                await self._finish(v.INCOMPLETE, reason="content_filter")
-            elif self._deadline_hit and status == v.CANCELLED:
-                await self._finish(v.INCOMPLETE, reason="deadline")
-            else:
-                await self._finish(status)
+                status = await self._steps(upstream, Kind.INITIAL, await self._first_body(request), None)
+            if self.transcript.limited:  # also when a final Response brought too many items
+                self._stop(Ending.OVER_LIMIT, cancel=False)
+            await self._finish(status, stopped=self.stopped)
         except asyncio.CancelledError:
-            if self._abandoned:
+            if self.stopped is not None and self.stopped.ending is Ending.ABANDONED:
                 self.delivery.discard()
                 return  # the runner that took over writes and publishes from here on
             raise  # process shutdown: the lease runs out and recovery takes over
         except Exception as exc:
             logger.exception("runner for %s failed", self.request_id)
-            await self._finish(v.UNKNOWN if self.transcript.response_id else v.ERROR, error=("relay_error", str(exc)))
+            await self._finish(v.UNKNOWN if self.transcript.response_id else v.ERROR,
+                               error=("relay_error", masked(str(exc))), stopped=None)
         finally:
             deadline.cancel()
             self.span.close()
@@ -190,14 +177,7 @@ class StreamRunner:
     def _on_flag(self) -> None:
         """A window was flagged: stop reading and cancel the upstream; ends content_filter."""
         logger.info("request %s: the safety policy flagged its output; stopping", self.request_id)
-        self._filtered = True
-        self.cancel()
-
-    async def _settle(self) -> bool:
-        """Every window judged; True when the safety policy stopped the request."""
-        if self.safety is not None:
-            await self.safety.settle()
-        return self._filtered
+        self._stop(Ending.FILTERED)
 
     def _arm_deadline(self, request: RunRequest) -> asyncio.TimerHandle:
         """RELAY_REQUEST_DEADLINE_S from the request's creation (a takeover keeps the clock):
@@ -208,24 +188,22 @@ class StreamRunner:
     def _on_deadline(self) -> None:
         logger.warning("request %s reached its deadline (%ss); cancelling the upstream",
                        self.request_id, app_settings.REQUEST_DEADLINE_S)
-        self._deadline_hit = True
-        self.cancel()
+        self._stop(Ending.DEADLINE)
 
     def _on_write_failure(self, error: CheckpointNotWritten) -> None:
         """The database refused this request's checkpoint or events for good: stop (and cancel the
         upstream) rather than go on with a hole in what is stored; the request ends `error`."""
-        if self._fatal is None:
-            self._fatal = ("checkpoint_failed", "The relay could not store this answer "
-                           f"({type(error.cause).__name__}); it was stopped rather than kept with a hole.")
-            self.cancel()
+        if self.stopped is None or self.stopped.ending is not Ending.WRITE_FAILED:
+            self._stop(Ending.WRITE_FAILED, ("checkpoint_failed", "The relay could not store this answer "
+                       f"({type(error.cause).__name__}); it was stopped rather than kept with a hole."))
 
     def abandon(self) -> None:
         """Another runner holds the request now (this one's lease ran out during a database blip
         and a sweep took it over): stop at once, publish and write nothing more, cancel nothing."""
-        if self._task is not None and not self._abandoned:
+        if self._task is not None and (self.stopped is None or self.stopped.ending is not Ending.ABANDONED):
             with logcontext.using(self.log_context):
                 logger.warning("request %s was taken over by another runner; this one stops", self.request_id)
-            self._abandoned = True
+            self._stop(Ending.ABANDONED, cancel=False)
             self._task.cancel()
 
     def cancel(self) -> None:
@@ -252,96 +230,79 @@ class StreamRunner:
         self.delivery.tally.start_from(self.transcript.counters())  # the runner before counted these
         self._response_id_saved = self.transcript.response_id
         self._counters["retries"] += 1
-        if self.transcript.terminal:  # it ended; only the tool step may be left
-            body = await self._next_round(request)
-            return await self._drive(upstream, Kind.CONTINUATION, body) if body else self._response_status()
-        if not self.transcript.response_id:  # a POST may have reached the upstream: do not send it again
-            self._error = ("outcome_unknown", "The relay restarted before the model provider confirmed the "
-                           "request; it may have run, so it is not sent again.")
-            return v.UNKNOWN
-        if (request.params or {}).get("background") and upstream.resumable:
-            return await self._drive(upstream, Kind.RESUME, None)
-        return await self._reconcile(upstream)
+        step = next_step(self._situation(SegmentResult(Ending.RESTORED), upstream))
+        return await self._steps(upstream, Kind.RESUME, None, None if step.action is Action.RESUME else step)
 
-    async def _drive(self, upstream: Upstream, kind: str, body: dict[str, Any] | None) -> str:
-        background = bool((self.request.params or {}).get("background")) and upstream.resumable
+    async def _steps(self, upstream: Upstream, kind: str, body: dict[str, Any] | None, step: Next | None) -> str:
+        """Perform what `next_step` says after each segment (`step`: the first, decided before
+        any segment); the request's status at the end."""
         resumes = http_retries = 0
         while True:
-            if self.cancel_requested.is_set():
+            if step is None:
+                if self.cancel_requested.is_set():
+                    return await self._cancel_upstream(upstream)
+                result = await self._segment(kind, upstream, body)
+                flagged = await self._settle()
+                step = next_step(self._situation(
+                    result, upstream, kind=kind, flagged=flagged, resumes=resumes, http_retries=http_retries,
+                    chained=bool(body and body.get("previous_response_id"))))
+            action, self._counters["disconnects"] = step.action, self._counters["disconnects"] + step.disconnected
+            if action is Action.FINISH:
+                self._error = step.error or self._error
+                return step.status
+            if action is Action.CANCEL:
                 return await self._cancel_upstream(upstream)
-            result = await self._segment(kind, upstream, body)
-            if await self._settle():  # what the stream said is judged before anything acts on it
-                return v.CANCELLED if self.transcript.terminal else await self._cancel_upstream(upstream)
-            if self.transcript.terminal:
-                body = await self._next_round(self.request)
-                if body is None:
-                    return v.CANCELLED if self._stopped_waiting else self._response_status()
-                kind, resumes, http_retries = Kind.CONTINUATION, 0, 0
-                continue
-            if result.ending is Ending.CANCELLED or self.cancel_requested.is_set():
-                return await self._cancel_upstream(upstream)
-            fresh = kind != Kind.RESUME
-            if result.http is not None and fresh:
-                error = result.http
-                if error.code == "previous_response_not_found" and body and body.get("previous_response_id") \
-                        and kind == Kind.INITIAL:
-                    # The chain is gone (a provider forgot the response, or a restart of the embedded
-                    # simulator): once, the whole conversation as input, as the error guide advises.
+            if action is Action.RECONCILE:
+                return await self._reconcile(upstream)
+            if action is Action.TOOL_ROUND:
+                outcome = await self._next_round(self.request)
+                if isinstance(outcome, str):
+                    return outcome
+                body, kind, resumes, http_retries = outcome, Kind.CONTINUATION, 0, 0
+            else:
+                self._counters["retries"] += 1
+                if action is Action.FULL_CONTEXT:
                     logger.info("request %s: previous response not found; sending the full context", self.request_id)
                     context = await db(selectors.conversation_context)(request=self.request)
                     body = full_context_body(self.request, context)
                     await db(services.conversation_chain_broken)(request_id=self.uuid)
-                    self._counters["retries"] += 1
                     kind = Kind.FULL_CONTEXT
-                    continue
-                if error.retryable and http_retries < MAX_HTTP_RETRIES:
+                elif action is Action.RETRY:
                     http_retries += 1
-                    self._counters["retries"] += 1
-                    await asyncio.sleep(min(error.retry_after or 0.5 * 2 ** http_retries, 10))
-                    continue
-                self._error = describe_http_error(error)
-                return v.ERROR
-            if result.never_sent and fresh:
-                self._error = (result.code or "upstream_unreachable", result.detail)
-                return v.ERROR  # certain: the request never left, so nothing can have happened
-            if result.http is None:
-                self._counters["disconnects"] += 1
-            # The stream ended without a terminal event: resume, reconcile, or admit we do not know.
-            if not self.transcript.response_id:
-                self._error = ("outcome_unknown", "The connection to the model provider was lost before it "
-                               f"confirmed the request ({result.detail or result.ending.value}); it may have run.")
-                return v.UNKNOWN
-            if background and resumes < MAX_RESUMES and result.http_status != 404:
-                resumes += 1
-                self._counters["retries"] += 1
-                self.transcript.restart_decoder()
-                await asyncio.sleep(min(0.05 * 2 ** resumes, 2))
-                kind = Kind.RESUME
-                continue
-            return await self._reconcile(upstream)
+                elif action is Action.RESUME:
+                    resumes += 1
+                    self.transcript.restart_decoder()
+                    kind = Kind.RESUME
+                if step.delay:
+                    await asyncio.sleep(step.delay)
+            step = None
+
+    def _situation(self, result: SegmentResult, upstream: Upstream, **known: Any) -> Situation:
+        # A background response can be streamed again, when the upstream can resume one.
+        background = bool((self.request.params or {}).get("background")) and upstream.resumable
+        return Situation(result, cancelled=self.cancel_requested.is_set(), terminal=self.transcript.terminal,
+                         response_id=bool(self.transcript.response_id), background=background, **known)
 
     async def _first_body(self, request: RunRequest) -> dict[str, Any]:
         if (request.params or {}).get("full_context"):  # submitted after the chain broke
             return full_context_body(request, await db(selectors.conversation_context)(request=request))
         return build_body(request)
 
-    def _response_status(self) -> str:
-        return self.transcript.status or v.UNKNOWN
-
-    async def _next_round(self, request: RunRequest) -> dict[str, Any] | None:
-        """After a completed response: run its tools; the continuation's body, or None to stop."""
-        if self.transcript.status != v.COMPLETED:
-            return None
+    async def _next_round(self, request: RunRequest) -> dict[str, Any] | str:
+        """After a response ended: run its tools; the continuation's body, or the request's status."""
+        ended = self.transcript.status or v.UNKNOWN
+        if ended != v.COMPLETED:
+            return ended
         outputs = await self.tools.run(self.transcript)
         if outputs and await self._settle():  # a flagged tool output goes neither to viewers nor to the model
-            return None
+            return ended
         answers = await self.tools.approvals(self.transcript, self.cancel_requested)
         if answers is None:  # stopped while an approval was awaited
-            self._stopped_waiting = True
-            return None
+            self._stop(Ending.STOPPED_WAITING, cancel=False)
+            return v.CANCELLED
         outputs += answers
         if not outputs or self.transcript.round >= MAX_TOOL_ROUNDS or self.cancel_requested.is_set():
-            return None
+            return ended
         body = continuation_body(request, self.transcript.response_id or "", outputs)
         self.transcript.next_response()
         return body
@@ -369,8 +330,8 @@ class StreamRunner:
         except asyncio.CancelledError:
             if self.cancel_requested.is_set():
                 result = SegmentResult(Ending.CANCELLED)
-            elif self._stalled:
-                self._stalled = False
+            elif self.stopped is not None and self.stopped.ending is Ending.STALLED:
+                self.stopped = None
                 result = SegmentResult(Ending.STALLED, f"no bytes for {app_settings.IDLE_TIMEOUT_S}s")
             else:
                 raise
@@ -403,7 +364,7 @@ class StreamRunner:
                         if step.events:
                             events[0] += len(step.events)
                             behind = self.delivery.events(step, now)
-                            if behind or step.first_text or step.first_tool \
+                            if behind or step.first_text or step.first_tool or step.limited \
                                     or transcript.response_id != self._response_id_saved:
                                 await self._after_step(step, behind)  # not a coroutine per chunk
                         terminal = step.terminal  # the transcript's state after the chunk
@@ -430,6 +391,8 @@ class StreamRunner:
 
     async def _after_step(self, step: Step, behind: bool) -> None:
         """What a chunk's step asks of the database, after the delivery took it."""
+        if step.limited:  # past RELAY_MAX_OUTPUT_ITEMS: the rest is not read
+            self._stop(Ending.OVER_LIMIT)
         response_id = self.transcript.response_id
         if response_id and response_id != self._response_id_saved:
             # Stored the moment response.created arrives: a crash after this can be reconciled.
@@ -450,90 +413,6 @@ class StreamRunner:
         await db(services.request_mark_first)(request_id=self.uuid, field=field, at=timezone.now())
         self.count_write()
 
-    # --- endings ------------------------------------------------------------------------------
-
-    async def _cancel_upstream(self, upstream: Upstream) -> str:
-        if self.transcript.response_id and (self.request.params or {}).get("background"):
-            try:
-                final = await upstream.cancel(self.transcript.response_id)
-            except (httpx.HTTPError, OSError):
-                final = None
-            if final and final.get("status") in (v.COMPLETED, v.FAILED, v.INCOMPLETE):
-                self.delivery.changed(self.transcript.apply_final(final), boundary=True)  # it ended first
-                return self.transcript.status or v.CANCELLED
-        return v.CANCELLED
-
-    async def _reconcile(self, upstream: Upstream) -> str:
-        """Ask the upstream how the response ended; `unknown` when it cannot say."""
-        response_id = self.transcript.response_id or ""
-        segment = await db(services.segment_start)(request_id=self.uuid, index=self._segment_index,
-                                                   kind=Kind.RECONCILE, response_id=response_id)
-        self._segment_index += 1
-        outcome = v.UNKNOWN
-        why = ""
-        try:
-            final = await upstream.retrieve(response_id)
-        except UpstreamHTTPError as exc:
-            final = None
-            outcome = f"unreachable: {exc}"[:32]
-            why = ("it no longer knows this response (HTTP 404)" if exc.status == 404
-                   else f"it answered HTTP {exc.status} when asked")
-        except (httpx.HTTPError, OSError) as exc:
-            final = None
-            outcome = f"unreachable: {exc}"[:32]
-            why = f"it could not be reached ({type(exc).__name__})"
-        if final and final.get("status") in v.RESPONSE_FINAL_STATUSES:
-            self.delivery.changed(self.transcript.apply_final(final), boundary=True)
-            outcome = self.transcript.status or v.UNKNOWN
-        elif final:
-            status = str(final.get("status") or "unfinished")[:40]
-            why = f"it reports the response as {status}, which cannot be streamed again"
-        await db(services.segment_end)(segment_id=segment.pk, outcome=outcome, events=0, response_id=response_id)
-        self.count_write(2)
-        if self.transcript.terminal:
-            return self.transcript.status or v.UNKNOWN
-        self._error = ("outcome_unknown", "The stream from the model provider broke off before the response ended, "
-                       f"and the provider cannot say how it ended: {why or 'no answer'}. What arrived is shown; "
-                       "it may be cut short.")
-        return v.UNKNOWN
-
-    async def _finish(self, status: str, error: tuple[str, str] | None = None, *, reason: str | None = None) -> None:
-        error = error or self._error
-        # Text held for a check is judged (and shown) before the end; a flag here stops it too.
-        if self.safety is not None and await self._settle() and reason is None and self._fatal is None \
-                and status != v.ERROR:
-            status, reason = v.INCOMPLETE, "content_filter"
-        over = self._stopped_waiting or self._fatal is not None or self._filtered
-        self.delivery.changed(self.transcript.end(status, error, reason=reason, over_response=over))
-        await self.delivery.final()
-        if self.safety is not None:
-            await self.safety.drain()  # every verdict stored before the request is marked ended
-            if self._marks:
-                await asyncio.gather(*self._marks, return_exceptions=True)
-        transcript = self.transcript
-        assembler_error = transcript.assembler.error or {}
-        meta = self.view.meta
-        final_error = meta.get("error") or {}
-        await db(services.request_mark_terminal)(
-            request_id=self.uuid, token=self.token, status=status, at=timezone.now(),
-            error_code=(error[0] if error else "") or str(final_error.get("code") or assembler_error.get("code") or ""),
-            error_message=(error[1] if error else "") or str(final_error.get("message")
-                                                           or assembler_error.get("message") or ""),
-            incomplete_reason=str(meta.get("incomplete_reason") or ""),
-            usage=transcript.usage(),
-            final_text=transcript.final_text(),
-            counters=transcript.counters(),
-            response_id=transcript.response_id or "",
-        )
-        self.span.end(status=status, response_id=transcript.response_id or "", usage=transcript.usage(),
-                      error_code=(error[0] if error else "") or str(final_error.get("code") or ""))
-        await db(services.request_count)(request_id=self.uuid, **{k: n for k, n in self._counters.items() if n})
-        self.count_write(2)
-        self.status = status
-        message = {"type": "terminal", "status": status, "revision": self.view.revision,
-                   "error": {"code": error[0], "message": error[1]} if error else final_error or None}
-        self.delivery.publish(message, orjson.dumps(message).decode())
-
     def heartbeat(self) -> None:
         """Status and latest revision to every viewer: one that lost patches (a full queue across
         processes, a Redis blip) sees it is behind and resyncs; see the websocket protocol."""
@@ -549,5 +428,5 @@ class StreamRunner:
         if now - self._last_bytes > idle_limit and self._reader is not None:
             with logcontext.using(self.log_context):
                 logger.warning("upstream silent for %ss on %s; treating as dropped", idle_limit, self.request_id)
-            self._stalled = True
+            self._stop(Ending.STALLED, cancel=False)
             self._reader.cancel()  # surfaces as a drop: resume or reconcile

@@ -7,6 +7,10 @@ caused through the delivery, and stores every verdict (batched on the relay's da
 A flagged window calls `on_flag` once: the runner cancels the upstream and the request ends
 `incomplete` with reason `content_filter`.
 
+A flagged window the checker could not localise comes back from the gate to be judged once more
+without its context (`Window.alone`, even though the request has stopped); the flagged verdict
+is stored once that second verdict says where the text was stopped.
+
 In progressive mode the read loop never waits for a check (checks are tasks); in buffered mode
 text simply stays in the gate until its verdict comes. `settle()` is the one place that waits:
 at the end of an upstream stream, before tools run, before a continuation and before the end.
@@ -51,6 +55,8 @@ class SafetyChecks:
         self._tasks: set[asyncio.Task[None]] = set()
         self._record = record or self._store
         self._rows: list[dict[str, Any]] = []
+        # A flagged verdict waiting for its window's judgement alone, and its place among the rows.
+        self._held: tuple[Window, Verdict, str, dict[str, Any]] | None = None
         self._writing: asyncio.Task[None] | None = None
         self.calls = 0  # checks made
         self.errors = 0  # checks that failed or timed out (their verdict followed the error policy)
@@ -67,14 +73,24 @@ class SafetyChecks:
     async def _check(self, window: Window) -> None:
         async with self._slots:
             gate = self.transcript.gate
-            if gate is None or gate.stopped is not None:
+            if gate is None or (gate.stopped is not None and not window.alone):
                 return  # the request stopped while this waited: its text is never shown
             self.calls += 1
-            verdict = await judge(self.checker, window.text, context=window.context, kind=window.kind,  # type: ignore[arg-type]
+            verdict = await judge(self.checker, window.text, context=window.judged_context(),
+                                  kind=window.kind,  # type: ignore[arg-type]
                                   timeout=self._timeout, fail_closed=self._fail_closed)
         change, action, first_text = self.transcript.safety_verdict(window.id, verdict.flagged, verdict.start)
         gate = self.transcript.gate
-        self.verdict(window, verdict, action, stopped_at=gate.stopped_at if gate and gate.stopped is window else None)
+        if window.alone:  # where the text stops is known now: the flagged verdict first, then this one
+            self._release_held()
+            self.verdict(window, verdict, action)
+        elif verdict.flagged and any(w.alone for w in change.windows):
+            place: dict[str, Any] = {}  # stored in order: nothing after it is written before it
+            self._rows.append(place)
+            self._held = (window, verdict, action, place)
+        else:
+            self.verdict(window, verdict, action,
+                         stopped_at=gate.stopped_at if gate and gate.stopped is window else None)
         self._changed(change, verdict.flagged)
         if first_text and self._on_first_text is not None:
             self._on_first_text()
@@ -86,6 +102,10 @@ class SafetyChecks:
         """Every verdict passes here: stored, counted. The verdict that stopped the request
         (`stopped_at`: where its field's text was cut, at or before the window) is stored from
         there: its offsets and text are what it took back, context included."""
+        self._rows.append(self._row(window, verdict, action, stopped_at))
+        self._start_writing()
+
+    def _row(self, window: Window, verdict: Verdict, action: str, stopped_at: int | None) -> dict[str, Any]:
         start, text = window.start, window.text
         if stopped_at is not None and stopped_at < window.start:
             judged = window.context + window.text
@@ -94,19 +114,22 @@ class SafetyChecks:
             self.errors += 1
             logger.warning("safety check of %s failed (%s): %s", self.request_id, verdict.error,
                            "flagged" if verdict.flagged else "passed")
-        self._rows.append({
+        return {
             "kind": window.kind, "mode": self.mode, "block_id": window.block_id, "start": start,
             "end": window.end, "text": text, "flagged": verdict.flagged, "action": action,
             "checker": verdict.checker, "categories": list(verdict.categories), "error": verdict.error,
             "elapsed_ms": verdict.elapsed * 1000, "created": timezone.now(),
-        })
+        }
+
+    def _start_writing(self) -> None:
         if self._writing is None:
             self._writing = asyncio.get_running_loop().create_task(self._write())
 
     async def _write(self) -> None:
         try:
-            while self._rows:
-                rows, self._rows = self._rows, []
+            while self._rows and self._rows[0]:  # an empty row holds a place: it waits (_release_held)
+                ready = next((i for i, row in enumerate(self._rows) if not row), len(self._rows))
+                rows, self._rows = self._rows[:ready], self._rows[ready:]
                 try:
                     await self._record(rows)
                 except Exception:  # an audit row lost is logged; it never stops the answer
@@ -123,8 +146,17 @@ class SafetyChecks:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
+    def _release_held(self) -> None:
+        if self._held is not None:
+            window, verdict, action, place = self._held
+            self._held = None
+            gate = self.transcript.gate
+            place.update(self._row(window, verdict, action, gate.stopped_at if gate is not None else None))
+            self._start_writing()
+
     async def drain(self) -> None:
-        """Every verdict stored."""
+        """Every verdict stored (a flagged one whose second judgement never came, as it stands)."""
+        self._release_held()
         while self._writing is not None:
             await asyncio.shield(self._writing)
 

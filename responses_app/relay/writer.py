@@ -1,11 +1,12 @@
-"""One checkpoint writer per process: every runner's checkpoints and raw-event batches go to the
-database together, one transaction and two bulk INSERTs per round.
+"""One checkpoint writer per process: every runner's checkpoint rows and raw-event batches go to
+the database together, one transaction and two bulk INSERTs per round. It only batches: what a
+row holds is decided by the core (streaming/checkpoints.py), how it is encoded by storage.py.
 
 Measured with 150 streams on PostgreSQL: one transaction per runner per checkpoint kept eight
 database threads busy in the ORM, and their GIL time delayed the event loop's patches. A round
 takes whatever accumulated while the previous one was in flight, so it batches more under load
-and adds no delay when idle. For each request, the states of a round become one
-(`merge_states`: a checkpoint holding ops continues the one before it); no event batch is dropped.
+and adds no delay when idle. A round seals the rows it takes (a row is open to its runner's next
+capture until then, so a round usually holds one row per request); nothing is dropped or merged.
 
 Rounds are gathered: one starts no sooner than `gather_s` after the one before it started
 (RELAY_CHECKPOINT_GATHER_MS), unless a runner waits for its rows (`hurry`: the terminal
@@ -14,7 +15,7 @@ each other as fast as PostgreSQL answered, 50-65 a second of one or two requests
 writer thread spent 6% of a core on per-round work (four round trips, statement building, the
 thread hop and the GIL handoffs around each) where a few larger rounds cost a fraction of that.
 
-Contract of `submit`'s future: it resolves once the state and batch are committed, and only
+Contract of `submit`'s future: it resolves once the row and batch are committed, and only
 then. A round that fails as a whole (the database is away) is retried with backoff, its rows
 kept, for up to `give_up_s`; meanwhile the futures stay pending, which is the runner's
 backpressure (it waits once its unwritten bytes pass its bound, so what is held stays bounded).
@@ -34,11 +35,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-import orjson
-
 from .. import logcontext, services
-from ..models import RawJSON
-from ..streaming.view import apply_op
+from ..streaming.checkpoints import CheckpointRow
 
 logger = logging.getLogger(__name__)
 
@@ -57,10 +55,10 @@ class CheckpointNotWritten(Exception):
 
 
 class _Entry:
-    __slots__ = ("state", "batches", "waiters")
+    __slots__ = ("rows", "batches", "waiters")
 
     def __init__(self) -> None:
-        self.state: dict[str, Any] | None = None
+        self.rows: list[CheckpointRow] = []
         self.batches: list[dict[str, Any]] = []
         self.waiters: list[asyncio.Future[None]] = []
 
@@ -82,9 +80,9 @@ class CheckpointWriter:
         self.rounds = 0
         self.failed_rounds = 0
 
-    def submit(self, request_id: uuid.UUID, state: dict[str, Any] | None,
+    def submit(self, request_id: uuid.UUID, row: CheckpointRow | None,
                batch: dict[str, Any] | None) -> asyncio.Future[None]:
-        """Queue a checkpoint state (merged with one still queued) and/or an event batch; resolves once committed."""
+        """Queue a checkpoint row and/or an event batch; resolves once committed."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
         failure = self._failed.get(request_id)
@@ -94,8 +92,8 @@ class CheckpointWriter:
         entry = self._pending.get(request_id)
         if entry is None:
             entry = self._pending[request_id] = _Entry()
-        if state is not None:
-            entry.state = merge_states(entry.state, state)
+        if row is not None:
+            entry.rows.append(row)
         if batch is not None:
             entry.batches.append(batch)
         entry.waiters.append(done)
@@ -131,7 +129,8 @@ class CheckpointWriter:
             await self._gather(loop)
             self._round_started = loop.time()
             pending, self._pending = self._pending, {}
-            items = [(request_id, e.state, e.batches) for request_id, e in pending.items()]
+            # Sealed here, on the loop: from now on their runners' captures go into new rows.
+            items = [(request_id, [row.seal() for row in e.rows], e.batches) for request_id, e in pending.items()]
             try:
                 refused: dict[uuid.UUID, Exception] = await self._db(services.checkpoints_commit_many)(items=items)
             except Exception as exc:
@@ -166,16 +165,15 @@ class CheckpointWriter:
                             waiter.set_result(None)
 
     def _requeue(self, pending: dict[uuid.UUID, _Entry]) -> None:
-        """Put a failed round's entries back ahead of what was submitted meanwhile: batches keep
-        their order, the states are merged in order."""
+        """Put a failed round's entries back ahead of what was submitted meanwhile: rows and
+        batches keep their order."""
         newer, self._pending = self._pending, pending
         for request_id, entry in newer.items():
             old = self._pending.get(request_id)
             if old is None:
                 self._pending[request_id] = entry
                 continue
-            if entry.state is not None:
-                old.state = merge_states(old.state, entry.state)
+            old.rows.extend(entry.rows)
             old.batches.extend(entry.batches)
             old.waiters.extend(entry.waiters)
 
@@ -188,27 +186,3 @@ class CheckpointWriter:
             for waiter in entry.waiters + (later.waiters if later else []):
                 if not waiter.done():
                     waiter.set_exception(failure)
-
-
-def merge_states(older: dict[str, Any] | None, newer: dict[str, Any]) -> dict[str, Any]:
-    """One state for two of a request captured before a round took them, `newer` continuing
-    `older`: a base wins; ops after ops are chained onto the older base revision; ops after a
-    base are applied to it (rare: the database was slower than a checkpoint interval). A
-    Response snapshot is stored once per response (checkpoints.py): the older state's is kept
-    unless the newer one brings its own (a response that ended, then its request's terminal
-    checkpoint, in one round: the terminal one has none)."""
-    if older is None:
-        return newer
-    if older.get("snapshot") is not None and newer.get("snapshot") is None:
-        newer = {**newer, "snapshot": older["snapshot"]}
-    if newer.get("base_revision") is None:
-        return newer
-    ops_old, ops_new = older.get("ops"), newer["ops"]
-    if ops_old is not None:
-        joined = bytes(ops_old)[:-1] + (b"," if len(ops_old) > 2 and len(ops_new) > 2 else b"") + bytes(ops_new)[1:]
-        return {**newer, "base_revision": older["base_revision"], "ops": RawJSON(joined)}
-    view = orjson.loads(bytes(older["view"]))  # orjson takes exact bytes only
-    for op in orjson.loads(bytes(ops_new)):
-        apply_op(view, op)
-    view["revision"] = newer["revision"]
-    return {**newer, "base_revision": None, "ops": None, "view": RawJSON(orjson.dumps(view))}

@@ -19,7 +19,8 @@ It promises:
   at event types itself.
 
 Every change is mirrored into a `ViewModel` (see view.py, projection.py) as ops the relay
-coalesces and sends. Item- and part-level events are handled in item_events.py.
+coalesces and sends. Item- and part-level events are handled in item_events.py, the response's
+own (lifecycle, terminal, error) in lifecycle.py.
 Pure: no Django, no I/O, no clock.
 """
 
@@ -29,25 +30,22 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from .events import is_known
-from .item_events import BUFFER_DELTAS, BUFFER_DONES, STATE_EVENTS, AssemblerStats, ItemEvents
-from .projection import add_part_block, item_block_id, part_block_id, sync_item
+from .item_events import BUFFER_DELTAS, BUFFER_DONES, STATE_EVENTS, AssemblerStats, OverLimit
+from .lifecycle import ResponseEvents
+from .projection import add_part_block, item_block_id, part_block_id
 from .view import ViewModel
 from .vocabulary import (
     ANSWER_TEXT_DELTAS,
     BOUNDARY_EVENT_TYPES,
-    CANCELLED,
-    ERROR,
-    FAILED,
     PART_TEXT_DELTAS,
     TERMINAL_EVENTS,
-    TERMINAL_STATUSES,
     is_tool_event,
 )
 
-__all__ = ["Applied", "Assembler", "AssemblerStats"]
+__all__ = ["MAX_ITEMS", "Applied", "Assembler", "AssemblerStats"]
+
+MAX_ITEMS = 500  # output items per response (and parts), unless the caller says otherwise
 
 
 @dataclass(slots=True)
@@ -58,28 +56,26 @@ class Applied:
     first_text: bool = False  # this response's first answer text (time to first token)
     first_tool: bool = False  # this response's first tool event
     terminal: bool = False  # the response is in a terminal state
+    limited: bool = False  # the response passed its bound of output items (see item_events.py)
 
     def then(self, later: Applied) -> Applied:
         """This batch's effects followed by a later batch's."""
         return Applied(self.boundary or later.boundary, self.first_text or later.first_text,
-                       self.first_tool or later.first_tool, later.terminal)
+                       self.first_tool or later.first_tool, later.terminal, self.limited or later.limited)
 
 
-class Assembler(ItemEvents):
+class Assembler(ResponseEvents):
     """Feed events in arrival order; read `response()`, `status` and `view`."""
 
     def __init__(self, *, hold_window: int = 8, starting_after: int | None = None,
-                 view: ViewModel | None = None, block_prefix: str = "") -> None:
+                 view: ViewModel | None = None, block_prefix: str = "", max_items: int = MAX_ITEMS,
+                 secrets: tuple[str, ...] = ()) -> None:
         """`view` and `block_prefix` let several responses (a tool round's continuation) share
-        one view: each response's blocks get ids starting with its prefix."""
-        super().__init__(view if view is not None else ViewModel(), block_prefix)
+        one view: each response's blocks get ids starting with its prefix. `max_items`: the
+        response's bound of output items, and of content and summary parts. `secrets`: masked
+        in the upstream's error messages (masking.py)."""
+        super().__init__(view if view is not None else ViewModel(), block_prefix, max_items, secrets)
         self.hold_window = hold_window
-        self.response_id: str | None = None
-        self.status: str | None = None  # the response's own status, terminal or not
-        self.error: dict[str, Any] | None = None
-        # The Response's fields but its output, as compact JSON: the parsed dict tree of a
-        # `response.created` is about 2 KiB per stream for the life of the stream (bench storage).
-        self._response: str | dict[str, Any] = "{}"
         self._next_seq: int | None = None if starting_after is None else starting_after + 1
         self._held: dict[int, dict[str, Any]] = {}
         self.last_sequence_number: int | None = starting_after
@@ -91,14 +87,10 @@ class Assembler(ItemEvents):
         self._boundaries = 0
         self.text_seen = False
         self.tool_seen = False
-        self._reported = (0, False, False)
+        self._reported = (0, False, False, False)
         self._last_activity = ""
 
     # --- public ---------------------------------------------------------------------------
-
-    @property
-    def terminal(self) -> bool:
-        return self.status in TERMINAL_STATUSES
 
     @property
     def held_count(self) -> int:
@@ -111,58 +103,12 @@ class Assembler(ItemEvents):
 
     def feed(self, event: dict[str, Any]) -> Applied:
         """Apply one event, honouring sequence numbers."""
-        self._feed(event)
+        self._run((event,), True)
         return self._applied()
 
     def feed_many(self, events: Iterable[dict[str, Any]]) -> Applied:
-        """`feed` each event in turn; the same result, with the common case inlined.
-
-        The common case is a text delta that is next in sequence, nothing is held, and the part
-        it addresses is the one the previous delta went to (`_fast`). Anything else is `_feed`.
-        """
-        feed = self._feed
-        held = self._held  # the same dict for the assembler's life
-        text_deltas = PART_TEXT_DELTAS
-        ops_append = self.view.op_sink()  # take_ops cannot run while this loop does
-        expected = self._next_seq  # a local while on the fast path, stored before leaving it
-        fast = 0  # events applied here: stats.events and the sequence are updated once
-        shown = 0  # view ops appended here: view.revision is advanced once
-        try:
-            for event in events:
-                seq = event.get("sequence_number")
-                target = self._fast
-                if (
-                    seq != expected
-                    or target is None
-                    or held
-                    or type(seq) is not int
-                    or event["type"] not in text_deltas
-                    or target[0] != (index := event.get("output_index"))
-                    or target[1] != event.get("item_id")
-                    or target[2] != event.get("content_index", 0)
-                    or type(index) is not int
-                    or type(delta := event.get("delta", "")) is not str
-                ):
-                    if fast:
-                        self._sync_fast(expected, fast)
-                        fast = 0
-                    feed(event)
-                    expected = self._next_seq
-                    continue
-                expected = seq + 1
-                fast += 1
-                target[3](delta)
-                logprobs = event.get("logprobs")
-                if logprobs:
-                    target[4].setdefault("logprobs", []).extend(logprobs)
-                if delta:  # as ViewModel.append, inlined
-                    target[5](delta)
-                    ops_append(["append", target[6], delta])
-                    shown += 1
-        finally:
-            if fast:
-                self._sync_fast(expected, fast)
-            self.view.advance(shown)
+        """`feed` each event in turn."""
+        self._run(events, True)
         return self._applied()
 
     def release_held(self) -> Applied:
@@ -192,13 +138,8 @@ class Assembler(ItemEvents):
                  [part_block_id(item, i, True) for i in sorted(item.summary)])
                 for _index, item in sorted(self._items.items())]
 
-    def response(self) -> dict[str, Any]:
-        """The Response snapshot as it stands, shaped like the API's Response object."""
-        self.share_text()
-        kept = self._response
-        out = orjson.loads(kept) if isinstance(kept, str) else dict(kept)
-        out["output"] = [self._items[i].materialize() for i in sorted(self._items)]
-        return out
+    def _forget_text_target(self) -> None:
+        self._fast = None
 
     # --- what happened ----------------------------------------------------------------------
 
@@ -211,34 +152,74 @@ class Assembler(ItemEvents):
 
     def _applied(self) -> Applied:
         """The effects since the last call, as a value."""
-        boundaries, text, tool = self._boundaries, self.text_seen, self.tool_seen
+        boundaries, text, tool, limited = self._boundaries, self.text_seen, self.tool_seen, self.limited
         before = self._reported
-        self._reported = (boundaries, text, tool)
+        self._reported = (boundaries, text, tool, limited)
         return Applied(boundary=boundaries != before[0], first_text=text and not before[1],
-                       first_tool=tool and not before[2], terminal=self.terminal)
+                       first_tool=tool and not before[2], terminal=self.terminal, limited=limited and not before[3])
 
-    # --- sequencing -----------------------------------------------------------------------
+    # --- sequencing and applying -----------------------------------------------------------
 
-    def _feed(self, event: dict[str, Any]) -> None:
-        seq = event.get("sequence_number")
-        if type(seq) is not int:  # legacy streams carry none: apply in arrival order
-            self._apply(event)
-            return
+    def _run(self, events: Iterable[dict[str, Any]], sequenced: bool) -> None:
+        """Apply events in order: the one place an event is applied. `sequenced`: check each one's
+        sequence number first (held, dropped as a duplicate, or next); a run of events drained
+        from the held ones (False) is in order already. The sequence and the count stay in
+        locals, stored once; a text delta for the part the previous one went to (`_fast`) is
+        the hot path, inline."""
+        held = self._held  # the same dict for the assembler's life
         expected = self._next_seq
-        if seq == expected or expected is None:
-            self._next_seq = seq + 1
-            self.last_sequence_number = seq
-            self._apply(event)
-            if self._held:
-                self._drain()
-        else:
-            self._out_of_order(event, seq, expected)
+        ops = self.view.ops  # the view's op list cannot change during a run
+        text_deltas = PART_TEXT_DELTAS
+        applied = 0
+        try:
+            for event in events:
+                if sequenced:
+                    seq = event.get("sequence_number")
+                    if type(seq) is int:  # legacy streams carry none: applied in arrival order
+                        if seq != expected and expected is not None:  # (None: the first event)
+                            self._sync(expected)
+                            self._out_of_order(event, seq, expected)
+                            expected = self._next_seq
+                            continue
+                        expected = seq + 1
+                applied += 1
+                event_type = event["type"]
+                if event_type in text_deltas:
+                    # Most events of a stream are text deltas for the part the previous delta
+                    # went to: same addressing, no structural event since, same target.
+                    target = self._fast
+                    index = event.get("output_index")
+                    if (target is None or target[0] != index or target[1] != event.get("item_id")
+                            or target[2] != event.get("content_index", 0) or type(index) is not int):
+                        target = self._text_target(event)
+                    delta = event.get("delta", "")
+                    if target is None:
+                        pass  # past the bound of items: dropped
+                    elif type(delta) is not str:
+                        self._anomaly(f"{event_type} with a delta that is not a string")
+                    else:
+                        target[3](delta)
+                        logprobs = event.get("logprobs")
+                        if logprobs:
+                            target[4].setdefault("logprobs", []).extend(logprobs)
+                        if delta:  # ViewModel.append, with the part's block bound
+                            target[5](delta)
+                            ops.append(["append", target[6], delta])
+                else:
+                    self._structural(event, event_type)
+                if held and sequenced and expected in held:
+                    self._sync(expected)
+                    self._drain()
+                    expected = self._next_seq
+        finally:
+            self._sync(expected)
+            self.stats.events += applied
 
-    def _sync_fast(self, expected: int | None, applied: int) -> None:
-        assert expected is not None  # the fast path only runs on sequenced events
-        self._next_seq = expected
-        self.last_sequence_number = expected - 1
-        self.stats.events += applied
+    def _sync(self, expected: int | None) -> None:
+        """Store where a run's local sequence stands."""
+        if expected is not None and expected != self._next_seq:
+            self._next_seq = expected
+            self.last_sequence_number = expected - 1
 
     def _out_of_order(self, event: dict[str, Any], seq: int, expected: int) -> None:
         if seq < expected:
@@ -252,13 +233,15 @@ class Assembler(ItemEvents):
                 self._skip_gap()
 
     def _drain(self) -> None:
+        """Apply the held events that are next in sequence now."""
         held = self._held
+        ready = []
         while self._next_seq in held:
             seq = self._next_seq
-            event = held.pop(seq)
+            ready.append(held.pop(seq))
             self._next_seq = seq + 1
             self.last_sequence_number = seq
-            self._apply(event)
+        self._run(ready, False)
 
     def _skip_gap(self) -> None:
         first = min(self._held)
@@ -266,37 +249,15 @@ class Assembler(ItemEvents):
         self._next_seq = first
         self._drain()
 
-    def _apply(self, event: dict[str, Any]) -> None:
-        self.stats.events += 1
-        event_type = event["type"]
-        if event_type in PART_TEXT_DELTAS:
-            # The hot path: most events of a stream are text deltas for the part the previous
-            # delta went to. Same addressing, no structural event since: same target.
-            target = self._fast
-            index = event.get("output_index")
-            if (
-                target is None
-                or target[0] != index
-                or target[1] != event.get("item_id")
-                or target[2] != event.get("content_index", 0)
-                or type(index) is not int
-            ):
-                target = self._text_target(event)
-            delta = event.get("delta", "")
-            if type(delta) is not str:
-                self._anomaly(f"{event_type} with a delta that is not a string")
-                return
-            target[3](delta)
-            logprobs = event.get("logprobs")
-            if logprobs:
-                target[4].setdefault("logprobs", []).extend(logprobs)
-            if delta:
-                self.view.append(target[6], delta)
-            return
+    def _structural(self, event: dict[str, Any], event_type: str) -> None:
+        """Any event but a text delta: its handler, and what it says about the response."""
         self._fast = None
         handler = _HANDLERS.get(event_type)
         if handler is not None:
-            handler(self, event)
+            try:
+                handler(self, event)
+            except OverLimit:
+                return
         elif not is_known(event_type):
             self.stats.unknown += 1
             self.stats.unknown_types[event_type] = self.stats.unknown_types.get(event_type, 0) + 1
@@ -310,8 +271,15 @@ class Assembler(ItemEvents):
         elif "reasoning" in event_type:
             self._activity("reasoning")
 
-    def _text_target(self, event: dict[str, Any]) -> _TextTarget:
-        """Resolve (and repair) where a text delta goes; remember it unless that took a repair."""
+    def _text_target(self, event: dict[str, Any]) -> _TextTarget | None:
+        """Resolve (and repair) where a text delta goes, None past the bound of items; remember it
+        unless that took a repair."""
+        try:
+            return self._resolve_text_target(event)
+        except OverLimit:
+            return None
+
+    def _resolve_text_target(self, event: dict[str, Any]) -> _TextTarget:
         if event["type"] in ANSWER_TEXT_DELTAS:
             self.text_seen = True  # every part's first delta passes here, never the fast path
             self._activity("text")
@@ -324,6 +292,7 @@ class Assembler(ItemEvents):
         if not view.has(block_id):  # e.g. an item added with its parts already in it
             add_part_block(view, item, index, part)
         output_index = event.get("output_index")
+        self._unshared[item.index] = item
         target: _TextTarget = (
             output_index, event.get("item_id"), event.get("content_index", 0),
             part.text.pieces.append, part.data, view.pieces(block_id).append, block_id,
@@ -332,92 +301,6 @@ class Assembler(ItemEvents):
         clean = anomalies == self._anomaly_count and type(output_index) is int
         self._fast = target if clean else None
         return target
-
-    # --- lifecycle --------------------------------------------------------------------------
-
-    def _on_lifecycle(self, event: dict[str, Any]) -> None:
-        response = event.get("response")
-        if not isinstance(response, dict):
-            self._anomaly(f"{event['type']} without a response object")
-            return
-        self._take_response(response)
-        if not self.terminal:
-            self.status = response.get("status") or self.status
-        self.view.set_meta(
-            {"response_id": self.response_id, "status": self.status, "model": response.get("model")}
-        )
-
-    def _on_terminal(self, event: dict[str, Any]) -> None:
-        response = event.get("response")
-        status = TERMINAL_EVENTS[event["type"]]
-        if isinstance(response, dict):
-            if response.get("status") == CANCELLED:
-                status = CANCELLED
-            self._take_response(response)
-            output = response.get("output")
-            if isinstance(output, list) and output:  # authoritative, unless it omits output
-                self._replace_output(output)
-        else:
-            self._anomaly(f"{event['type']} without a response object")
-            response = {}
-        self.status = status
-        error = response.get("error") or (self.error if status == FAILED else None)
-        details = response.get("incomplete_details") or {}
-        self.view.set_meta(
-            {
-                "response_id": self.response_id,
-                "status": status,
-                "error": error,
-                "incomplete_reason": details.get("reason") if isinstance(details, dict) else None,
-                "usage": response.get("usage"),
-            }
-        )
-
-    def _on_error(self, event: dict[str, Any]) -> None:
-        # The catalogue puts code/message/param at the top; the wire nests them under "error".
-        nested = event.get("error")
-        source = nested if isinstance(nested, dict) else event
-        self.error = {k: source.get(k) for k in ("code", "message", "param")}
-        if not self.terminal:
-            self.status = ERROR
-        self.view.set_meta({"status": self.status, "error": self.error})
-
-    def _take_response(self, response: dict[str, Any]) -> None:
-        fields = {k: v for k, v in response.items() if k != "output"}
-        try:
-            self._response = orjson.dumps(fields).decode()  # a str of the exact size, not orjson's buffer
-        except orjson.JSONEncodeError:  # not JSON orjson writes (an int over 64 bits): kept as is
-            self._response = fields
-        rid = response.get("id")
-        if isinstance(rid, str) and rid:
-            self.response_id = rid
-
-    def _replace_output(self, output: list[Any]) -> None:
-        """The terminal output is authoritative. Its items are matched with the streamed ones by
-        item id (a stream's output_index values need not run 0..n-1: real captures skip one), by
-        position only where an id is missing; items the stream never announced are added."""
-        kept: set[int] = set()
-        for position, data in enumerate(output):
-            if not isinstance(data, dict):
-                continue
-            item_id = data.get("id") if isinstance(data.get("id"), str) and data.get("id") else None
-            item = self._by_id.get(item_id) if item_id else None
-            if item is None:
-                candidate = self._items.get(position)
-                if candidate is not None and candidate.index not in kept and (candidate.id is None or item_id is None):
-                    item = candidate
-            if item is None:
-                index = position if position not in self._items else max(self._items) + 1
-                item = self._new_item(data, index)
-            else:
-                self._set_item(item, data)
-            kept.add(item.index)
-            item.done = True
-            sync_item(self.view, item)
-        for index in [i for i in self._items if i not in kept]:
-            self._anomaly(f"final response omits output item {index}; dropped from the snapshot")
-            del self._items[index]
-
 
 _Handler = Callable[["Assembler", dict[str, Any]], None]
 

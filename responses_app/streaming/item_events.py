@@ -3,7 +3,11 @@
 `ItemEvents` is a base of `Assembler`: it owns the items (by output index and by item id), finds
 the item or part an event addresses (repairing, and recording an anomaly, when the stream skipped
 an `added` event), and handles every item-, part- and tool-level event. Sequencing, the text
-fast path and the response lifecycle live in assembler.py.
+path and the response lifecycle live in assembler.py.
+
+A response holds at most `max_items` output items and as many content and summary parts (each is
+a view block): what would pass that bound raises `OverLimit` where it would be added, the event is
+dropped, and `limited` says so, so a hostile upstream costs bounded memory and linear time.
 
 Pure: no Django, no I/O.
 """
@@ -56,6 +60,14 @@ BUFFER_DONES = {
 
 
 
+class OverLimit(Exception):
+    """An item or part past the response's bound: the event that would add it is dropped."""
+
+
+def _parts_in(data: dict[str, Any]) -> int:
+    return sum(len(value) for key in ("content", "summary") if isinstance(value := data.get(key), list))
+
+
 @dataclass
 class AssemblerStats:
     events: int = 0  # events applied
@@ -68,12 +80,17 @@ class AssemblerStats:
 
 
 class ItemEvents:
-    def __init__(self, view: ViewModel, block_prefix: str) -> None:
+    def __init__(self, view: ViewModel, block_prefix: str, max_items: int) -> None:
         self.view = view
         self.block_prefix = block_prefix
+        self.max_items = max_items
+        self.limited = False  # an item or part past `max_items` was dropped
         self.stats = AssemblerStats()
         self._items: dict[int, Item] = {}
         self._by_id: dict[str, Item] = {}
+        self._parts = 0  # content and summary parts of every item
+        # Items whose parts took text deltas since the last `share_text` (by output index).
+        self._unshared: dict[int, Item] = {}
         self._anomaly_count = 0  # unbounded, unlike stats.anomalies: tells a repair happened
 
     def share_text(self) -> None:
@@ -81,9 +98,12 @@ class ItemEvents:
 
         Both receive the same delta objects, but each would join its own list into its own
         string: two copies of every answer held for the life of the stream. Where they hold the
-        same text, they now hold one string."""
+        same text, they now hold one string. Only the items whose text grew since the last
+        call: a checkpoint at every item's end stays linear in the response."""
         view = self.view
-        for item in self._items.values():
+        unshared, self._unshared = self._unshared, {}
+        self._forget_text_target()  # the next delta marks its item again
+        for item in unshared.values():
             for summary, parts in ((False, item.parts), (True, item.summary)):
                 for index, part in parts.items():
                     block_id = part_block_id(item, index, summary)
@@ -99,14 +119,28 @@ class ItemEvents:
                         continue  # different text (a view the assembler does not own): leave it
                     block[:] = mine
 
+    def _forget_text_target(self) -> None:
+        """The assembler's cached text target (assembler.py)."""
+
     def _anomaly(self, message: str) -> None:
         self._anomaly_count += 1
         if len(self.stats.anomalies) < 100:  # bounded: a broken stream must not grow memory
             self.stats.anomalies.append(message)
 
+    def _budget(self, items: int, parts: int) -> None:
+        """Count `items` more items and `parts` more parts, or raise OverLimit past the bound."""
+        if len(self._items) + items > self.max_items or self._parts + parts > self.max_items:
+            if not self.limited:
+                self.limited = True
+                self._anomaly(f"more than {self.max_items} output items or parts; the rest is dropped")
+            raise OverLimit
+        self._parts += parts
+
     # --- items and parts ------------------------------------------------------------------
 
     def _new_item(self, data: dict[str, Any], index: int) -> Item:
+        old = self._items.get(index)
+        self._budget(old is None, _parts_in(data) - (len(old.parts) + len(old.summary) if old else 0))
         item = Item(data, index, self.block_prefix)
         self._items[index] = item
         if item.id:
@@ -116,6 +150,7 @@ class ItemEvents:
 
     def _set_item(self, item: Item, data: dict[str, Any]) -> None:
         old_id = item.id
+        self._budget(0, _parts_in(data) - len(item.parts) - len(item.summary))
         item.reset(data)
         if old_id and old_id != item.id:
             self._by_id.pop(old_id, None)
@@ -144,10 +179,14 @@ class ItemEvents:
         part = item.part(index, summary=summary)
         if part is None:
             self._anomaly(f"{event['type']} before its part was added")
-            implied = {"type": implied_part_type(event["type"])}
-            part = item.add_part(index, implied, summary=summary)
-            add_part_block(self.view, item, index, part, summary=summary)
+            part = self._add_part(item, index, {"type": implied_part_type(event["type"])}, summary)
         return item, index, part
+
+    def _add_part(self, item: Item, index: int, data: dict[str, Any], summary: bool) -> Part:
+        self._budget(0, 1)
+        part = item.add_part(index, data, summary=summary)
+        add_part_block(self.view, item, index, part, summary=summary)
+        return part
 
     def _on_item_added(self, event: dict[str, Any]) -> None:
         data = event.get("item")
@@ -183,8 +222,7 @@ class ItemEvents:
         data = event.get("part")
         if item.part(index, summary=summary) is not None:
             return
-        part = item.add_part(index, data if isinstance(data, dict) else {}, summary=summary)
-        add_part_block(self.view, item, index, part, summary=summary)
+        self._add_part(item, index, data if isinstance(data, dict) else {}, summary)
 
     def _on_part_done(self, event: dict[str, Any], summary: bool = False) -> None:
         item, index, part = self._part(event, summary=summary)
@@ -219,6 +257,7 @@ class ItemEvents:
 
     def _on_summary_delta(self, event: dict[str, Any]) -> None:
         item, index, part = self._part(event, summary=True)
+        self._unshared[item.index] = item
         delta = event.get("delta", "")
         part.text.append(delta)
         self.view.append(part_block_id(item, index, True), delta)

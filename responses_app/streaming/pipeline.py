@@ -5,6 +5,12 @@
 
 Bad input never stops the stream: an oversized or malformed event is counted, described in
 `problems` (bounded) and skipped; everything around it is still applied.
+
+The end of a stream (`finish`) has one rule, for the live relay and for replay alike: the
+decoder's last complete events are applied (an unterminated one is dropped, as the SSE spec
+says) and a terminal event waiting behind a sequence gap ends the response now. Anything else
+held stays held: what comes next decides (a resume starts before the gap and fills it; a
+reconcile's final Response releases it).
 Pure: no Django, no I/O.
 """
 
@@ -79,8 +85,10 @@ class StreamPipeline:
         return Fed(events, self.assembler.feed_many(events), [data])
 
     def finish(self) -> Fed:
-        """End of stream: flush the decoder and stop waiting for gaps to fill."""
+        """The stream closed (see the module docstring); the decoder is ready for another."""
         fed = self._apply(self.decoder.flush())
+        if not self.assembler.holds_terminal:
+            return fed
         return Fed(fed.events, fed.applied.then(self.assembler.release_held()), fed.raw)
 
     def _apply(self, messages: list[ServerSentEvent]) -> Fed:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .assembler import Applied, Assembler, AssemblerStats
+from .assembler import MAX_ITEMS, Applied, Assembler, AssemblerStats
 from .pipeline import StreamPipeline
 from .safety import SafetyGate, Window
 from .sse import SSEDecoder
@@ -47,6 +47,7 @@ class Step(NamedTuple):
     first_tool: bool  # the request's first tool event
     terminal: bool  # the current response is in a terminal state
     raw: list[str]  # each event's `data` as it came (the event log stores these, not a re-encoding)
+    limited: bool = False  # the current response just passed its bound of output items
 
 
 class Verdicted(NamedTuple):
@@ -56,18 +57,22 @@ class Verdicted(NamedTuple):
 
 
 class Transcript:
-    def __init__(self, *, max_event_bytes: int = 8 * 1024 * 1024, hold_window: int = 8) -> None:
+    def __init__(self, *, max_event_bytes: int = 8 * 1024 * 1024, hold_window: int = 8,
+                 max_output_items: int = MAX_ITEMS, secrets: tuple[str, ...] = ()) -> None:
+        """`secrets`: masked wherever the upstream's error messages reach the view (masking.py)."""
         self.view = ViewModel()  # what viewers see
         self._inner = self.view  # what the upstream said: the same view unless a safety gate sits between
         self.gate: SafetyGate | None = None
         self.round = 0
         self._max_event_bytes = max_event_bytes
         self._hold_window = hold_window
+        self._max_items = max_output_items
+        self.secrets = secrets
         self._finished_stats: list[AssemblerStats] = []
         self._malformed_before = 0
         self._usage_total: dict[str, int] = {}
         self._text_seen = self._tool_seen = False
-        self.assembler = Assembler(hold_window=hold_window, view=self.view)
+        self.assembler = Assembler(hold_window=hold_window, view=self.view, max_items=max_output_items, secrets=secrets)
         self.pipeline = StreamPipeline(max_event_bytes=max_event_bytes, assembler=self.assembler)
 
     def guard(self, gate: SafetyGate) -> None:
@@ -76,7 +81,8 @@ class Transcript:
         self.gate = gate
         gate.view = self.view
         self._inner = ViewModel()
-        self.assembler = Assembler(hold_window=self._hold_window, view=self._inner)
+        self.assembler = Assembler(hold_window=self._hold_window, view=self._inner, max_items=self._max_items,
+                                   secrets=self.secrets)
         self.pipeline = StreamPipeline(max_event_bytes=self._max_event_bytes, assembler=self.assembler)
 
     # --- the current response ---------------------------------------------------------------
@@ -92,6 +98,11 @@ class Transcript:
     @property
     def terminal(self) -> bool:
         return self.assembler.terminal
+
+    @property
+    def limited(self) -> bool:
+        """The current response passed its bound of output items: what came after was dropped."""
+        return self.assembler.limited
 
     @property
     def judged(self) -> bool:
@@ -129,13 +140,8 @@ class Transcript:
         return self._step(*self.pipeline.feed_event(data))
 
     def finish(self) -> Step:
-        """The stream closed: flush the decoder; a terminal event waiting behind a gap ends the
-        response now. Anything else held stays held: a resume starts before the gap and fills it
-        (a reconcile, `apply_final`, releases it)."""
-        events, applied, raw = self.pipeline.feed(b"")
-        if self.assembler.holds_terminal:
-            applied = applied.then(self.assembler.release_held())
-        return self._step(events, applied, raw)
+        """The stream closed: the end-of-stream rule of StreamPipeline.finish, replay's too."""
+        return self._step(*self.pipeline.finish())
 
     def restart_decoder(self) -> None:
         """Before a resume: a partial event from the dropped connection never completes."""
@@ -150,7 +156,7 @@ class Transcript:
             self._text_seen |= first_text
         else:  # behind a gate, the first answer text people see
             first_text = self._shows_first_text(change.ops)
-        return Step(events, change, applied.boundary, first_text, first_tool, applied.terminal, raw)
+        return Step(events, change, applied.boundary, first_text, first_tool, applied.terminal, raw, applied.limited)
 
     def _shows_first_text(self, ops: list[Op]) -> bool:
         if self._text_seen:
@@ -198,7 +204,8 @@ class Transcript:
         self._malformed_before += self.pipeline.malformed + self.pipeline.oversized
         self._add_usage(self._inner.meta.get("usage"))
         self.round = self.round + 1 if round_ is None else round_
-        self.assembler = Assembler(hold_window=self._hold_window, view=self._inner, block_prefix=f"r{self.round}-")
+        self.assembler = Assembler(hold_window=self._hold_window, view=self._inner, block_prefix=f"r{self.round}-",
+                                   max_items=self._max_items, secrets=self.secrets)
         self.pipeline = StreamPipeline(max_event_bytes=self._max_event_bytes, assembler=self.assembler)
 
     def function_calls(self) -> list[dict[str, Any]]:
@@ -251,17 +258,20 @@ class Transcript:
         """The relay's outcome. A status no upstream event reported (cancelled, unknown, a
         transport error, the relay's own deadline: incomplete with a `reason`) is shown as such;
         a settled response keeps its own, unless the request went on past it (`over_response`:
-        stopped while an approval was awaited, or its writes failed)."""
+        stopped while an approval was awaited, or its writes failed). Behind a safety gate the
+        relay's own words go to viewers as they are, after what the gate held is released."""
+        fields: dict[str, Any] = {}
         if (status in _RELAY_ENDINGS or reason) and (over_response or not self.settled):
-            fields: dict[str, Any] = {"status": status}
+            fields["status"] = status
             if error:
                 fields["error"] = {"code": error[0], "message": error[1]}
             if reason:
                 fields["incomplete_reason"] = reason
-            self._inner.set_meta(fields)
         if self.gate is not None:
             self.gate.push(self._inner.take_ops()[1])
             self.gate.finish()
+        if fields:
+            self.view.set_meta(fields)
         return self.take_ops()
 
     # --- the safety gate --------------------------------------------------------------------
@@ -345,6 +355,12 @@ class Transcript:
             for item, (item_block, parts, summaries) in zip(response["output"], self.assembler.output_blocks(),
                                                            strict=True):
                 self._redact(item, item_block, parts, summaries)
+            meta = self.view.meta
+            if response.get("error"):
+                response["error"] = meta.get("error") or None
+            details = response.get("incomplete_details")
+            if isinstance(details, dict) and details.get("reason") != meta.get("incomplete_reason"):
+                response["incomplete_details"] = None
         return response
 
     def _redact(self, item: dict[str, Any], item_block: str, parts: list[str], summaries: list[str]) -> None:
@@ -356,6 +372,9 @@ class Transcript:
                     field = "refusal" if entry.get("type") == "refusal" else "text"
                     if isinstance(entry.get(field), str):
                         entry[field] = view.text(block_id) if view.has(block_id) else ""
+                    if entry.get("annotations"):  # citations: as far as they were shown
+                        entry["annotations"] = list(view.block(block_id).get("annotations") or []) \
+                            if view.has(block_id) else []
         shown = view.block(item_block) if view.has(item_block) else {}
         for field in ("arguments", "input", "output", "code"):
             if isinstance(item.get(field), str):
@@ -368,8 +387,13 @@ class Transcript:
 
     @staticmethod
     def _redact_tool_fields(item: dict[str, Any], shown: dict[str, Any]) -> None:
-        """The other fields a tool block shows (streaming/projection.tool_fields), as shown: a
-        query, commands, a patch's operation, outputs, a result, an error (not an image's data)."""
+        """The other fields a tool block shows (streaming/projection.tool_fields), as shown: its
+        name and server label, a query, commands, a patch's operation, outputs, a result, an error
+        (not an image's data)."""
+        for field in ("name", "server_label"):
+            if isinstance(item.get(field), str) and item[field]:
+                kept = shown.get(field)
+                item[field] = kept if isinstance(kept, str) else ""
         for field in ("queries", "outputs", "result", "error", "output"):
             value = item.get(field)
             if value in (None, "", [], {}) or (field == "output" and isinstance(value, str)):

@@ -22,7 +22,6 @@ Pure: no Django, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from .textbuf import Piece, join
@@ -34,16 +33,27 @@ Op = list[Any]
 class ViewModel:
     """Blocks and meta, with text kept as chunk lists so appending stays O(delta)."""
 
-    __slots__ = ("revision", "meta", "_blocks", "_order", "_chunks", "_ops", "_ops_base")
+    __slots__ = ("meta", "_blocks", "_order", "_chunks", "ops", "_ops_base")
 
     def __init__(self) -> None:
-        self.revision = 0
         self.meta: dict[str, Any] = {"response_id": None, "status": None}
         self._blocks: dict[str, Block] = {}
         self._order: list[str] = []
         self._chunks: dict[str, list[Piece]] = {}
-        self._ops: list[Op] = []
-        self._ops_base = 0
+        # The ops since the last take_ops, in order: the writers below append to it, and so does the
+        # assembler's text path (an append with its block's pieces, without a call per delta).
+        self.ops: list[Op] = []
+        self._ops_base = 0  # the revision they apply on
+
+    @property
+    def revision(self) -> int:
+        """One more for every op ever made."""
+        return self._ops_base + len(self.ops)
+
+    @revision.setter
+    def revision(self, revision: int) -> None:
+        # A takeover's jump past revisions the runner before may have sent (transcript.restore).
+        self._ops_base = revision - len(self.ops)
 
     # --- writers (used by the assembler) --------------------------------------------------
 
@@ -61,15 +71,13 @@ class ViewModel:
         else:
             self._order.append(block_id)
         self._chunks[block_id] = [text] if text else []
-        self._ops.append(["add", dict(block, text=text)])
-        self.revision += 1
+        self.ops.append(["add", dict(block, text=text)])
 
     def append(self, block_id: str, text: str) -> None:
         if not text:
             return
         self._chunks[block_id].append(text)
-        self._ops.append(["append", block_id, text])
-        self.revision += 1
+        self.ops.append(["append", block_id, text])
 
     def set(self, block_id: str, fields: dict[str, Any]) -> None:
         """Replace fields, emitting an op only for those that change."""
@@ -86,31 +94,21 @@ class ViewModel:
                 block[key] = value
                 changed[key] = value
         if changed:
-            self._ops.append(["set", block_id, changed])
-            self.revision += 1
+            self.ops.append(["set", block_id, changed])
 
     def set_meta(self, fields: dict[str, Any]) -> None:
         changed = {k: v for k, v in fields.items() if self.meta.get(k, _MISSING) != v}
         if changed:
             self.meta.update(changed)
-            self._ops.append(["meta", changed])
-            self.revision += 1
+            self.ops.append(["meta", changed])
 
-    # --- the assembler's text fast path ------------------------------------------------------
-    # `append` split into its parts, for a loop that appends many deltas: it appends each text to
-    # `pieces(id)` and `["append", id, text]` to `op_sink()`, then calls `advance(n)` once.
+    # --- the assembler's text path ---------------------------------------------------------
+    # `append` split into its parts, for the assembler's text deltas: it appends each text to
+    # `pieces(id)` (bound once per part) and `["append", id, text]` to `ops`.
 
     def pieces(self, block_id: str) -> list[Piece]:
         """The block's text pieces: the list itself, which keeps its identity for the block's life."""
         return self._chunks[block_id]
-
-    def op_sink(self) -> Callable[[Op], None]:
-        """Where ops go until the next `take_ops()`."""
-        return self._ops.append
-
-    def advance(self, ops: int) -> None:
-        """Count `ops` ops appended through `op_sink()`."""
-        self.revision += ops
 
     # --- readers ----------------------------------------------------------------------------
 
@@ -132,9 +130,9 @@ class ViewModel:
 
     def take_ops(self) -> tuple[int, list[Op]]:
         """The ops since the last call and the revision they apply on top of."""
-        base, ops = self._ops_base, self._ops
-        self._ops = []
-        self._ops_base = self.revision
+        base, ops = self._ops_base, self.ops
+        self.ops = []
+        self._ops_base = base + len(ops)
         return base, ops
 
     def to_dict(self) -> dict[str, Any]:
@@ -155,7 +153,7 @@ class ViewModel:
             view._blocks[stored["id"]] = stored
             view._order.append(stored["id"])
             view._chunks[stored["id"]] = [text] if text else []
-        view.revision = view._ops_base = int(data.get("revision", 0))
+        view._ops_base = int(data.get("revision", 0))
         return view
 
 

@@ -49,6 +49,7 @@ ERROR_LABELS = {
 REASON_SENTENCES = {
     "content_filter": "Part of this answer was withheld by the safety policy.",
     "content_filter:retracted": "Part of this answer was retracted by the safety policy.",
+    "max_output_items": "The answer had more parts than this server shows; the rest was dropped.",
 }
 # The safety policy's notice (streaming/safety.py), where the answer was stopped: the turn's
 # incomplete reason already says that part was withheld; the notice says where, and how.

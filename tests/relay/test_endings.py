@@ -12,7 +12,7 @@ import orjson
 import pytest
 from asgiref.sync import sync_to_async
 
-from responses_app import submission
+from responses_app import selectors, submission
 from responses_app.models import Conversation, ResponseRequest, Segment
 from responses_app.relay.hub import get_hub
 from responses_app.relay.runner import StreamRunner
@@ -20,6 +20,7 @@ from responses_app.upstream import Upstream
 from tests.conftest import REAL_STREAMS, require_real_streams
 from tests.relay.helpers import make_request, reload
 from tests.relay.test_runner_faults import SIM_AUTH
+from tests.streaming.test_limits import items_stream, sse
 from tests.upstreams import Reply, scripted_upstream
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("relay_settings")]
@@ -225,7 +226,7 @@ async def test_a_request_whose_writes_fail_for_good_ends_error_not_streaming(own
     real_submit = hub.writer.submit
 
     def refusing(request_id: Any, state: Any, batch: Any) -> Any:
-        if state is not None and state["reason"] == "interval":  # the database refuses this request's rows
+        if state is not None and state.reason == "interval":  # the database refuses this request's rows
             future = asyncio.get_running_loop().create_future()
             future.set_exception(CheckpointNotWritten(request_id, ValueError("refused")))
             return future
@@ -238,3 +239,21 @@ async def test_a_request_whose_writes_fail_for_good_ends_error_not_streaming(own
     saved = await reload(request)
     assert saved.status == "error" and saved.error_code == "checkpoint_failed"
     assert "stopped" in saved.error_message
+
+
+# --- a bound on output items ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("chunk_size", [None, 512])
+async def test_more_output_items_than_the_bound_end_incomplete(owner: Any, settings: Any,
+                                                              chunk_size: int | None) -> None:
+    settings.RELAY_MAX_OUTPUT_ITEMS = 10
+    body = sse(items_stream(60))
+    async with scripted_upstream({"POST /v1/responses": Reply(body=body, chunk_size=chunk_size)}) as upstream:
+        saved, runner = await relay(owner, upstream.base)
+    assert saved.status == "incomplete" and saved.incomplete_reason == "max_output_items"
+    assert runner.view.meta["incomplete_reason"] == "max_output_items"
+    assert len(runner.view.to_dict()["blocks"]) == 10
+    committed = await sync_to_async(selectors.view_latest)(request=saved)
+    assert [b["id"] for b in committed["blocks"]] == [f"o{i}-c0" for i in range(10)]
+    assert saved.final_text == "\n\n".join(["hi "] * 10)

@@ -389,3 +389,24 @@ async def test_buffered_time_to_first_text_is_when_people_see_it(owner: Any, saf
                                      .values_list("created", flat=True).first())()
     assert saved.status == "completed" and saved.first_text_at is not None and first_pass is not None
     assert saved.first_text_at >= first_pass, "not when the upstream sent it: when its window passed"
+
+
+@pytest.mark.parametrize("mode", ["buffered", "progressive"])
+async def test_a_flag_that_cannot_say_where_keeps_the_sentence_that_passed(
+        owner: Any, safety: Any, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    """The phrase lies wholly in its window: judged again alone it is flagged again, so the text
+    stops at the window's start and the sentence before it, which passed, stays."""
+    safety.RELAY_SAFETY_MODE = mode
+    checker = use_checker(monkeypatch, InOrder(with_start=False))
+    request = await make_request(owner, "sim-text", {"sim.tokens_per_s": "0", "sim.first_byte_delay_ms": "300"},
+                                 text=PROMPT)
+    (watcher,) = await watch(owner, request)
+    saved = await reload(request)
+    _, verdicts, page = await stored(saved)
+    assert saved.status == "incomplete" and saved.incomplete_reason == "content_filter"
+    assert watcher.text() == KEPT == saved.final_text, "the sentence that passed stays"
+    assert KEPT in page and "kumquat" not in page
+    flagged = [v for v in verdicts if v.flagged]
+    assert [(v.start, v.text.startswith("Then the kumquat zeppelin")) for v in flagged] == [(len(KEPT), True)] * 2, \
+        "judged with its context, then alone"
+    assert checker.name == "no-start"

@@ -1,5 +1,5 @@
 """Storage linear in the answer: checkpoints after a base hold only the ops since the previous one,
-the writer merges a round's states without breaking the chain, every stored revision
+a round's captures land as one row that continues the chain, every stored revision
 materialises, rows of the old format still read, and event batches round-trip byte-exact
 through their compression."""
 
@@ -17,13 +17,16 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from responses_app import selectors, services, storage
-from responses_app.models import Checkpoint, EventRecord, RawJSON
-from responses_app.relay import checkpoints
+from responses_app.models import Checkpoint, EventRecord
 from responses_app.relay.dbthreads import db_writer
 from responses_app.relay.hub import get_hub
 from responses_app.relay.runner import StreamRunner
-from responses_app.relay.writer import CheckpointWriter, merge_states
+from responses_app.relay.writer import CheckpointWriter
+from responses_app.streaming import checkpoints
+from responses_app.streaming.checkpoints import CheckpointBuilder
+from responses_app.streaming.transcript import Transcript
 from tests.relay.helpers import make_request, reload
+from tests.streaming.test_checkpoints import blocks
 
 Row = tuple[int, int | None, Any, Any]
 
@@ -45,7 +48,7 @@ async def test_a_streamed_answer_is_stored_as_a_base_then_ops_and_every_revision
     settings.RELAY_CHECKPOINT_INTERVAL_MS = 50
     settings.RELAY_CHECKPOINT_MIN_EVENTS = 8
     settings.RELAY_CHECKPOINT_GATHER_MS = 0  # a row per checkpoint: a gathered round merges them
-    monkeypatch.setattr(checkpoints, "CHAIN_MAX", 4)
+    monkeypatch.setattr(checkpoints, "CHAIN_MAX", 4)  # read by each runner's builder
     request = await make_request(owner, "sim-long", {"sim.tokens": "300", "sim.tokens_per_s": "300"}, background=False)
     runner = StreamRunner(str(request.pk), get_hub())
     await runner.run()
@@ -76,103 +79,48 @@ async def test_a_streamed_answer_is_stored_as_a_base_then_ops_and_every_revision
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_the_writer_merges_a_rounds_states_into_one_row_that_continues_the_chain(owner: Any) -> None:
+async def test_a_rounds_captures_land_as_one_row_that_continues_the_chain(owner: Any) -> None:
     request, _ = await sync_to_async(services.request_create)(
         owner=owner, input="Hi", model="sim-text", client_request_id=str(uuid.uuid4())
     )
-    writer = CheckpointWriter(db_writer)
-    view: dict[str, Any] = {
-        "revision": 1,
-        "meta": {"status": None},
-        "blocks": [{"id": "b", "kind": "text", "text": ""}],
-    }
+    writer = CheckpointWriter(db_writer, gather_s=10.0)  # a round only when hurried
+    transcript, builder = Transcript(), CheckpointBuilder()
+    chunks = blocks("sim-text.sse")
+    submitted: list[Any] = [None]
 
-    def base(revision: int) -> dict[str, Any]:
-        return {
-            "revision": revision,
-            "sequence_number": revision,
-            "reason": "boundary",
-            "base_revision": None,
-            "view": RawJSON(orjson.dumps(dict(view, revision=revision))),
-            "ops": None,
-            "snapshot": None,
-        }
+    def capture(reason: str) -> Any:
+        row = builder.capture(transcript, reason)  # as relay/checkpoints.py: a row is submitted once
+        future = writer.submit(request.pk, None if row is submitted[0] else row, None)
+        submitted[0] = row
+        return future
 
-    def ops(base_revision: int, revision: int, added: list[list[Any]], **extra: Any) -> dict[str, Any]:
-        return {
-            "revision": revision,
-            "sequence_number": revision,
-            "reason": "interval",
-            "base_revision": base_revision,
-            "view": None,
-            "ops": RawJSON(orjson.dumps(added)),
-            "snapshot": None,
-            **extra,
-        }
+    def feed_and_capture(part: list[bytes], reason: str) -> Any:
+        for chunk in part:
+            change = transcript.feed(chunk).change
+            builder.published({"base": change.base, "ops": change.ops, "revision": change.revision})
+        return capture(reason)
 
-    # One round: a base and two ops rows after it become one base (submitted before the round runs).
-    futures = [
-        writer.submit(request.pk, base(1), None),
-        writer.submit(request.pk, ops(1, 2, [["append", "b", "ab"]]), None),
-        writer.submit(request.pk, ops(2, 4, [["append", "b", "c"], ["meta", {"status": "x"}]]), None),
-    ]
+    await feed_and_capture(chunks[:2], "boundary")  # idle: a round at once, a base
+    # A round: two captures before it, one ops row.
+    futures = [feed_and_capture(chunks[2:4], "interval"), feed_and_capture(chunks[4:6], "interval")]
+    writer.hurry()
     await asyncio.gather(*futures)
-    # The next: two ops rows become one on the base's revision, the terminal's Response kept.
-    futures = [
-        writer.submit(request.pk, ops(4, 5, [["append", "b", "d"]]), None),
-        writer.submit(request.pk, ops(5, 6, [], reason="terminal", snapshot=RawJSON(b'{"status":"completed"}')), None),
-        writer.submit(
-            request.pk,
-            ops(6, 7, [["set", "b", {"done": True}]], reason="terminal", snapshot=RawJSON(b'{"status":"completed"}')),
-            None,
-        ),
-    ]
+    # The next: the response's end (its snapshot), then the terminal capture (none): one row, keeping it.
+    futures = [feed_and_capture(chunks[6:-1], "boundary"), feed_and_capture(chunks[-1:], "boundary")]
+    transcript.view.set_meta({"status": "completed", "usage": {"total_tokens": 9}})
+    change = transcript.take_ops()
+    builder.published({"base": change.base, "ops": change.ops, "revision": change.revision})
+    futures.append(capture("terminal"))
+    writer.hurry()
     await asyncio.gather(*futures)
     rows = await rows_of(request.pk)
-    assert [(r.revision, r.base_revision, r.reason) for r in rows] == [(4, None, "interval"), (7, 4, "terminal")]
-    assert rows[0].view["blocks"][0]["text"] == "abc" and rows[0].view["meta"]["status"] == "x"
-    assert rows[1].ops == [["append", "b", "d"], ["set", "b", {"done": True}]]
-    assert rows[1].snapshot == {"status": "completed"}
+    assert [(r.base_revision is None, r.reason) for r in rows] == [(True, "boundary"), (False, "interval"),
+                                                                   (False, "terminal")]
+    assert [r.base_revision for r in rows[1:]] == [rows[0].revision, rows[1].revision]
+    assert rows[2].revision == transcript.view.revision
+    assert rows[2].snapshot is not None and rows[2].snapshot["status"] == "completed", "the snapshot is kept"
     latest = await sync_to_async(selectors.view_latest)(request=request)
-    assert latest == {
-        "revision": 7,
-        "meta": {"status": "x"},
-        "blocks": [{"id": "b", "kind": "text", "text": "abcd", "done": True}],
-    }
-
-
-def test_merging_ops_after_ops_joins_them_in_order() -> None:
-    first = {"revision": 3, "base_revision": 1, "ops": RawJSON(b'[["append","b","x"]]'), "view": None}
-    empty = {"revision": 3, "base_revision": 3, "ops": RawJSON(b"[]"), "view": None}
-    second = {"revision": 5, "base_revision": 3, "ops": RawJSON(b'[["append","b","y"],["meta",{}]]'), "view": None}
-    assert orjson.loads(bytes(merge_states(first, second)["ops"])) == [
-        ["append", "b", "x"],
-        ["append", "b", "y"],
-        ["meta", {}],
-    ]
-    assert merge_states(first, second)["base_revision"] == 1
-    assert orjson.loads(bytes(merge_states(empty, second)["ops"])) == orjson.loads(bytes(second["ops"]))
-    assert orjson.loads(bytes(merge_states(first, dict(empty, revision=3))["ops"])) == orjson.loads(bytes(first["ops"]))
-    assert merge_states(None, second) is second
-
-
-@pytest.mark.parametrize("newer_is_base", [False, True], ids=["ops", "base"])
-@pytest.mark.parametrize("older_is_base", [False, True], ids=["after-ops", "after-base"])
-def test_merging_keeps_the_snapshot_an_older_state_carried(older_is_base: bool, newer_is_base: bool) -> None:
-    """A response ended (its snapshot captured), then the request's terminal checkpoint (none:
-    stored once per response), both in one round: the merged row keeps the snapshot. Seen on
-    PostgreSQL in the safety test of a phrase cut by a window, where the flag ends both at once."""
-    snapshot = RawJSON(b'{"id":"resp_1","status":"incomplete"}')
-    older: dict[str, Any] = {"revision": 3, "base_revision": None if older_is_base else 1, "snapshot": snapshot,
-                             "view": RawJSON(b'{"revision":1,"blocks":[],"meta":{}}') if older_is_base else None,
-                             "ops": None if older_is_base else RawJSON(b'[["meta",{}]]')}
-    newer: dict[str, Any] = {"revision": 5, "base_revision": None if newer_is_base else 3, "snapshot": None,
-                             "view": RawJSON(b'{"revision":5,"blocks":[]}') if newer_is_base else None,
-                             "ops": None if newer_is_base else RawJSON(b'[["meta",{"a":1}]]')}
-    merged = merge_states(older, newer)
-    assert merged["snapshot"] is snapshot and merged["revision"] == 5
-    own = RawJSON(b'{"id":"resp_2","status":"completed"}')
-    assert merge_states(older, dict(newer, snapshot=own))["snapshot"] is own, "a newer snapshot wins"
+    assert latest == transcript.view.to_dict()
 
 
 @pytest.mark.django_db
@@ -221,7 +169,7 @@ def test_rows_of_the_old_format_read_beside_new_ones(owner: Any) -> None:
         items=[
             (
                 mixed.pk,
-                None,
+                [],
                 [
                     {
                         "segment_index": 0,
@@ -264,7 +212,7 @@ def test_event_batches_round_trip_byte_exact_through_compression(batches: list[b
 @given(st.lists(st.binary(max_size=400), min_size=1, max_size=5))
 def test_the_stored_log_reads_back_byte_exact_whatever_the_bytes(owner: Any, batches: list[bytes]) -> None:
     request, _ = services.request_create(owner=owner, input="Hi", model="sim-text", client_request_id=str(uuid.uuid4()))
-    services.checkpoints_commit_many(items=[(request.pk, None, [
+    services.checkpoints_commit_many(items=[(request.pk, [], [
         {"segment_index": 0, "first_sequence": i, "last_sequence": i, "count": 1, "data": data}
         for i, data in enumerate(batches)])])
     assert b"".join(data for _round, data in selectors.event_log_by_round(request_id=request.pk)) == b"".join(batches)

@@ -16,9 +16,10 @@ from django.db import OperationalError, connection
 from django.utils import timezone
 
 from responses_app import services, storage
-from responses_app.models import Checkpoint, EventRecord, RawJSON, ResponseRequest
+from responses_app.models import Checkpoint, EventRecord, ResponseRequest
 from responses_app.relay.dbthreads import db_writer
 from responses_app.relay.writer import CheckpointNotWritten, CheckpointWriter
+from responses_app.streaming.checkpoints import CheckpointRow
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -42,9 +43,8 @@ def batch(data: bytes, first: int) -> dict[str, Any]:
     return {"segment_index": 0, "first_sequence": first, "last_sequence": first, "count": 1, "data": data}
 
 
-def state(revision: int, view: Any) -> dict[str, Any]:
-    return {"revision": revision, "sequence_number": revision, "reason": "interval",
-            "view": RawJSON(orjson.dumps(view)), "snapshot": RawJSON(orjson.dumps({"output": []}))}
+def state(revision: int, view: Any) -> CheckpointRow:
+    return CheckpointRow(revision, revision, "interval", view=orjson.dumps(view), snapshot=orjson.dumps({"output": []}))
 
 
 @sync_to_async
@@ -86,7 +86,7 @@ async def test_two_concurrent_requests_keep_what_postgresql_refuses(owner: Any) 
 async def test_a_refused_row_fails_only_its_own_request(owner: Any) -> None:
     bad, good = await new_request(owner), await new_request(owner)
     writer = CheckpointWriter(db_writer)
-    refused = writer.submit(bad.id, dict(state(1, {}), revision=-1), batch(b"data: {}\n\n", 1))  # CHECK >= 0
+    refused = writer.submit(bad.id, state(-1, {}), batch(b"data: {}\n\n", 1))  # CHECK >= 0
     written = writer.submit(good.id, state(1, {"ok": True}), batch(b"data: {}\n\n", 1))
     await written
     with pytest.raises(CheckpointNotWritten) as caught:
@@ -141,7 +141,7 @@ async def test_a_failed_round_is_retried_and_loses_nothing(owner: Any) -> None:
     second = writer.submit(request.id, state(2, {"n": 2}), batch(b"data: 2\n\n", 2))
     await asyncio.wait_for(asyncio.gather(first, second), 10)
     assert calls[0] >= 4 and writer.failed_rounds == 3
-    assert await stored(request.id) == (["data: 1\n\n", "data: 2\n\n"], [{"n": 2}])
+    assert await stored(request.id) == (["data: 1\n\n", "data: 2\n\n"], [{"n": 1}, {"n": 2}]), "in order"
 
 
 async def test_the_writer_gives_up_with_a_specific_error() -> None:

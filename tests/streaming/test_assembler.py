@@ -444,12 +444,14 @@ def test_oversized_event_is_reported_and_its_neighbours_kept() -> None:
             b'"item":{"id":"m","type":"message","content":[]}}\n\n'
             b'data: {"type":"response.content_part.added","sequence_number":2,"item_id":"m","output_index":0,'
             b'"content_index":0,"part":{"type":"output_text","text":""}}\n\n')
+    completed = (b'data: {"type":"response.completed","sequence_number":6,'
+                 b'"response":{"id":"resp_1","status":"completed"}}\n\n')
     pipeline = StreamPipeline(max_event_bytes=1024)
-    events = pipeline.feed(head + delta(3, "a") + delta(4, "x" * 5000) + delta(5, "b")).events
-    assert [e.get("sequence_number") for e in events] == [0, 1, 2, 3, 5]
+    events = pipeline.feed(head + delta(3, "a") + delta(4, "x" * 5000) + delta(5, "b") + completed).events
+    assert [e.get("sequence_number") for e in events] == [0, 1, 2, 3, 5, 6]
     assert pipeline.oversized == 1 and "exceeds" in pipeline.problems[0].message
-    assert pipeline.assembler.held_count == 1, "seq 5 waits for the hole the oversized event left"
-    pipeline.finish()
+    assert pipeline.assembler.held_count == 2, "seq 5 and the terminal event wait for the hole the oversized event left"
+    assert pipeline.finish().applied.terminal, "the stream's end releases a terminal event held behind a gap"
     assert pipeline.assembler.stats.gaps == 1
     assert pipeline.assembler.response()["output"][0]["content"][0]["text"] == "ab"
 

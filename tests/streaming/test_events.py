@@ -21,8 +21,7 @@ from responses_app.streaming.events import (
     is_known,
     parse_event,
 )
-
-REAL_STREAMS = Path(__file__).resolve().parents[2].parent / "shared" / "real-streams"
+from tests.conftest import REAL_STREAMS
 
 
 def real_captures() -> list[Path]:

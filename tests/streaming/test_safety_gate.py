@@ -335,9 +335,10 @@ def split_by_the_timer(gate: SafetyGate, checker: Any) -> tuple[list[Window], li
     judged: list[Window] = []
 
     def judge() -> None:
-        for window in gate.take_windows():
-            judged.append(window)
-            gate.verdict(window.id, *checker(window))
+        while windows := gate.take_windows():  # a flag may hand out its window again, alone
+            for window in windows:
+                judged.append(window)
+                gate.verdict(window.id, *checker(window))
         sent.extend(gate.view.take_ops()[1])
 
     gate.push([added(), ["append", "o0-c0", SPLIT[0] + SPLIT[1]]], now=0.0)
@@ -355,7 +356,7 @@ def split_by_the_timer(gate: SafetyGate, checker: Any) -> tuple[list[Window], li
 def rules(window: Window) -> tuple[bool, int | None]:
     from responses_app.safety.checkers import RulesChecker
 
-    categories, start = RulesChecker([r"kumquat\s+zeppelin"]).matches(window.text, window.context)
+    categories, start = RulesChecker([r"kumquat\s+zeppelin"]).matches(window.text, window.judged_context())
     return bool(categories), start
 
 
@@ -410,6 +411,40 @@ def test_a_phrase_cut_by_the_length_limit_is_taken_back_whole(mode: str) -> None
     assert gate.verdict(second.id, *rules(second)) == ("withheld" if mode == "buffered" else "retracted")
     gate.finish()
     assert text_of(gate) == "aaaa " and "kumquat" not in str(gate.view.to_dict())
+
+
+@pytest.mark.parametrize("mode", ["buffered", "progressive"])
+def test_a_flag_without_a_start_keeps_what_passed_when_the_window_fails_alone(mode: str) -> None:
+    gate = SafetyGate(mode, interval=0.5, context_chars=20)
+    gate.push([added(), ["append", "o0-c0", "Fine start. All good here. The kumquat zeppelin appears. "],
+               ["set", "o0-c0", {"state": "done"}]])
+    first, second, flagged = gate.take_windows()
+    assert gate.verdict(first.id, False) == gate.verdict(second.id, False) == "passed"
+    assert flagged.context == "All good here. "[-20:] or flagged.context.endswith("All good here. ")
+    assert gate.verdict(flagged.id, True) == ("withheld" if mode == "buffered" else "retracted")
+    [again] = gate.take_windows()
+    assert again.alone and (again.start, again.end, again.text) == (flagged.start, flagged.end, flagged.text)
+    assert again.judged_context() == "" and not gate.judged, "its verdict is awaited"
+    assert text_of(gate) == "Fine start. All good here. ", "taken back to the window at once"
+    assert gate.verdict(again.id, True) == ("withheld" if mode == "buffered" else "retracted")
+    assert gate.judged and gate.take_windows() == []
+    gate.finish()
+    assert text_of(gate) == "Fine start. All good here. " and gate.stopped_at == flagged.start, "what passed stays"
+
+
+def test_a_window_is_judged_again_only_after_a_flag_that_could_not_say_where() -> None:
+    for start in (0, None):
+        gate = SafetyGate("buffered", context_chars=20)
+        gate.push([added(), ["append", "o0-c0", "Fine. The kumquat zeppelin. "], ["set", "o0-c0", {"state": "done"}]])
+        first, second = gate.take_windows()
+        gate.verdict(first.id, False)
+        gate.verdict(second.id, True, start)
+        assert [w.alone for w in gate.take_windows()] == ([] if start is not None else [True])
+    no_context = SafetyGate("buffered")
+    no_context.push([added(), ["append", "o0-c0", "The kumquat zeppelin. "], ["set", "o0-c0", {"state": "done"}]])
+    [window] = no_context.take_windows()
+    no_context.verdict(window.id, True)
+    assert no_context.take_windows() == [], "without a context there is nothing to tell apart"
 
 
 def test_a_takeback_judges_nothing_twice() -> None:

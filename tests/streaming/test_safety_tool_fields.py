@@ -13,7 +13,7 @@ from responses_app.streaming.transcript import Transcript
 from responses_app.templatetags.relay_tags import tool_details, tool_title
 from tests.conftest import real_stream_files
 
-WROTE = {"arguments", "input", "query", "queries", "commands", "operation", "text"}
+WROTE = {"name", "server_label", "arguments", "input", "query", "queries", "commands", "operation", "text"}
 
 
 def shown(block: dict[str, Any]) -> list[str]:

@@ -1,0 +1,22 @@
+"""The credentials this server holds, so that no text from the upstream shows them.
+
+`known()` is the configured keys (RELAY_UPSTREAM_API_KEY, RELAY_SIMULATOR_API_KEY); `masked(text)`
+is the core's `mask_secrets` with them. Every upstream error message passes it before it is stored
+or shown: an HTTP error's body (upstream.py), a transport failure (relay/outcomes.py), the relay's
+own errors and every message a request or segment stores (services.py); the core is handed
+`known()` for the messages inside the stream (the view's meta, the Response snapshot) and the raw
+event log for its error events.
+"""
+
+from __future__ import annotations
+
+from .conf import app_settings
+from .streaming.masking import MAX_MESSAGE, mask_secrets
+
+
+def known() -> tuple[str, ...]:
+    return tuple(key for key in (app_settings.UPSTREAM_API_KEY, app_settings.SIMULATOR_API_KEY) if key)
+
+
+def masked(text: str, limit: int = MAX_MESSAGE) -> str:
+    return mask_secrets(text, known(), limit)

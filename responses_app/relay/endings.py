@@ -1,0 +1,164 @@
+"""How a request ends: the runner's endings, a base of `StreamRunner` (runner.py).
+
+Cancelling the response upstream (it may have ended first: its own status then), asking the
+upstream how a response whose stream broke off ended (`unknown` when it cannot say), and writing
+the request's outcome once: every window judged, the outcome concluded from why the relay stopped
+it (`steps.conclude`), the terminal checkpoint and every safety verdict committed before the
+request is marked ended, then the `terminal` message to every viewer. `_stop` is where the relay
+stops a request itself: the gravest reason stands (outcomes.Stopped).
+
+The state is the runner's (declared here, held in its slots); this class only groups what ends it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from uuid import UUID
+
+import httpx
+import orjson
+from django.utils import timezone
+
+from .. import services, tracing
+from ..credentials import masked
+from ..models import Segment
+from ..selectors import RunRequest
+from ..streaming import vocabulary as v
+from ..streaming.transcript import Transcript
+from ..streaming.view import ViewModel
+from ..upstream import Upstream, UpstreamHTTPError
+from .dbthreads import db
+from .delivery import Delivery
+from .flag import Flag
+from .outcomes import Ending, Stopped
+from .safety import SafetyChecks
+from .steps import conclude
+
+Kind = Segment.Kind
+
+
+class Endings:
+    # The runner's state this part reads and writes (the runner's __init__ sets it).
+    __slots__ = ("uuid", "token", "request", "status", "transcript", "view", "delivery", "safety", "span",
+                 "stopped", "cancel_requested", "_error", "_counters", "_segment_index", "_own_writes", "_marks")
+    uuid: UUID
+    token: UUID
+    request: RunRequest
+    status: str
+    transcript: Transcript
+    view: ViewModel
+    delivery: Delivery
+    safety: SafetyChecks | None
+    span: tracing.RequestSpan
+    stopped: Stopped | None
+    cancel_requested: Flag
+    _error: tuple[str, str] | None
+    _counters: dict[str, int]
+    _segment_index: int
+    _own_writes: int
+    _marks: set[asyncio.Task[None]]
+
+    def cancel(self) -> None:
+        """Stop reading now, then cancel the upstream (the runner's, which knows its reader)."""
+        raise NotImplementedError
+
+    def count_write(self, n: int = 1) -> None:
+        self._own_writes += n
+
+    def _stop(self, ending: Ending, error: tuple[str, str] | None = None, *, cancel: bool = True) -> None:
+        """The relay stops the request itself (the gravest reason stands) and, unless told not to,
+        stops reading and cancels the upstream."""
+        stop = Stopped(ending, error)
+        if stop.graver_than(self.stopped):
+            self.stopped = stop
+        if cancel:
+            self.cancel()
+
+    async def _settle(self) -> bool:
+        """Every window judged; True when the safety policy stopped the request."""
+        if self.safety is not None:
+            await self.safety.settle()
+        return self.stopped is not None and self.stopped.ending is Ending.FILTERED
+
+    async def _cancel_upstream(self, upstream: Upstream) -> str:
+        if self.transcript.response_id and (self.request.params or {}).get("background"):
+            try:
+                final = await upstream.cancel(self.transcript.response_id)
+            except (httpx.HTTPError, OSError):
+                final = None
+            if final and final.get("status") in (v.COMPLETED, v.FAILED, v.INCOMPLETE):
+                self.delivery.changed(self.transcript.apply_final(final), boundary=True)  # it ended first
+                return self.transcript.status or v.CANCELLED
+        return v.CANCELLED
+
+    async def _reconcile(self, upstream: Upstream) -> str:
+        """Ask the upstream how the response ended; `unknown` when it cannot say."""
+        response_id = self.transcript.response_id or ""
+        segment = await db(services.segment_start)(request_id=self.uuid, index=self._segment_index,
+                                                   kind=Kind.RECONCILE, response_id=response_id)
+        self._segment_index += 1
+        outcome = v.UNKNOWN
+        why = ""
+        try:
+            final = await upstream.retrieve(response_id)
+        except UpstreamHTTPError as exc:
+            final = None
+            outcome = masked(f"unreachable: {exc}", 32)
+            why = ("it no longer knows this response (HTTP 404)" if exc.status == 404
+                   else f"it answered HTTP {exc.status} when asked")
+        except (httpx.HTTPError, OSError) as exc:
+            final = None
+            outcome = masked(f"unreachable: {exc}", 32)
+            why = f"it could not be reached ({type(exc).__name__})"
+        if final and final.get("status") in v.RESPONSE_FINAL_STATUSES:
+            self.delivery.changed(self.transcript.apply_final(final), boundary=True)
+            outcome = self.transcript.status or v.UNKNOWN
+        elif final:
+            status = str(final.get("status") or "unfinished")[:40]
+            why = f"it reports the response as {status}, which cannot be streamed again"
+        await db(services.segment_end)(segment_id=segment.pk, outcome=outcome, events=0, response_id=response_id)
+        self.count_write(2)
+        if self.transcript.terminal:
+            return self.transcript.status or v.UNKNOWN
+        self._error = ("outcome_unknown", "The stream from the model provider broke off before the response ended, "
+                       f"and the provider cannot say how it ended: {why or 'no answer'}. What arrived is shown; "
+                       "it may be cut short.")
+        return v.UNKNOWN
+
+    async def _finish(self, status: str, error: tuple[str, str] | None = None, *, stopped: Stopped | None) -> None:
+        """End the request (`stopped`: why the relay stopped it, as the loop ended; None if it raised)."""
+        # Text held for a check is judged (and shown) before the end; a flag here stops it too.
+        if self.safety is not None:
+            await self._settle()
+        end = conclude(status, error or self._error, stopped=stopped, settled=self.stopped)
+        status, error = end.status, end.error
+        self.delivery.changed(self.transcript.end(status, error, reason=end.reason, over_response=end.over_response))
+        await self.delivery.final()
+        if self.safety is not None:
+            await self.safety.drain()  # every verdict stored before the request is marked ended
+            if self._marks:
+                await asyncio.gather(*self._marks, return_exceptions=True)
+        transcript = self.transcript
+        # Behind a safety gate, only the error viewers were shown (the view's meta) is stored.
+        assembler_error = (transcript.assembler.error or {}) if transcript.gate is None else {}
+        meta = self.view.meta
+        final_error = meta.get("error") or {}
+        await db(services.request_mark_terminal)(
+            request_id=self.uuid, token=self.token, status=status, at=timezone.now(),
+            error_code=(error[0] if error else "") or str(final_error.get("code") or assembler_error.get("code") or ""),
+            error_message=(error[1] if error else "") or str(final_error.get("message")
+                                                           or assembler_error.get("message") or ""),
+            incomplete_reason=str(meta.get("incomplete_reason") or ""),
+            usage=transcript.usage(),
+            final_text=transcript.final_text(),
+            counters=transcript.counters(),
+            response_id=transcript.response_id or "",
+        )
+        self.span.end(status=status, response_id=transcript.response_id or "", usage=transcript.usage(),
+                      error_code=(error[0] if error else "") or str(final_error.get("code") or ""))
+        await db(services.request_count)(request_id=self.uuid, **{k: n for k, n in self._counters.items() if n})
+        self.count_write(2)
+        self.status = status
+        message = {"type": "terminal", "status": status, "revision": self.view.revision,
+                   "error": {"code": error[0], "message": error[1]} if error else final_error or None}
+        self.delivery.publish(message, orjson.dumps(message).decode())
