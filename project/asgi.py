@@ -1,8 +1,8 @@
 """ASGI entry point: HTTP through Django, websockets through Channels.
 
 The embedded simulator (development only) answers /simulator/v1/* only for an allowed Host
-(ALLOWED_HOSTS, as Django checks it) and a request bearing SIMULATOR_API_KEY. Websockets pass the
-exact origin check of responses_app.routing before authentication and routing.
+(ALLOWED_HOSTS, as Django checks it) and a request bearing RELAY_SIMULATOR_API_KEY. Websockets
+pass the exact origin check of responses_app.routing before authentication and routing.
 """
 
 import os

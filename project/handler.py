@@ -1,14 +1,14 @@
 """Django's ASGI handler with its middleware chain entered once per request, in one worker thread.
 
 Under ASGI, Django calls every `MiddlewareMixin` middleware through its `__acall__`, which goes to
-a thread and back for each `process_request` and each `process_response`: with this project's
-nine (ten outside development), 18-20 hand-offs per request. Measured for issue #13, every
-request cost the event loop's thread about 8 ms of CPU that way (`/metrics`: 8.1 ms, `/healthz` 7.4 ms;
-a thread pool submit, a GIL hand-over and a future chained back for each), which every viewer's
-stream waits behind. Every middleware here is synchronous at heart (sessions, authentication,
-CSRF, messages, axes), so the chain is built as Django builds it for WSGI (its sync path, which
-calls an async view through `async_to_sync`, i.e. on this event loop) and entered once, in the
-request's thread-sensitive thread, as Django's own adaptation of a sync middleware would.
+a thread and back for each `process_request` and each `process_response`: two hand-offs per
+middleware per request (a thread pool submit, a GIL hand-over and a future chained back for
+each), which cost the event loop's thread milliseconds of CPU per request that every viewer's
+stream waits behind (bench/README.md, relay). Every middleware here is synchronous at heart
+(sessions, authentication, CSRF, messages, axes), so the chain is built as Django builds it for
+WSGI (its sync path, which calls an async view through `async_to_sync`, i.e. on this event loop)
+and entered once, in the request's thread-sensitive thread, as Django's own adaptation of a sync
+middleware would.
 """
 
 from __future__ import annotations

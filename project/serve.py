@@ -1,11 +1,10 @@
 """Serve the relay: `python -m project.serve [--host H] [--port P] [--proxy-headers] [--reload]`.
 
 uvicorn with the httptools HTTP parser, the sans-I/O `websockets` protocol and uvloop, running
-the same Channels application (project.asgi). Chosen by measurement (bench/results/relay.md, the
-CPU section; `python -m bench relay --only cpu --asgi daphne,...`): at 100 streams x 30 deltas/s
-with one viewer each, the server spent about 85 µs of CPU per relayed delta here, Daphne 109 µs
-(Twisted's reactor over asyncio adds an epoll registration pair per socket write, autobahn formats
-a log line per frame whether it is logged or not), uvicorn on asyncio's loop 93-112 µs.
+the same Channels application (project.asgi). Chosen over Daphne and over uvicorn on asyncio's
+own loop: the least CPU per relayed delta of the three (bench/README.md, relay). Under Daphne,
+Twisted's reactor over asyncio adds an epoll registration pair per socket write, and autobahn
+formats a log line per frame whether it is logged or not.
 
 The application is imported before the server starts, so a bad configuration (settings refused
 under production) fails here, with its ImproperlyConfigured, and a non-zero exit status.
@@ -22,7 +21,7 @@ WS_PING_INTERVAL_S = 20.0  # proxies cut a silent websocket after about a minute
 WS_PING_TIMEOUT_S = 30.0
 GRACEFUL_SHUTDOWN_S = 10  # open websockets get this long to close on SIGTERM
 # What --reload watches: the project's own code, not the virtualenv beside it (polling every .py
-# file of .venv kept a core 70% busy).
+# file of .venv kept a core busy).
 RELOAD_DIRS = [str(Path(__file__).resolve().parent.parent / name) for name in ("project", "responses_app")]
 
 
@@ -33,13 +32,12 @@ GC_FULL_AFTER = 100
 def tune_gc() -> None:
     """Fewer, smaller full garbage collections in the serving process.
 
-    A full collection scans every tracked object while the event loop waits: measured at 250
-    streams, 145-218 ms of CPU for about 260,000 objects (bench/results/relay.md, capacity), one
-    every 4-7 s, every stream's lag rising together past 250 ms. The objects allocated at startup
-    (Django, settings, every module: about 50,000) live as long as the process, so they are frozen
-    out of every scan; and a full pass waits for GC_FULL_AFTER second-generation passes instead
-    of 10 (CPython still also waits for the long-lived objects to grow by a quarter). What it
-    costs: garbage in reference cycles that survived two passes lingers longer (a relay's
+    A full collection scans every tracked object while the event loop waits, and under load every
+    stream's lag rose together with each one (bench/README.md, relay). The objects allocated at
+    startup (Django, settings, every module) live as long as the process, so they are frozen out
+    of every scan; and a full pass waits for GC_FULL_AFTER second-generation passes instead of
+    CPython's default (which still also waits for the long-lived objects to grow by a quarter).
+    What it costs: garbage in reference cycles that survived two passes lingers longer (a relay's
     cycles are few: tracebacks of cancelled tasks)."""
     import gc
 

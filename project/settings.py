@@ -148,8 +148,8 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 elif env.bool("DATABASE_POOL", default=True):
     # PostgreSQL: one bounded psycopg pool per process, so a deployment's connection count is
     # (web processes + workers) x DATABASE_POOL_MAX whatever the load. Without it every request
-    # thread kept its own connection for CONN_MAX_AGE (26-47 per web process measured) and two
-    # web processes and two workers exhausted max_connections=100. Each of the runner's
+    # thread kept its own connection for CONN_MAX_AGE, and two web processes and two workers
+    # exhausted PostgreSQL's default max_connections (bench/README.md, scaled). Each of the runner's
     # RELAY_DB_THREADS threads and its checkpoint writer keeps one connection checked out while
     # the process runs streams; the rest serve pages, the API and websocket consumers (at most
     # RELAY_WS_DB_THREADS at once), which return theirs after every call. A caller finding the

@@ -114,7 +114,7 @@ SOCKET_REFRESH = 20
 async def cache_call(method: str, *args: Any, **kwargs: Any) -> Any:
     """`cache.<method>(...)` on the websocket pool (dbthreads.ws_call), not on asgiref's one
     thread-sensitive thread where Django's `cache.aadd` & co. run it: a connect never waits for
-    that thread (issue #13). The cache touches no database."""
+    that thread in a burst of connects (bench/README.md, relay). The cache touches no database."""
     return await ws_call(getattr(cache, method), database=False)(*args, **kwargs)
 
 

@@ -22,7 +22,7 @@ Labels are of low cardinality only: a status, a model from a bounded set (`model
 safety mode and result. Never a user, request or response id.
 
 Several processes (web and `manage.py relayworker`) share one PROMETHEUS_MULTIPROC_DIR; each
-writes its own files there and any process's `/metrics` adds them up (see the README, Metrics).
+writes its own files there and any process's `/metrics` adds them up (docs/metrics.md).
 
 May import: Django (settings, http), prometheus_client, the simulator's scenario names; nothing of
 the relay or the models.
@@ -95,9 +95,8 @@ _STREAM_COUNTERS = {"events": UPSTREAM_EVENTS, "duplicates": DUPLICATE_EVENTS, "
 SAFETY_RESULTS = frozenset({"passed", "flagged", "error"})
 OTHER_MODEL = "other"
 ARRIVED = "_arrived"  # a patch message's key (never serialised): when its oldest change arrived
-# One patch per request per this long is stamped. Measured (python -m bench metrics): observing
-# every patch for each of two viewers added 3.4 µs per event at one event per patch in one
-# process and 10 µs with PROMETHEUS_MULTIPROC_DIR, more than the core's whole cost per event.
+# One patch per request per this long is stamped: observing every patch for every viewer cost
+# more per event than the whole core (bench/README.md, metrics).
 PATCH_LAG_SAMPLE_S = 0.25
 
 

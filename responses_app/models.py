@@ -285,8 +285,8 @@ class EventRecord(models.Model):
     as SSE text (`data: {json}` blocks) with sensitive tool fields redacted.
 
     Written compressed: `compressed` holds a zstd frame of the batch's exact bytes and `data`
-    stays empty (storage.log_compress; about 4x the answer's text instead of 50x). Rows of the
-    old format hold the text in `data`. Read through `text` either way."""
+    stays empty (storage.log_compress; what it saves: bench/README.md, storage). Rows of the old
+    format hold the text in `data`. Read through `text` either way."""
 
     request = models.ForeignKey(ResponseRequest, on_delete=models.CASCADE, related_name="event_batches")
     segment_index = models.PositiveIntegerField(default=0)

@@ -10,10 +10,9 @@ source's SHA-256 matches the file on disk: a module edited since the build, a mi
 RELAY_COMPILED=false runs the whole group interpreted (one warning when stale), never a stale
 build. They compile as one group (calls between them are native), so it is all or nothing.
 
-Why: at 100 streams x 30 deltas/s the relay's cost over a bare relay is interpreted Python on the
-event loop's thread, spread thinly over the per-chunk path (bench/results/relay.md). Compiled, the
-per-chunk path of Transcript.feed and Delivery.events runs 103k instructions a chunk instead of
-152k (callgrind), and the relay's CPU per relayed delta fell by about 8% (bench/results/relay.md).
+Why: the relay's cost over a bare relay is interpreted Python on the event loop's thread, spread
+thinly over the per-chunk path, and compiled it runs fewer instructions a chunk and less CPU per
+relayed delta (bench/README.md, relay).
 event_types.py, objects.py and schema.py, declarations only, stay interpreted: their TypedDicts'
 annotations are read at import (events.py, the safety gate), which a compiled module does not
 keep. Compiled classes cannot be patched or subclassed by interpreted code, and arguments are

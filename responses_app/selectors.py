@@ -204,7 +204,7 @@ def request_status(*, request_id: uuid.UUID | str) -> str:
 @dataclass(frozen=True, slots=True)
 class RunRequest:
     """What a runner needs of its request, held for the whole stream: these columns only, not a
-    model instance with every column and its state (about 2 KiB per in-flight stream, bench storage).
+    model instance with every column and its state (bench/README.md, storage: memory per stream).
     The same attribute names as ResponseRequest's, so bodies and checks take either."""
 
     pk: uuid.UUID

@@ -104,7 +104,7 @@ def leases_renew(*, leases: list[tuple[uuid.UUID, uuid.UUID]], renew: bool = Tru
         if connection.vendor == "postgresql":
             # One query text whatever the number of runners (arrays, not a parameter a runner):
             # psycopg caches the texts of queries of up to 50 parameters, and a text per count
-            # grew that cache with the streams (bench storage, memory per in-flight stream).
+            # grew that cache with the streams (bench/README.md, storage).
             ids, tokens = list(chunk), list(chunk.values())
             held = streaming.extra(where=[_HELD_PAIRS], params=[ids, tokens])
             listed = ResponseRequest.objects.extra(where=[_LISTED], params=[ids])

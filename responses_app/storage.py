@@ -125,14 +125,13 @@ def json_text_has_escapes(text: str) -> bool:
 
 
 # --- the raw event log, compressed ----------------------------------------------------------------
-# zstd at level 3, measured on a 2,000-delta answer in batches of 60 to 130 events (a checkpoint's
-# worth): 3.2-3.7x the answer's text (uncompressed: 50x) at 1.3-2.3 us per KB; zlib level 6 gives
-# 3.0-3.6x at 5.4-7.7 us per KB, level 9 (3.5-3.0x) 9 us. The writer's database thread does it, and
+# zstd at level 3: on a checkpoint's worth of events it compresses as well as zlib's higher levels
+# in a fraction of the time (bench/README.md, storage). The writer's database thread does it, and
 # zstd releases the GIL while it works. A bytea column takes every byte, so compressed batches need
 # none of the text escapes above.
 LOG_LEVEL = 3
-# One compressor per thread, kept: `zstandard.compress` makes a context per call, which cost
-# 24.5 us of a 28 us call on an 11 KB batch (3.7 us reusing one). A compressor is not thread-safe.
+# One compressor per thread, kept: `zstandard.compress` builds a context per call, which costs more
+# than compressing the batch (bench/README.md, storage). A compressor is not thread-safe.
 _compressors = threading.local()
 
 
@@ -173,7 +172,7 @@ def insert_rows(model: type[models.Model], rows: list[dict[str, Any]], *, json: 
     it holding the GIL the event loop needs. Not a multi-row INSERT on PostgreSQL either: psycopg
     caches how it parses a statement's parameter markers only up to 50 parameters, and a round's
     INSERT has hundreds; and every value went through its field's adapters. COPY costs the writer
-    thread less than half of either (`python -m bench writer`, see bench/README.md)."""
+    thread less than either (bench/README.md, writer)."""
     if not rows:
         return
     # This thread's connection itself: through the `connection` proxy every attribute read (one

@@ -1,11 +1,12 @@
 """The upstream Responses API over `httpx.AsyncClient`: create a stream, resume one, retrieve,
-cancel. The built-in simulator by default; a real provider with OPENAI_API_KEY + OPENAI_BASE_URL.
-Every call bears the matching key: OPENAI_API_KEY for a provider, SIMULATOR_API_KEY for the
-simulator (embedded or standalone), which refuses requests without it.
+cancel. The built-in simulator by default; a real provider with RELAY_UPSTREAM_API_KEY (and
+RELAY_UPSTREAM_BASE_URL for another than OpenAI's). Every call bears the matching key:
+RELAY_UPSTREAM_API_KEY for a provider, RELAY_SIMULATOR_API_KEY for the simulator (embedded or
+standalone), which refuses requests without it.
 
 Transport: httpx's own async transport spends about twice the CPU per streamed event of the
-`httpx-aiohttp` transport (measured for the relay issue: 156 µs vs 75 µs per event at 200 streams),
-so the aiohttp transport is the default; RELAY_UPSTREAM_TRANSPORT=httpx selects httpx's own.
+`httpx-aiohttp` transport (bench/README.md, transport), so the aiohttp transport is the default;
+RELAY_UPSTREAM_TRANSPORT=httpx selects httpx's own.
 The httpx API is the same either way, and tests may inject any transport (MockTransport too).
 RELAY_UPSTREAM_TRANSPORT=websocket is the Responses API's WebSocket mode (upstream_ws.py): a
 subclass whose `create_stream` yields `EventFrames` (one event's JSON per item) instead of a
@@ -123,8 +124,9 @@ class Upstream:
 
     @asynccontextmanager
     async def create_stream(self, body: dict[str, Any]) -> AsyncIterator[httpx.Response | EventFrames]:
-        # As str, encoded again by httpx: orjson's bytes keep a 4 KiB buffer however short the
-        # JSON, and the response holds its request, so each stream held 4 KiB (bench storage).
+        # As str, encoded again by httpx: orjson's bytes keep a buffer larger than most bodies
+        # however short the JSON, and the response holds its request, so each stream held one
+        # (bench/README.md, storage).
         request = self.client.build_request(
             "POST", f"{self.base}/responses", content=orjson.dumps(dict(body, stream=True)).decode(),
             headers={"content-type": "application/json"},
@@ -174,7 +176,7 @@ class _AiohttpChunks:
 
     httpx's `aiter_bytes` goes through four generators (httpx's two, the transport's, aiohttp's),
     and each keeps the chunk it last passed on while it waits for the next: a stream gone quiet
-    held its last read (up to CHUNK_BYTES, 9 KiB on average at 50 held streams, bench storage).
+    held its last read, up to CHUNK_BYTES (bench/README.md, storage: memory per stream).
     This iterator keeps nothing between reads; aiohttp's errors become httpx's, as the transport's."""
 
     __slots__ = ("_content",)

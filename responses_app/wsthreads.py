@@ -1,10 +1,10 @@
-"""Websockets off asgiref's one thread-sensitive thread (issue #13).
+"""Websockets off asgiref's one thread-sensitive thread.
 
 Channels runs every websocket consumer's `database_sync_to_async` calls, its AuthMiddleware's
 session and user lookup, and the `aclose_old_connections()` its dispatch awaits before every
-handler, on that one thread per process. In a burst of connects (the capacity ramp: 250-300
-viewers) each connect's half dozen calls queued behind every other's, and a viewer waited seconds
-for its first view. Here the auth lookup and the consumers' calls run on the websocket pool
+handler, on that one thread per process. In a burst of connects each connect's half dozen calls
+queued behind every other's, and a viewer waited seconds for its first view (bench/README.md,
+relay). Here the auth lookup and the consumers' calls run on the websocket pool
 (`dbthreads.ws_call`: on PostgreSQL RELAY_WS_DB_THREADS threads, each call closing stale
 connections before and after as Channels' wrapper does; on SQLite the one shared thread, as
 before), and the consumers dispatch without the per-message hop, which only closed that thread's

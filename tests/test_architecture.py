@@ -1,10 +1,15 @@
 """The import graph and module sizes, checked: the pure core imports no framework, no module imports
 another that imports it back (function-level and TYPE_CHECKING imports count too), and no module
-is longer than MODULE_LINES."""
+is longer than MODULE_LINES. Comments and docstrings of the app and the site carry no lab notes:
+no benchmark figures, dates, machines or issue numbers (those belong in bench/README.md)."""
 
 from __future__ import annotations
 
 import ast
+import io
+import re
+import tokenize
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -158,3 +163,67 @@ def test_the_size_check_names_a_long_module(tmp_path: Path) -> None:
     (package / "short.py").write_text("x = 1\n" * 450)
     (package / "sub" / "long.py").write_text("x = 1\n" * 451)
     assert oversized(("pkg",), tmp_path) == ["pkg.sub.long: 451 lines"]
+
+
+# What a measurement leaves behind when it is written into code instead of bench/README.md: an issue
+# number, a date, a machine, a profiler's count, a time per event, a memory figure per stream, a
+# ratio or a percentage against something. A setting's value or a limit stated as the contract
+# ("up to 16 KiB", "every 100 ms", "up to 4x") is not one.
+LAB_NOTE = re.compile(
+    r"(?i:\bissue\s*#?\d+|\bfor the [\w-]+ issue\b)|(?<![&\w])#\d+\b"
+    r"|\b20[0-4]\d\b"
+    r"|(?i:\b(?:EPYC|Xeon|Ryzen|Graviton|callgrind|cachegrind|py-spy|heaptrack|perf stat)\b)"
+    r"|\bMeasured\b|\bmeasured (?:at|with|for|on|here)\b|\(measured\)|, measured\)|\bTried:|(?i:\brounds? ago\b)"
+    r"|\d\s*(?:µs|us|ns)\b|\d\s*m?s of CPU\b|\d(?:\.\d+)?k instructions\b"
+    r"|(?:about|~)\s*\d[\d.,]*\s*(?:KiB|MiB|KB|MB)\b"
+    r"|\d[\d.,]*\s*(?:KiB|MiB|KB|MB)\s+(?:each|per|of|against|instead|on average)\b"
+    r"|\d(?:\.\d+)?(?:[-–]\d+(?:\.\d+)?)?\s*[x×]\s+(?:the|its|cheaper|less|more|fewer|faster|slower"
+    r"|smaller|larger|instead|against|vs)\b"
+    r"|\d\s*%"
+    r"|bench/results/|\(bench [a-z]+[,)]|\bREADME\s*[\"“']|\bthe README, [A-Z]"
+)
+NOTE_FREE = ("responses_app", "project")
+
+
+def prose(path: Path) -> Iterator[tuple[int, str]]:
+    """The comments and docstrings of a module, line by line, in order: never a string literal that
+    is data."""
+    source = path.read_text()
+    lines = [(token.start[0], token.string) for token in tokenize.generate_tokens(io.StringIO(source).readline)
+             if token.type == tokenize.COMMENT]
+    for node in ast.walk(ast.parse(source, str(path))):
+        # A string standing alone as a statement: a module's, class's or function's docstring, or an
+        # attribute's.
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            lines += [(node.lineno + offset, line) for offset, line in enumerate(node.value.value.splitlines())]
+    yield from sorted(lines)
+
+
+def lab_notes(packages: tuple[str, ...] = NOTE_FREE, root: Path = ROOT) -> list[str]:
+    return [f"{path.relative_to(root)}:{line}: {text.strip()}"
+            for path in sorted(modules(root, packages).values())
+            for line, text in prose(path) if LAB_NOTE.search(text)]
+
+
+def test_comments_and_docstrings_carry_no_benchmark_figures_dates_or_issue_numbers() -> None:
+    """A measurement that decided something is named in one line pointing to bench/README.md, where
+    its figures are; the code states the contract and the reason."""
+    assert lab_notes() == []
+
+
+def test_the_lab_note_check_reads_comments_and_docstrings_not_data(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "notes.py").write_text(
+        '"""Measured at 100 streams: 14 µs per delta (issue #13)."""\n'
+        "\n"
+        "LIMIT = 16 * 1024  # a chunk is up to 16 KiB; a flush every 100 ms, up to 4x while short of CPU\n"
+        "SAMPLE = '3.4 µs per event on an AMD EPYC, 2026-12-04'  # data, not prose\n"
+        "\n"
+        "\n"
+        "def f() -> None:\n"
+        "    # one table for all: a bound method per stream was 7 KiB of each stream's memory (bench storage)\n"
+        '    """zstd: 3.2-3.7x less than the text, see bench/results/storage.md."""\n')
+    assert [note.split(": ", 1)[0] for note in lab_notes(("pkg",), tmp_path)] == [
+        "pkg/notes.py:1", "pkg/notes.py:8", "pkg/notes.py:9"]

@@ -7,7 +7,8 @@ everything runs on the one shared thread `sync_to_async` keeps.
 
 Websocket consumers (and the websocket auth path) use a small pool of their own (`ws_call`,
 RELAY_WS_DB_THREADS): on asgiref's one thread-sensitive thread, in a burst of connects every
-consumer's calls queued behind each other's, each connect waited seconds (issue #13).
+consumer's calls queued behind each other's, and each connect waited seconds (bench/README.md,
+relay).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def db_writer(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _sqlite() -> bool:
     # From the settings, not `connection.vendor`: on the event loop `connection` is per task (an
-    # asgiref Local), so asking it built a DatabaseWrapper for every runner (4 KiB each, measured).
+    # asgiref Local), so asking it built a DatabaseWrapper for every runner (bench/README.md, storage).
     return str(settings.DATABASES["default"]["ENGINE"]).endswith("sqlite3")
 
 

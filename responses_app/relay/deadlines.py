@@ -1,12 +1,10 @@
-"""Every delivery's next deadline in the process, on one timer (issue #13).
+"""Every delivery's next deadline in the process, on one timer.
 
 A delivery (delivery.py) has a deadline whenever it holds something a policy will want done
 without another chunk: a patch (the flow paused), a checkpoint (the interval or the quiet moment),
 a safety window. It moves with almost every chunk, and almost always the next chunk does the work
-first. With one loop timer per delivery, measured at 100 streams x 30 deltas/s in one process (an
-in-process harness of the delivery alone): 1.25 re-arms and 0.48 new timers per delta, and 0.25
-wakeups per delta of which 94% found nothing due, about 14 µs per delta in all, a third of the
-relay's own cost over the core's.
+first. With one loop timer per delivery, re-arming it and waking up to find nothing due were a
+large share of the relay's own cost over the core's (bench/README.md, relay).
 
 Here a deadline is a number in a dict (`set` is a dict store), and one timer serves them all:
 armed for the earliest deadline, but never sooner than `period` after the last wakeup, so a

@@ -31,7 +31,7 @@ LOG_BACKLOG_BYTES = 256 * 1024  # raw events waiting for the database before the
 
 @functools.lru_cache(maxsize=4)
 def _redact_fields(fields: tuple[str, ...]) -> frozenset[str]:
-    """One frozenset per process, not one per stream (0.8 KiB each, bench storage)."""
+    """One frozenset per process, not one per stream (bench/README.md, storage)."""
     return frozenset(fields)
 
 
@@ -91,9 +91,8 @@ class Delivery:
             self._flush(now, "boundary" if boundary else None)
         else:
             # Every chunk: while a stream flows, the checkpoint's deadline moves with it (an
-            # interval ahead), so it fires only once the stream pauses. (Tried: keeping a deadline
-            # armed while it was less than an interval away; the flowing stream's deadline then
-            # fired every interval and found nothing due.)
+            # interval ahead), so it fires only once the stream pauses; a deadline left armed while
+            # it was less than an interval away would fire every interval and find nothing due.
             self._arm(now)
 
     async def catch_up(self) -> None:

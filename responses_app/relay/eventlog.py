@@ -2,9 +2,8 @@
 
 Each event is logged as the upstream sent its `data` (UTF-8), not re-encoded from the parsed
 dict: the log is what came, and a relayed event costs one `str.encode` instead of a JSON
-serialisation (callgrind, the relay at 5 streams: orjson.dumps was 3.2k of a relayed delta's
-128k instructions). A payload of several data lines, and an event redaction changed, are
-serialised from the dict, on one line each.
+serialisation (bench/README.md, relay). A payload of several data lines, and an event redaction
+changed, are serialised from the dict, on one line each.
 
 Padding is never stored: a delta's `obfuscation` (random characters some providers add however
 the relay asks) is dropped, and such an event serialised from the dict without it.
@@ -35,10 +34,9 @@ class EventLog:
         self.redact_fields = redact_fields
         self.secrets = secrets  # masked in the upstream's error messages (redact.py)
         self.segment_index = 0  # the segment the events being added belong to
-        # Grown in place. (Tried: a list of each event's bytes, framed at `take`, which saves the
-        # three appends an event (1.2k instructions a relayed delta); but up to 64 small objects per
-        # stream between takes fragmented pymalloc's arenas: RSS per in-flight stream 112 KiB
-        # against 97-105, `python -m bench storage --only memory`.)
+        # Grown in place, not a list of each event's bytes framed at `take`: the list saves a few
+        # appends an event, but its small objects fragment pymalloc's arenas, and every in-flight
+        # stream's memory grows (bench/README.md, storage).
         self._data = bytearray()
         self._count = 0
         self._first: int | None = None

@@ -1,8 +1,8 @@
 """Fan-out between processes, through the channel layer (Redis), in few and large messages.
 
-Measured for the scaled-out issue: one `group_send` per patch to one channel per viewer made
-each web process receive (one at a time, three Redis round trips each) a message per viewer per
-patch; the lag across processes grew to seconds with every process under a third of a core. Here:
+Why: with one `group_send` per patch to one channel per viewer, each web process received a
+message per viewer per patch (one at a time, three Redis round trips each), and the lag across
+processes grew to seconds with every process mostly idle (bench/README.md, scaled). Here:
 
 - a process joins a request's group once, with one inbox channel of its own, while it has viewers
   of that request; the hub hands what arrives to each local viewer (`Hub.deliver`);

@@ -1,8 +1,8 @@
 """A one-way flag for a stream runner: `asyncio.Event`'s `set`/`is_set`/`wait`, smaller.
 
-An `asyncio.Event` keeps a `collections.deque` of waiters from the start (about 0.7 KiB with the
-Event's own dict); a runner has two and nobody waits on most of them. This keeps a bool and,
-only once something waits, a list of futures (bench storage, memory per in-flight stream).
+An `asyncio.Event` keeps a `collections.deque` of waiters from the start, and its own dict; a
+runner has two and nobody waits on most of them. This keeps a bool and, only once something
+waits, a list of futures (bench/README.md, storage: memory per in-flight stream).
 It is never cleared: a runner's cancel and end happen once.
 """
 

@@ -1,8 +1,8 @@
 """The per-process hub: the runners living in this process and the websocket viewers connected to it.
 
 Fan-out has two paths. Viewers in the runner's own process get each patch straight into their
-bounded outbox (measured for the relay issue: stock `group_send` through the in-memory layer
-delivered 71% of messages at 150 streams and 7.5% at 500; direct sends delivered 100% at 500).
+bounded outbox: stock `group_send` through the in-memory layer lost messages under load where
+direct sends lost none (bench/README.md, relay).
 Viewers in other processes get it through fanout.py (one inbox per process, batches per request),
 only when the channel layer spans processes (Redis). Either path may drop a message; the consumer
 notices by revision and resyncs its viewer, so a drop costs a refresh, never a hole.

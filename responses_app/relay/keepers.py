@@ -62,11 +62,12 @@ class Pacer:
 class LeaseKeeper:
     """Keeps the leases of every runner in the process, in one statement per round.
 
-    Measured at 100 streams: each runner renewing its own lease and polling for a Stop took 10%
-    of the process's samples, in ORM calls holding the GIL. Here a round costs the same for one
-    runner or a thousand: one read (Stop pressed elsewhere?) every 2 s, one UPDATE every 4 s. It
-    also has every runner send its viewers a heartbeat every 10 s (see `Runner.heartbeat`), and
-    gives the allocator's free pages back every `malloc.TRIM_S` and when the last runner ended."""
+    Each runner renewing its own lease and polling for a Stop spent a visible share of the
+    process's CPU in ORM calls holding the GIL (bench/README.md, relay). Here a round costs the
+    same for one runner or a thousand: one read (Stop pressed elsewhere?) every LEASE_POLL_S, one
+    UPDATE every LEASE_RENEW_S. It also has every runner send its viewers a heartbeat every
+    HEARTBEAT_S (see `Runner.heartbeat`), and gives the allocator's free pages back every
+    `malloc.TRIM_S` and when the last runner ended."""
 
     def __init__(self, run_db: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
         self._db = run_db

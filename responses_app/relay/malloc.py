@@ -1,12 +1,11 @@
 """Giving the process's freed memory back to the system: glibc's `malloc_trim`.
 
 glibc keeps what a stream's churn frees (its chunks, parsed events, patches) inside the heap
-and reuses it, but does not return it: measured at 50 streams held near the end of a
-3,000-delta answer, about 35 KiB per stream free but kept, a quarter of the process's RSS per
-stream. `malloc_trim(0)` returns the free pages of every arena (the heap is not moved, nothing
-in use is touched), so the lease keeper calls it every TRIM_S while the process runs streams
-and once when they have all ended (`bench storage` measures the RSS and the call's cost). On a
-C library without it (musl), `trim()` does nothing.
+and reuses it, but does not return it: free but kept, it was a good share of the process's RSS
+per in-flight stream (bench/README.md, storage). `malloc_trim(0)` returns the free pages of every
+arena (the heap is not moved, nothing in use is touched), so the lease keeper calls it every
+TRIM_S while the process runs streams and once when they have all ended (`bench storage`
+measures the RSS and the call's cost). On a C library without it (musl), `trim()` does nothing.
 
 May import: the standard library only.
 """

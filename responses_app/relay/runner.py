@@ -59,8 +59,8 @@ ERROR_GRACE_S = 2.0  # after an `error` event, how long a following response.fai
 
 
 class StreamRunner(Endings):
-    # Slots, not a dict: with this many attributes Python 3.11 gives each runner a 1.5 KiB dict
-    # (bench storage, tracemalloc by traceback); slots take 8 bytes an attribute.
+    # Slots, not a dict: with this many attributes a runner's __dict__ outweighs a slot per
+    # attribute several times (bench/README.md, storage).
     __slots__ = ("request_id", "hub", "_upstream_factory", "finished", "_loop", "tools", "_response_id_saved",
                  "_last_bytes", "_reader", "_task", "log_context")  # and Endings.__slots__
 
@@ -92,7 +92,7 @@ class StreamRunner(Endings):
         self._own_writes = 0
         self.span = tracing.NO_SPAN
         self.log_context: logcontext.RequestContext | None = None
-        self.safety: SafetyChecks | None = None  # a safety mode applies (README "Safety")
+        self.safety: SafetyChecks | None = None  # a safety mode applies (docs/safety.md)
         self._marks: set[asyncio.Task[None]] = set()  # first_text_at writes a verdict released
 
     @property
@@ -360,7 +360,7 @@ class StreamRunner(Endings):
                     async for chunk in chunks:
                         self._last_bytes = now = self._loop.time()
                         step = feed(chunk, now)
-                        del chunk  # nor the last chunk (up to 16 KiB) while the stream is quiet
+                        del chunk  # nor the last chunk (up to upstream.CHUNK_BYTES) while the stream is quiet
                         if step.events:
                             events[0] += len(step.events)
                             behind = self.delivery.events(step, now)

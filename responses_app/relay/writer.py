@@ -1,19 +1,19 @@
 """One checkpoint writer per process: every runner's checkpoint rows and raw-event batches go to
-the database together, one transaction and two bulk INSERTs per round. It only batches: what a
+the database together, one transaction and two bulk writes per round. It only batches: what a
 row holds is decided by the core (streaming/checkpoints.py), how it is encoded by storage.py.
 
-Measured with 150 streams on PostgreSQL: one transaction per runner per checkpoint kept eight
-database threads busy in the ORM, and their GIL time delayed the event loop's patches. A round
+Why one writer: one transaction per runner per checkpoint kept every database thread busy in the
+ORM, and their GIL time delayed the event loop's patches (bench/README.md, relay). A round
 takes whatever accumulated while the previous one was in flight, so it batches more under load
 and adds no delay when idle. A round seals the rows it takes (a row is open to its runner's next
 capture until then, so a round usually holds one row per request); nothing is dropped or merged.
 
 Rounds are gathered: one starts no sooner than `gather_s` after the one before it started
 (RELAY_CHECKPOINT_GATHER_MS), unless a runner waits for its rows (`hurry`: the terminal
-checkpoint, backpressure). Measured at 100 streams x 30 deltas/s: without it, rounds followed
-each other as fast as PostgreSQL answered, 50-65 a second of one or two requests each, and the
-writer thread spent 6% of a core on per-round work (four round trips, statement building, the
-thread hop and the GIL handoffs around each) where a few larger rounds cost a fraction of that.
+checkpoint, backpressure). Without it, under load rounds followed each other as fast as
+PostgreSQL answered, each of one or two requests, and the writer thread's CPU went to per-round
+work (round trips, statement building, the thread hop and the GIL handoffs around each) where a
+few larger rounds cost a fraction of that (bench/README.md, relay).
 
 Contract of `submit`'s future: it resolves once the row and batch are committed, and only
 then. A round that fails as a whole (the database is away) is retried with backoff, its rows

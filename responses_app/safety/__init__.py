@@ -1,2 +1,2 @@
 """The streaming safety policy: checkers (checkers.py), which mode applies (policy.py), and the
-gate between the assembler and the viewers (the relay's safety gate). README "Safety"."""
+gate between the assembler and the viewers (the relay's safety gate). docs/safety.md."""

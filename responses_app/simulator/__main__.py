@@ -2,8 +2,8 @@
 
 Port 0 picks a free port; the chosen base URL is printed as `SIMULATOR_LISTENING <url>` once the
 server accepts connections. It runs on uvicorn with the httptools parser: its per-write overhead is
-about a third of Daphne's (Twisted), which matters for paced streams. `--server daphne` keeps the
-Daphne path for comparison.
+well below Daphne's (Twisted), which matters for paced streams (README.md, Cost). `--server daphne`
+keeps the Daphne path for comparison.
 
 WebSocket mode (`ws://…/v1/responses`, wsmode.py) is served by uvicorn's sans-I/O `websockets`
 protocol; `--ws-max-age-s` shortens its connection limit (the API's 60 minutes) for tests.

@@ -14,7 +14,7 @@ from .errors import ApiError, bad_request
 
 PREFIX = "sim."
 
-# name -> (kind, description); the single source for validation, `GET /models` and the README.
+# name -> (kind, description); the single source for validation, `GET /models` and README.md's table.
 FAULTS: dict[str, tuple[str, str]] = {
     "sim.seed": (
         "int",

@@ -36,9 +36,9 @@ _GRID = 0.01
 class PacingClock:
     """One timer for every paced stream of an event loop, instead of a timer (and a loop wake-up
     of its own) per stream per write: a stream waits for the first tick of a 10 ms grid at or
-    after its due time, and each tick resumes every stream due by then. Measured for the relay
-    CPU issue: a `sleep` per stream per write made the simulator the largest CPU user beside the
-    relay at 250 streams. What each stream emits, and in which order, is unchanged."""
+    after its due time, and each tick resumes every stream due by then: a `sleep` per stream per
+    write made the simulator the largest CPU user beside the relay under load (bench/README.md,
+    relay). What each stream emits, and in which order, is unchanged."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop

@@ -346,7 +346,8 @@ def _build_handlers() -> dict[str, _Handler]:
     return h
 
 
-# One table for every assembler (a bound method per type per stream was 7 KiB of each stream's memory).
+# One table for every assembler: a bound method per type per stream was a good share of each
+# stream's memory (bench/README.md, storage).
 _HANDLERS = _build_handlers()
 
 

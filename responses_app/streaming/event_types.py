@@ -24,7 +24,7 @@ from .objects import (
 
 
 class _Event(TypedDict):
-    sequence_number: NotRequired[int]  # absent in early-2025 streams
+    sequence_number: NotRequired[int]  # absent in older API versions' streams
 
 
 class _ResponseEvent(_Event):

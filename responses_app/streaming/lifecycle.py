@@ -29,8 +29,8 @@ class ResponseEvents(ItemEvents):
         self.response_id: str | None = None
         self.status: str | None = None  # the response's own status, terminal or not
         self.error: dict[str, Any] | None = None
-        # The Response's fields but its output, as compact JSON: the parsed dict tree of a
-        # `response.created` is about 2 KiB per stream for the life of the stream (bench storage).
+        # The Response's fields but its output, as compact JSON: a parsed dict tree, held for the
+        # life of the stream, is larger (bench/README.md, storage).
         self._response: str | dict[str, Any] = "{}"
 
     @property

@@ -9,12 +9,10 @@ Text after a quiet spell (none for `wait`) goes out at once, so does a boundary 
 response ended); a steady flow goes out at most once per interval, and only once `min_chars` of
 text are pending or the oldest pending change has waited about `wait` (a chunk arriving within
 half an interval of it carries the patch; without one, a timer half an interval after it).
-Measured for the wire issue (`python -m bench wire`): flushed every 50 ms, a 30 deltas/s answer
-went out as 1.5 deltas (about 8 characters) per patch, so each patch's envelope outweighed its
-text; with 32 characters or 100 ms, a patch carries 4 to 5 deltas there, its newest text leaves
-as it arrives, and at 200 deltas/s nothing changes. The interval
-is the setting times `scale`, which the relay's pacer raises while the process is short of CPU;
-`wait` is never shorter than the interval.
+Why `min_chars`: flushed on the interval alone, a slow answer's patches carried a delta or two
+each and their envelope outweighed their text; waiting for a few deltas costs latency at slow
+paces only (bench/README.md, wire). The interval is the setting times `scale`, which the relay's
+pacer raises while the process is short of CPU; `wait` is never shorter than the interval.
 
 CheckpointPolicy (when to take a checkpoint; the caller's writer commits it a little later, in
 rounds): at boundaries (the caller says so), and while text flows: no sooner

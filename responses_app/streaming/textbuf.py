@@ -36,10 +36,9 @@ def fold(pieces: list[Piece]) -> None:
     """The pieces made one compact piece, in place, without building the whole text when the
     first piece is already UTF-8: then only what came since is encoded and appended to it. A
     checkpoint folds every part's text, so decoding and re-encoding the answer so far each time
-    made a long answer's checkpoints cost O(text²) (callgrind, 5 streams: 5.8k of a relayed
-    delta's 128k instructions, growing with the answer). Text that came after a UTF-8 piece
-    stays UTF-8 even where a str would be smaller (a CJK tail after an emoji): one read's join
-    re-decides, `fold` does not."""
+    made a long answer's checkpoints cost O(text²) (bench/README.md, relay). Text that came after
+    a UTF-8 piece stays UTF-8 even where a str would be smaller (a CJK tail after an emoji): one
+    read's join re-decides, `fold` does not."""
     if len(pieces) < 2:
         return
     first = pieces[0]

@@ -1,9 +1,9 @@
 """The websocket wire format, protocol 2: how a patch travels to a tab, and how a client reads it.
 
-Measured for the wire issue (`python -m bench wire`): a 2,000-delta answer cost 2.5x its text at
-200 deltas/s and 10.7x at 30 deltas/s as `{"type":"patch","base":..,"revision":..,"ops":[["append",
-"<block id>","<5 characters>"]]}`; the envelope, not the text, was the traffic. So a patch is a
-JSON array, and the commonest op, text appended to the last block, is the text alone:
+As an object (`{"type":"patch","base":..,"revision":..,"ops":[["append","<block id>","<5
+characters>"]]}`) a patch's envelope, not its text, was most of the traffic (bench/README.md,
+wire). So a patch is a JSON array, and the commonest op, text appended to the last block, is the
+text alone:
 
     [r1, n, op, op, ...]      the patch from revision r1 - n to r1 (n > 0: the ops it stands for,
                               before the coalescer merged adjacent appends)
