@@ -14,11 +14,19 @@ PORT    ?= 8000
 
 .PHONY: run test test-django52 install native bench lint wheel clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.created:
 	$(PYTHON) -m venv --clear $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
+
+# The demo's packages only: `make run` compiles nothing optional and installs no test tools first.
+$(VENV)/.demo: pyproject.toml $(VENV)/.created
+	$(PY) -m pip install -q -e '.[demo]'
+	touch $@
+
+$(VENV)/.installed: pyproject.toml $(VENV)/.created
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(VENV)/.demo $@
 
 install: $(VENV)/.installed native
 
@@ -27,7 +35,7 @@ install: $(VENV)/.installed native
 native: $(VENV)/.installed
 	@$(PY) -m responses_app.native_build $(if $(filter true,$(CI)),--strict)
 
-run: install
+run: $(VENV)/.demo
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py bootstrap_demo --address http://$(HOST):$(PORT)/
 	$(PY) -m project.serve --host $(HOST) --port $(PORT) --reload
