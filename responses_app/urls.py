@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import frontends_views, jsonapi, views
+from . import frontends_views, jsonapi, views, views_render
 
 app_name = "responses_app"
 
@@ -27,5 +27,6 @@ urlpatterns = [
     path("c/<uuid:conversation_id>/turns/<uuid:request_id>/edit", views.chat_edit, name="chat-edit"),
     path("c/<uuid:conversation_id>/rename", views.conversation_rename, name="conversation-rename"),
     path("c/<uuid:conversation_id>/delete", views.conversation_delete, name="conversation-delete"),
+    path("render/blocks", views_render.render_blocks, name="render-blocks"),
     path("analytics/", views.analytics_page, name="analytics"),
 ]
