@@ -297,6 +297,8 @@ class StreamRunner:
                 if error.retryable and http_retries < MAX_HTTP_RETRIES:
                     http_retries += 1
                     self._counters["retries"] += 1
+                    self.delivery.changed(self.transcript.retrying(error.status, http_retries, MAX_HTTP_RETRIES),
+                                          boundary=True)
                     await asyncio.sleep(min(error.retry_after or 0.5 * 2 ** http_retries, 10))
                     continue
                 self._error = describe_http_error(error)
@@ -434,6 +436,7 @@ class StreamRunner:
         if response_id and response_id != self._response_id_saved:
             # Stored the moment response.created arrives: a crash after this can be reconciled.
             self._response_id_saved = response_id
+            self.delivery.changed(self.transcript.retry_over(), boundary=True)
             await db(services.request_set_response_id)(request_id=self.uuid, response_id=response_id,
                                                        at=timezone.now())
             self.count_write(2)
