@@ -186,7 +186,9 @@ def test_citations_refusal_reasoning_and_tools_render_as_what_they_are(owner: An
      "waiting_tool"),
     ("streaming", {"meta": {}, "blocks": [{"kind": "text", "text": "Hi"}]}, "in_progress"),
     ("completed", None, "completed"),
-    ("error", None, "failed"),
+    ("error", None, "error"),  # the relay could not get an answer: not the provider's failure
+    ("streaming", {"meta": {"status": "in_progress", "retry": {"status": 429, "attempt": 2, "of": 3}},
+                   "blocks": []}, "retrying"),
     ("failed", None, "failed"),
     ("incomplete", None, "incomplete"),
     ("cancelled", None, "cancelled"),
