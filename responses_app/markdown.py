@@ -18,6 +18,7 @@ the page swaps in this server rendering, so a finished answer looks the same in 
 
 from __future__ import annotations
 
+import html
 import re
 from typing import Any
 
@@ -177,6 +178,15 @@ def render_html(text: str, partial: bool = False) -> str:
     flush_paragraph()
     flush_list()
     return "".join(out)
+
+
+_LINE_MARKS = re.compile(r"^\s*(?:#{1,6}\s+|>\s*|[-*+]\s+|\d{1,9}[.)]\s+)")
+
+
+def plain_text(line: str) -> str:
+    """One line of Markdown as the words it shows, without its markers (a title from a prompt)."""
+    shown = re.sub(r"<[^>]+>", "", render_inline(_LINE_MARKS.sub("", line)))
+    return html.unescape(shown)
 
 
 def render(text: str, partial: bool = False) -> SafeString:

@@ -210,6 +210,15 @@ def test_markdown_subset() -> None:
     assert 'href="https://a.b/&quot;onclick=&quot;x"' in markdown.render_html('[a](https://a.b/"onclick="x)')
 
 
+def test_a_title_from_a_prompt_reads_as_plain_text() -> None:
+    from responses_app.services import _title_from
+
+    assert _title_from("**Bold** title with `code` and [a link](https://x.org/y)") == "Bold title with code and a link"
+    assert _title_from("# Heading _em_\n\n- item") == "Heading em - item"
+    assert _title_from("<b>kept</b> & 2*3*4 snake_case") == "<b>kept</b> & 2*3*4 snake_case"  # escaped on display
+    assert _title_from("**" + "a" * 80 + "**") == "a" * 57 + "..."
+
+
 # --- submitting from the page ----------------------------------------------------------------------
 
 def test_form_carries_a_fresh_client_request_id_per_render(owner: Any) -> None:
