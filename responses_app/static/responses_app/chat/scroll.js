@@ -45,7 +45,10 @@ export function startScroll({ composer, jumpButton, turns }) {
   jump = jumpButton;
   if (composer) {
     const root = composer.closest(".relay") || document.documentElement;
-    const publish = () => root.style.setProperty("--composer-h", `${composer.offsetHeight}px`);
+    const publish = () => {
+      root.style.setProperty("--composer-h", `${composer.offsetHeight}px`);
+      if (pinned) toBottom(); // the composer grew (Advanced, Stop): the newest text stays above it
+    };
     new ResizeObserver(publish).observe(composer);
     publish();
   }
