@@ -111,8 +111,7 @@ def test_every_control_shows_focus_and_is_a_44px_target_on_a_phone(sessions: Any
 def test_escape_closes_edit_and_rename_and_focus_goes_to_the_new_turn(sessions: Any, width: int) -> None:
     page = sized(sessions("bob"), width)
     first = submit_first_prompt(page, "**Plain** title, `please`", metadata=FAST)
-    ready(page)
-    assert page.evaluate("() => document.activeElement.id") == f"turn-{first}", "the first send"
+    page.wait_for_function("id => document.activeElement.id === `turn-${id}`", arg=first)  # the first send
     expect(page.locator("h1[data-title]")).to_have_text("Plain title, please")
     wait_completed(page, first)
     second = send_reply(page, "And again", metadata=FAST)

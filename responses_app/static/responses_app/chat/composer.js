@@ -77,7 +77,11 @@ export function bindComposer(form) {
   }
   const syncStop = bindStopLatest(form);
   const conversation = form.dataset.conversation;
-  if (!conversation) return syncStop; // the first prompt of a conversation posts normally and redirects
+  if (!conversation) {
+    // The first prompt of a conversation posts normally and redirects: its turn takes the focus there.
+    form.addEventListener("submit", () => { try { sessionStorage.setItem(FOCUS_NEW_TURN, "1"); } catch { /* no storage */ } });
+    return syncStop;
+  }
   let sending = false;
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -120,6 +124,7 @@ export function bindComposer(form) {
   return syncStop;
 }
 
+export const FOCUS_NEW_TURN = "relay:focus-new-turn";
 const adding = new Map(); // request id -> the promise of its turn being added
 
 // Adds a turn (once, however many tabs or announcements ask) and follows it if it is live.

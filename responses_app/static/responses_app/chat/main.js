@@ -5,7 +5,7 @@
 // (scroll.js), sends prompts (composer.js), shows turns started in other tabs (conversation.js)
 // and copies (copy.js). Words and status sets come from the server (vocab.js).
 
-import { bindComposer, bindCount } from "./composer.js";
+import { FOCUS_NEW_TURN, bindComposer, bindCount } from "./composer.js";
 import { ConversationLive, bindActions } from "./conversation.js";
 import { bindCopy } from "./copy.js";
 import { csrfToken } from "./csrf.js";
@@ -39,6 +39,17 @@ function bindApprovals(root) {
   });
 }
 
+// The first prompt was posted from the list: its turn, named in the address, takes the focus.
+function focusPostedTurn() {
+  let posted = false;
+  try {
+    posted = sessionStorage.getItem(FOCUS_NEW_TURN) !== null;
+    sessionStorage.removeItem(FOCUS_NEW_TURN);
+  } catch { /* no storage */ }
+  const named = location.hash.startsWith("#turn-") && document.getElementById(location.hash.slice(1));
+  if (posted && named) named.focus({ preventScroll: true });
+}
+
 function start() {
   // Shows the controls that need this script: on the app's own markup only, never the host's.
   for (const root of document.querySelectorAll(".relay")) root.classList.add("relay-js");
@@ -56,9 +67,7 @@ function start() {
     bindActions(chat, chat.dataset.conversation);
     chat.querySelectorAll(".edit-form textarea[data-max-chars]").forEach(bindCount);
     new ConversationLive(chat.dataset.conversation);
-    // The first prompt was posted from the list: its turn, named in the address, takes the focus.
-    const named = location.hash.startsWith("#turn-") && document.getElementById(location.hash.slice(1));
-    if (named && named.dataset.live) named.focus({ preventScroll: true });
+    focusPostedTurn();
   }
   followAll();
   syncStop();
