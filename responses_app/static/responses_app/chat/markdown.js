@@ -57,6 +57,7 @@ const mask = (text, pattern) => text.replace(pattern, (m) => "\u0001".repeat(m.l
 // The last line of a text still being written, without the markers of what has not closed: a code
 // span is held back whole, a link shows its label and holds its address, an emphasis loses its marker.
 export function tidyPartial(line) {
+  if (!/[*_`[]/.test(line)) return line; // nothing that can open
   let masked = mask(line, CODE);
   const tick = masked.indexOf("`");
   if (tick >= 0) { line = line.slice(0, tick); masked = masked.slice(0, tick); }
@@ -70,12 +71,13 @@ export function tidyPartial(line) {
   const drop = new Set();
   for (const [closed, opener, width] of [[BOLD, BOLD_OPEN, 2], [EM_STAR, EM_STAR_OPEN, 1], [EM_UNDER, EM_UNDER_OPEN, 1]]) {
     masked = mask(masked, closed);
+    const before = drop.size;
     for (const m of masked.matchAll(opener)) for (let i = m.index; i < m.index + width; i++) drop.add(i);
-    masked = masked.split("").map((c, i) => (drop.has(i) ? "\u0001" : c)).join("");
+    if (drop.size !== before) masked = masked.split("").map((c, i) => (drop.has(i) ? "\u0001" : c)).join("");
   }
   const trailing = TRAILING_MARKS.exec(masked);
   if (trailing) for (let i = trailing.index; i < masked.length; i++) drop.add(i);
-  return line.split("").filter((_, i) => !drop.has(i)).join("");
+  return drop.size ? line.split("").filter((_, i) => !drop.has(i)).join("") : line;
 }
 
 export function renderMarkdown(text, partial = false) {
