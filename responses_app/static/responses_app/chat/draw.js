@@ -34,6 +34,16 @@ export class Drawer {
     this.busy = false;
     this.closed = false;
     this.source = null;
+    this.waiting = []; // resolvers of idle()
+  }
+
+  // Resolves once nothing is wanted or in flight (or after `ms`).
+  idle(ms) {
+    if (!this.busy && !this.wanted.size && !this.meta) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.waiting.push(resolve);
+      setTimeout(resolve, ms);
+    });
   }
 
   want(ids, source) {
@@ -98,5 +108,6 @@ export class Drawer {
     }
     this.busy = false;
     this.kick();
+    if (!this.busy) for (const resolve of this.waiting.splice(0)) resolve();
   }
 }

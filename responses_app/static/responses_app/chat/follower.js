@@ -25,6 +25,7 @@ export const liveTexts = new Map(); // request id -> the text this tab assembled
 export const liveHtml = new Map(); // ... and its HTML
 export const hooks = { rendered: () => {}, replaced: () => {}, keep: (old, fresh) => old.replaceWith(fresh) };
 const RELOAD_AFTER_MS = 60000; // a server of a newer protocol reloads the tab at most this often
+const DRAWN_MS = 2000; // at the end, how long the last entries asked of the server may take
 
 function remember(key) {
   // True when this tab's session storage already had the key; sets it either way.
@@ -290,7 +291,7 @@ class Follower {
     this.done = true;
     followers.delete(this.id);
     this.socket.close();
-    if (this.turnView) this.turnView.close();
+    if (this.turnView && !this.finishing) this.turnView.close();
     const conn = this.turn.querySelector("[data-conn]");
     if (conn) conn.remove();
     this.turn.classList.remove("reconnecting");
@@ -298,7 +299,12 @@ class Follower {
 
   async finish(message) {
     this.render();
+    this.finishing = true;
     this.close();
+    if (this.turnView) { // the last blocks drawn, so the live answer is whole before the swap
+      await this.turnView.idle(DRAWN_MS);
+      this.turnView.close();
+    }
     const box = this.turn.querySelector("[data-blocks]");
     if (box && this.view) { liveTexts.set(this.id, box.innerText); liveHtml.set(this.id, box.innerHTML); }
     const badge = badgeKey(message.status, this.view);

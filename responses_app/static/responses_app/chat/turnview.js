@@ -89,6 +89,11 @@ export class TurnView {
     if (item) this.drawer.want([item.id], this.request());
   }
 
+  // Resolves once the entries asked of the server are in (or after `ms`).
+  idle(ms) {
+    return this.drawer.idle(ms);
+  }
+
   close() {
     this.drawer.close();
   }
