@@ -21,6 +21,8 @@ export class ConversationLive {
         this.handle(message);
       },
       closed: (event) => event.code !== 4403 && event.code !== 4404,
+      quietMs: 25000, // turns, renames, deletion: a new connection catches up, and `online` makes one at once
+      answerMs: 5000,
     });
     window.addEventListener("online", () => this.socket.reconnectNow());
   }

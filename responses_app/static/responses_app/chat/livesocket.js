@@ -6,6 +6,7 @@
 // {"type":"pong"}; nothing within ANSWER_MS of it is a dead socket, replaced at once. A socket
 // that delivers messages is never pinged. `state(live)` tells every change, `message(data)` each
 // message; `closed(event, opened)` may return false to stop reconnecting (4403: not allowed).
+// A socket that only needs to catch up sooner or later (the conversation's) pings less often.
 
 export const QUIET_MS = 1500;
 export const ANSWER_MS = 2500;
@@ -13,11 +14,13 @@ const CONNECT_MS = 5000; // a handshake that hangs (a half-open network) is give
 const TICK_MS = 500;
 
 export class LiveSocket {
-  constructor(address, { message, state = () => {}, closed = () => true }) {
+  constructor(address, { message, state = () => {}, closed = () => true, quietMs = QUIET_MS, answerMs = ANSWER_MS }) {
     this.address = address; // a function: the URL may change between connections
     this.onMessage = message;
     this.onState = state;
     this.onClosed = closed;
+    this.quietMs = quietMs;
+    this.answerMs = answerMs;
     this.ws = null;
     this.attempt = 0;
     this.opened = false; // ever opened
@@ -114,8 +117,8 @@ export class LiveSocket {
       return;
     }
     if (this.ws.readyState !== WebSocket.OPEN) return;
-    if (this.pingAt && now - this.pingAt > ANSWER_MS) this.reconnectNow();
-    else if (!this.pingAt && now - this.lastMessageAt > QUIET_MS) this.ping();
+    if (this.pingAt && now - this.pingAt > this.answerMs) this.reconnectNow();
+    else if (!this.pingAt && now - this.lastMessageAt > this.quietMs) this.ping();
   }
 
   send(message) {
