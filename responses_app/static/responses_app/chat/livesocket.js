@@ -8,10 +8,10 @@
 // message; `closed(event, opened)` may return false to stop reconnecting (4403: not allowed).
 // A socket that only needs to catch up sooner or later (the conversation's) pings less often.
 
-export const QUIET_MS = 1500;
-export const ANSWER_MS = 2500;
+export const QUIET_MS = 1000;
+export const ANSWER_MS = 2000; // with the tick: a dead socket is told within about 3.5 s
 const CONNECT_MS = 5000; // a handshake that hangs (a half-open network) is given up and tried again
-const TICK_MS = 500;
+const TICK_MS = 250;
 
 export class LiveSocket {
   constructor(address, { message, state = () => {}, closed = () => true, quietMs = QUIET_MS, answerMs = ANSWER_MS }) {
