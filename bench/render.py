@@ -46,8 +46,8 @@ MODES = ("incremental", "full")
 
 PAGE = """<!doctype html><html><head><meta charset="utf-8">
 <link rel="stylesheet" href="/static/responses_app/chat.css"></head><body>
-<main class="page"><article class="turn"><div class="msg msg-assistant"><div class="answer" data-blocks></div></div>
-</article></main>
+<main class="page"><article class="turn"><div class="msg msg-assistant">
+<div class="answer" data-blocks>ENTRY</div></div></article></main>
 <script id="relay-vocabulary" type="application/json">VOCABULARY</script>
 <script type="module">
 import { configure } from "/static/responses_app/chat/vocab.js";
@@ -61,9 +61,8 @@ const frame = () => new Promise((resolve) => requestAnimationFrame(resolve));
 
 window.runBench = async (text, mode, delta) => {
   const box = document.querySelector("[data-blocks]");
-  const view = new TurnView(box);
   const block = { id: "m0-c0", kind: "text", state: "streaming", text: "", annotations: [] };
-  view.reset([block]);
+  const view = new TurnView(box, { blocks: () => [block] }); // the block's markup is the server's
   const md = box.querySelector(".md");
   const script = [];
   const withLayout = [];
@@ -72,8 +71,8 @@ window.runBench = async (text, mode, delta) => {
     block.text = text.slice(0, Math.min(end, text.length));
     await frame();
     const start = performance.now();
-    if (mode === "incremental") view.update(block, false);
-    else md.innerHTML = renderMarkdown(block.text);
+    if (mode === "incremental") view.update(block, false, false);
+    else md.innerHTML = renderMarkdown(block.text, true);
     const rendered = performance.now();
     void box.offsetHeight;
     script.push(rendered - start);
@@ -81,7 +80,7 @@ window.runBench = async (text, mode, delta) => {
     if (end >= text.length) break;
   }
   await frame();
-  const same = md.innerHTML === renderMarkdown(text);
+  const same = md.innerHTML === renderMarkdown(text, true);
   return { script, withLayout, longTasks: [...longTasks], same };
 };
 window.benchReady = true;
@@ -126,14 +125,19 @@ class _Quiet(SimpleHTTPRequestHandler):
         return "text/javascript" if str(path).endswith(".js") else super().guess_type(path)
 
 
-def _vocabulary() -> str:
+def _page() -> str:
+    """The bench page with the server's vocabulary and its drawing of the empty answer block."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
     import django
 
     django.setup()
+    from django.template.loader import render_to_string
+
     from responses_app.templatetags.relay_tags import vocabulary
 
-    return json.dumps(vocabulary()).replace("</", "<\\/")
+    entry = render_to_string("responses_app/_block.html", {"live": True, "block": {
+        "id": "m0-c0", "kind": "text", "state": "streaming", "text": "", "annotations": []}})
+    return PAGE.replace("VOCABULARY", json.dumps(vocabulary()).replace("</", "<\\/")).replace("ENTRY", entry)
 
 
 def _stats(values: list[float]) -> dict[str, float]:
@@ -150,7 +154,7 @@ def run(sizes: tuple[int, ...] = SIZES, modes: tuple[str, ...] = MODES) -> list[
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     server = ThreadingHTTPServer(("127.0.0.1", port), partial(_Quiet, directory=str(STATIC)))
-    server.page = PAGE.replace("VOCABULARY", _vocabulary())  # type: ignore[attr-defined]
+    server.page = _page()  # type: ignore[attr-defined]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     rows: list[dict[str, Any]] = []

@@ -161,7 +161,7 @@ class Load:
                 async with asyncio.timeout(min(remaining, SILENCE_S)):
                     raw = await ws.recv()
             except TimeoutError:
-                return False  # as the browser does (follower.js SILENCE_MS): a silent socket is dead, reconnect
+                return False  # a silent socket is dead, reconnect (the browser pings first: livesocket.js)
             now = time.time()
             message = decode(raw)
             kind = message["type"]

@@ -49,6 +49,7 @@ def url_templates() -> dict[str, str]:
         "apiRequest": _reverse("api-request", request_id=_REQUEST),
         "apiCancel": _reverse("api-request-cancel", request_id=_REQUEST),
         "apiApprove": _reverse("api-request-approve", request_id=_REQUEST, approval_request_id=_APPROVAL),
+        "renderBlocks": _reverse("render-blocks"),
         "wsRequest": socket_path("ws-request"),
         "wsConversation": socket_path("ws-conversation"),
     }

@@ -25,6 +25,7 @@ from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html
 
 from . import selectors
@@ -33,6 +34,33 @@ from .models import Checkpoint, Conversation, McpApproval, ResponseRequest, Safe
 EVENT_BATCHES_PER_PAGE = 20
 WITHHELD_NOTICE = ("Hidden: the safety policy withheld, retracted or blocked text of this request. Its text, tool "
                    "data and raw event log need the view_safetyverdict permission.")
+SECOND = "%Y-%m-%d %H:%M:%S"  # Django's own display of a time stops at the minute
+TIMES = ("created", "updated", "deleted_at", "started_at", "ended_at", "finished_at", "decided_at",
+         "upstream_created_at", "first_text_at", "first_tool_at", "terminal_at", "lease_expires")
+
+
+def at_second(name: str) -> Any:
+    """A column or field that shows the datetime `name` to the second, in the current time zone."""
+
+    @admin.display(description=name.replace("_", " "), ordering=name)
+    def shown(model_admin: Any, obj: Any) -> str:
+        value = getattr(obj, name, None)
+        return timezone.localtime(value).strftime(SECOND) if value else "-"
+
+    shown.__name__ = f"{name}_s"
+    return shown
+
+
+class AtTheSecond:
+    """`<name>_s` for every datetime in TIMES: what the admin shows in their place."""
+
+
+for _name in TIMES:
+    setattr(AtTheSecond, f"{_name}_s", at_second(_name))
+
+
+def seconds(names: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(f"{name}_s" if name in TIMES else name for name in names)
 
 
 def event_log_bytes(request: ResponseRequest) -> bytes:
@@ -40,7 +68,7 @@ def event_log_bytes(request: ResponseRequest) -> bytes:
     return selectors.event_log_text(request_id=request.pk).encode()
 
 
-class ReadOnlyInline(admin.TabularInline):
+class ReadOnlyInline(AtTheSecond, admin.TabularInline):
     extra = 0
     can_delete = False
     show_change_link = False
@@ -67,28 +95,28 @@ class TextHidingInline(ReadOnlyInline):
 
 class SegmentInline(TextHidingInline):
     model = Segment
-    fields = ("index", "kind", "response_id", "starting_after", "started_at", "ended_at", "outcome",
-              "http_status", "events", "detail")
+    fields = seconds(("index", "kind", "response_id", "starting_after", "started_at", "ended_at", "outcome",
+                      "http_status", "events", "detail"))
     readonly_fields = fields
     text_fields = ("detail",)  # an upstream's error message
 
 
 class ToolCallInline(TextHidingInline):
     model = ToolCall
-    fields = ("call_id", "name", "status", "arguments", "output", "started_at", "finished_at")
+    fields = seconds(("call_id", "name", "status", "arguments", "output", "started_at", "finished_at"))
     readonly_fields = fields
     text_fields = ("arguments", "output")
 
 
 class McpApprovalInline(ReadOnlyInline):
     model = McpApproval
-    fields = ("approval_request_id", "approve", "decided_by", "decided_at")
+    fields = seconds(("approval_request_id", "approve", "decided_by", "decided_at"))
     readonly_fields = fields
 
 
 class CheckpointInline(ReadOnlyInline):
     model = Checkpoint
-    fields = ("revision", "sequence_number", "reason", "stored", "created")
+    fields = seconds(("revision", "sequence_number", "reason", "stored", "created"))
     readonly_fields = fields
     ordering = ("revision",)
 
@@ -115,8 +143,8 @@ def hides_text(request: HttpRequest, obj: ResponseRequest | None) -> bool:
     return known[obj.pk]
 
 
-SAFETY_FIELDS = ("created", "kind", "mode", "action", "block_id", "start", "end", "checker", "categories_shown",
-                 "error", "elapsed_ms")
+SAFETY_FIELDS = seconds(("created", "kind", "mode", "action", "block_id", "start", "end", "checker",
+                         "categories_shown", "error", "elapsed_ms"))
 
 
 class SafetyVerdictInline(ReadOnlyInline):
@@ -140,9 +168,9 @@ class SafetyVerdictInline(ReadOnlyInline):
 
 
 @admin.register(ResponseRequest)
-class ResponseRequestAdmin(admin.ModelAdmin):
-    list_display = ("short_id", "status", "model", "owner", "response_id", "ttft_ms", "duration_ms", "events",
-                    "created")
+class ResponseRequestAdmin(AtTheSecond, admin.ModelAdmin):
+    list_display = seconds(("short_id", "status", "model", "owner", "response_id", "ttft_ms", "duration_ms", "events",
+                            "created"))
     list_filter = ("status", "model", ("created", admin.DateFieldListFilter))
     search_fields = ("response_id", "owner__username", "client_request_id")
     list_select_related = ("owner",)
@@ -154,13 +182,16 @@ class ResponseRequestAdmin(admin.ModelAdmin):
         (None, {"fields": ("id", "status", "model", "owner", "conversation", "links", "client_request_id",
                            "response_id", "prompt", "final_text")}),
         ("Outcome", {"fields": ("error_code", "error_message", "incomplete_reason", "usage")}),
-        ("Timing", {"fields": ("created", "upstream_created_at", "first_text_at", "ttft_ms", "first_tool_at",
-                               "terminal_at", "duration_ms")}),
+        ("Timing", {"fields": seconds(("created", "upstream_created_at", "first_text_at", "ttft_ms", "first_tool_at",
+                                       "terminal_at", "duration_ms"))}),
         ("Stream", {"fields": ("events", "last_sequence_number", "duplicates", "out_of_order", "gaps",
                                "unknown_events", "malformed_events", "disconnects", "retries")}),
         ("Viewers", {"fields": ("viewer_connections", "reconnects", "cancels", "cancel_requested")}),
-        ("Runner", {"fields": ("runner_token", "lease_expires", "params"), "classes": ("collapse",)}),
+        ("Runner", {"fields": seconds(("runner_token", "lease_expires", "params")), "classes": ("collapse",)}),
     )
+
+    class Media:
+        css = {"all": ("responses_app/admin.css",)}
 
     # Shown in place of these fields when the request's text is withheld from the viewer.
     WITHHELD_FIELDS: dict[Any, str | None] = {
@@ -169,7 +200,8 @@ class ResponseRequestAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         names = [f.name for f in ResponseRequest._meta.fields]
-        return names + ["links", "prompt", "ttft_ms", "withheld", "conversation_id_only", "links_without_log"]
+        return names + ["links", "prompt", "ttft_ms", "withheld", "conversation_id_only", "links_without_log"] + [
+            f"{name}_s" for name in TIMES]
 
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
         fieldsets = super().get_fieldsets(request, obj)
@@ -312,10 +344,10 @@ class ResponseRequestAdmin(admin.ModelAdmin):
 
 
 @admin.register(SafetyVerdict)
-class SafetyVerdictAdmin(admin.ModelAdmin):
+class SafetyVerdictAdmin(AtTheSecond, admin.ModelAdmin):
     """Every verdict across requests: filter by what was done, what was judged, and by whom."""
 
-    list_display = ("created", "request_link", "kind", "mode", "action", "checker", "categories_shown", "flagged",
+    list_display = ("created_s", "request_link", "kind", "mode", "action", "checker", "categories_shown", "flagged",
                     "error", "elapsed_ms")
     list_filter = ("action", "kind", "checker", "mode", "flagged", ("created", admin.DateFieldListFilter))
     list_select_related = ("request",)
@@ -349,12 +381,13 @@ class SafetyVerdictAdmin(admin.ModelAdmin):
 
 
 @admin.register(Conversation)
-class ConversationAdmin(admin.ModelAdmin):
-    list_display = ("__str__", "owner", "created", "updated", "request_count", "last_response_id", "deleted_at")
+class ConversationAdmin(AtTheSecond, admin.ModelAdmin):
+    list_display = ("__str__", "owner", "created_s", "updated_s", "request_count", "last_response_id", "deleted_at_s")
     search_fields = ("title", "owner__username", "last_response_id")
     list_filter = (("created", admin.DateFieldListFilter), ("deleted_at", admin.EmptyFieldListFilter))
     list_select_related = ("owner",)
-    readonly_fields = ("id", "created", "updated", "last_response_id", "deleted_at", "chat_link")
+    exclude = ("created", "updated", "deleted_at")  # shown to the second instead
+    readonly_fields = seconds(("id", "created", "updated", "last_response_id", "deleted_at", "chat_link"))
 
     @admin.display(description="requests")
     def request_count(self, obj: Conversation) -> int:

@@ -18,7 +18,7 @@ from django.db.models import Count, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from .models import ResponseRequest
+from .models import McpApproval, ResponseRequest, Segment
 from .streaming.vocabulary import INPUT_FLAGGED
 
 
@@ -77,9 +77,42 @@ def totals_by(period: DateRange, field: str) -> list[tuple[str, int]]:
 
 
 def time_to_first_text_ms(period: DateRange) -> list[float]:
-    """first_text_at - created, in ms, for requests that showed text."""
-    pairs = requests_in(period).filter(first_text_at__isnull=False).values_list("created", "first_text_at")
-    return [max(0.0, (first - created).total_seconds() * 1000) for created, first in pairs if first is not None]
+    """first_text_at - created, in ms, for requests that showed text, without the time a person
+    took to answer an MCP approval before it (the clock stops while someone is asked)."""
+    rows = list(requests_in(period).filter(first_text_at__isnull=False).values_list("pk", "created", "first_text_at"))
+    waits = approval_waits([pk for pk, _, _ in rows])
+    return [max(0.0, ((first - created) - waited(waits.get(pk, []), first)).total_seconds() * 1000)
+            for pk, created, first in rows if first is not None]
+
+
+def approval_waits(request_ids: list[Any]) -> dict[Any, list[tuple[datetime, datetime]]]:
+    """Per request, each time it waited for a person: from the end of the response that asked
+    (its segment's end) to the last answer given before the next response began."""
+    decided: dict[Any, list[datetime]] = defaultdict(list)
+    for request_id, at in McpApproval.objects.filter(request_id__in=request_ids).values_list("request_id",
+                                                                                           "decided_at"):
+        decided[request_id].append(at)
+    if not decided:
+        return {}
+    ends: dict[Any, list[datetime]] = defaultdict(list)
+    for request_id, ended in (Segment.objects.filter(request_id__in=list(decided), ended_at__isnull=False)
+                              .values_list("request_id", "ended_at")):
+        if ended is not None:
+            ends[request_id].append(ended)
+    waits: dict[Any, list[tuple[datetime, datetime]]] = {}
+    for request_id, answers in decided.items():
+        spans: dict[datetime, datetime] = {}
+        for answer in answers:
+            asked = max((end for end in ends.get(request_id, []) if end <= answer), default=None)
+            if asked is not None:
+                spans[asked] = max(answer, spans.get(asked, answer))
+        waits[request_id] = sorted(spans.items())
+    return waits
+
+
+def waited(spans: list[tuple[datetime, datetime]], until: datetime) -> timedelta:
+    """How long of the time before `until` was spent waiting."""
+    return sum((min(end, until) - start for start, end in spans if start < until), timedelta())
 
 
 def durations_ms(period: DateRange) -> list[float]:

@@ -4,13 +4,21 @@ Model text never injects HTML: every line is escaped *first*, and only then is a
 turned into markup: paragraphs (line breaks kept), **bold**, *em* / _em_, `code`, fenced code
 blocks, bullet and numbered lists, `#` headings (shown small) and [links](https://...) whose
 target is http or https. Anything else stays visible as text, e.g. `[x](javascript:alert(1))`.
+A fenced block gets a Copy button (shown only where the page's script runs).
 
-`chat.js` implements the same algorithm for the live stream; when a response ends the page swaps
-in this server rendering, so a finished answer always looks the same in every tab.
+A text still being written (`partial=True`) never shows half-built syntax: on its last, unfinished
+line an inline code span, a link or an emphasis that has not closed yet loses its markers (a code
+span and a link's address are held back until they close), and a fence line still being typed
+is held. Complete lines are final: nothing on them can close later.
+
+`static/responses_app/chat/markdown.js` implements the same algorithm for the live stream
+(tests/test_render_parity.py cuts every corpus document at every position); when a response ends
+the page swaps in this server rendering, so a finished answer looks the same in every tab.
 """
 
 from __future__ import annotations
 
+import html
 import re
 from typing import Any
 
@@ -29,6 +37,14 @@ _EM_STAR = re.compile(r"(?<![*\w])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![*\w])")
 _EM_UNDER = re.compile(r"(?<![_\w])_(?=[^\s_])(.+?)(?<=[^\s_])_(?![_\w])")
 _TOKEN = re.compile("\x00(\\d+)\x00")
 _SAFE_URL = re.compile(r"^https?://[^\s\"'<>`]+$", re.IGNORECASE)
+# What a partial last line may be in the middle of: a fence being typed, a link, an emphasis.
+_FENCE_TYPED = re.compile(r"^\s*(?:(?:```|~~~)\s*[\w+#.-]*|`{1,2}|~{1,2})\s*$")
+_OPEN_LINK = re.compile(r"\[([^\[\]\n]*)(?:\](?:\([^()\s]*)?)?$")
+_BOLD_OPEN = re.compile(r"\*\*(?=\S)")
+_EM_STAR_OPEN = re.compile(r"(?<![*\w])\*(?=[^\s*])")
+_EM_UNDER_OPEN = re.compile(r"(?<![_\w])_(?=[^\s_])")
+_TRAILING_MARKS = re.compile(r"(?:\*+|(?<!\w)_+)$")
+_COPY_BUTTON = '<button type="button" class="copy" data-copy="code" aria-label="Copy code"></button>'
 
 
 def safe_url(url: Any) -> str | None:
@@ -67,8 +83,38 @@ def _emphasis(html: str) -> str:
     return _EM_UNDER.sub(r"<em>\1</em>", html)
 
 
-def render_html(text: str) -> str:
+def _mask(text: str, pattern: re.Pattern[str]) -> str:
+    return pattern.sub(lambda m: "\x01" * len(m.group(0)), text)
+
+
+def tidy_partial(line: str) -> str:
+    """The last line of a text still being written, without the markers of what has not closed."""
+    masked = _mask(line, _CODE)
+    tick = masked.find("`")
+    if tick >= 0:  # a code span still open: held back whole
+        line, masked = line[:tick], masked[:tick]
+    masked = _mask(masked, _LINK)
+    link = _OPEN_LINK.search(masked)
+    if link is not None:  # a link still open: its label as text, its address held back
+        line = line[:link.start()] + line[link.start(1):link.end(1)]
+        masked = masked[:link.start()] + masked[link.start(1):link.end(1)]
+    drop: set[int] = set()
+    for closed, opener, width in ((_BOLD, _BOLD_OPEN, 2), (_EM_STAR, _EM_STAR_OPEN, 1),
+                                  (_EM_UNDER, _EM_UNDER_OPEN, 1)):
+        masked = _mask(masked, closed)
+        for m in opener.finditer(masked):
+            drop.update(range(m.start(), m.start() + width))
+        masked = "".join("\x01" if i in drop else c for i, c in enumerate(masked))
+    trailing = _TRAILING_MARKS.search(masked)  # a marker that may yet open something
+    if trailing is not None:
+        drop.update(range(trailing.start(), len(masked)))
+    return "".join(c for i, c in enumerate(line) if i not in drop)
+
+
+def render_html(text: str, partial: bool = False) -> str:
+    """Model text as HTML (a plain str); `partial`: the text is still being written."""
     lines = (text or "").replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    last = len(lines) - 1
     out: list[str] = []
     paragraph: list[str] = []
     items: list[str] = []
@@ -89,6 +135,8 @@ def render_html(text: str) -> str:
     i = 0
     while i < len(lines):
         line = lines[i]
+        if partial and i == last:
+            line = "" if _FENCE_TYPED.match(line) else tidy_partial(line)
         fence = _FENCE.match(line)
         if fence:
             flush_paragraph()
@@ -97,11 +145,13 @@ def render_html(text: str) -> str:
             code: list[str] = []
             i += 1
             while i < len(lines) and not lines[i].strip().startswith(marker):
-                code.append(lines[i])
+                if not (partial and i == last and lines[i].strip() and marker.startswith(lines[i].strip())):
+                    code.append(lines[i])  # (a closing fence being typed is held)
                 i += 1
             i += 1  # the closing fence (or the end of a still-streaming block)
             cls = f' class="language-{escape(lang)}"' if lang else ""
-            out.append(f"<pre><code{cls}>{escape(chr(10).join(code))}</code></pre>")
+            out.append(f'<div class="code-block"><pre><code{cls}>{escape(chr(10).join(code))}</code></pre>'
+                       f"{_COPY_BUTTON}</div>")
             continue
         bullet, number = _BULLET.match(line), _NUMBER.match(line)
         if bullet or number:
@@ -130,6 +180,15 @@ def render_html(text: str) -> str:
     return "".join(out)
 
 
-def render(text: str) -> SafeString:
+_LINE_MARKS = re.compile(r"^\s*(?:#{1,6}\s+|>\s*|[-*+]\s+|\d{1,9}[.)]\s+)")
+
+
+def plain_text(line: str) -> str:
+    """One line of Markdown as the words it shows, without its markers (a title from a prompt)."""
+    shown = re.sub(r"<[^>]+>", "", render_inline(_LINE_MARKS.sub("", line)))
+    return html.unescape(shown)
+
+
+def render(text: str, partial: bool = False) -> SafeString:
     """Model text as safe HTML."""
-    return mark_safe(render_html(text))  # noqa: S308 - every piece of text was escaped above
+    return mark_safe(render_html(text, partial))  # noqa: S308 - every piece of text was escaped above

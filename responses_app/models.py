@@ -244,6 +244,9 @@ class Segment(models.Model):
         ordering = ["request", "index"]
         constraints = [models.UniqueConstraint(fields=["request", "index"], name="segment_order")]
 
+    def __str__(self) -> str:
+        return f"segment {self.index} ({self.kind}): {self.outcome or 'open'}"
+
 
 class Checkpoint(models.Model):
     """A committed revision of the view. The newest by revision is what a (re)connecting tab sees.
@@ -278,6 +281,9 @@ class Checkpoint(models.Model):
     @property
     def is_base(self) -> bool:
         return self.base_revision is None
+
+    def __str__(self) -> str:
+        return f"revision {self.revision} ({self.reason}, {'base' if self.is_base else 'ops'})"
 
 
 class EventRecord(models.Model):
@@ -331,6 +337,9 @@ class ToolCall(models.Model):
             # always within one request (selectors.tool_call_output)
             models.UniqueConstraint(fields=["request", "call_id"], name="toolcall_once_per_request"),
         ]
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.call_id} ({self.status})"
 
 
 class McpApproval(models.Model):
@@ -387,6 +396,8 @@ class SafetyVerdict(models.Model):
     class Meta:
         ordering = ["request", "id"]
 
+    def __str__(self) -> str:
+        return f"{self.kind} {self.action} ({self.mode}, {self.checker})"
 
 
 class Share(models.Model):

@@ -15,6 +15,7 @@ from django.utils import timezone
 from . import branches, metrics, selectors, signals, storage
 from .credentials import masked
 from .forms import unstorable
+from .markdown import plain_text
 from .models import (
     Checkpoint,
     Conversation,
@@ -348,8 +349,10 @@ def mcp_approval_decide(*, request: ResponseRequest, approval_request_id: str, a
 
 
 def _title_from(prompt: str) -> str:
-    # Derived for display (the prompt itself is kept whole): no NUL or lone surrogate in a varchar.
+    # Derived for display (the prompt itself is kept whole): its words without Markdown's markers,
+    # no NUL or lone surrogate in a varchar.
     line = " ".join(prompt.replace("\x00", " ").encode("utf-8", "replace").decode().split())
+    line = " ".join(plain_text(line).split()) or line
     return line if len(line) <= 60 else line[:57].rstrip() + "..."
 
 

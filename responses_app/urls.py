@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import branch_views, frontends_views, jsonapi, search_views, share_views, views
+from . import branch_views, frontends_views, jsonapi, search_views, share_views, views, views_render
 
 app_name = "responses_app"
 
@@ -28,6 +28,7 @@ urlpatterns = [
     path("c/<uuid:conversation_id>/turns/<uuid:request_id>/show", branch_views.chat_show, name="chat-show"),
     path("c/<uuid:conversation_id>/rename", views.conversation_rename, name="conversation-rename"),
     path("c/<uuid:conversation_id>/delete", views.conversation_delete, name="conversation-delete"),
+    path("render/blocks", views_render.render_blocks, name="render-blocks"),
     path("analytics/", views.analytics_page, name="analytics"),
     # find and take out (search_views.py), share a live answer (share_views.py)
     path("search/", search_views.search, name="search"),

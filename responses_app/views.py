@@ -23,7 +23,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from . import analytics, branches, selectors, services, submission, upstream
+from . import analytics, branches, forms, selectors, services, submission, upstream
 from .branches import Versions
 from .conf import app_settings
 from .conversation_events import announce
@@ -83,6 +83,7 @@ def composer_context(*, conversation: Conversation | None = None, values: dict[s
         "models": models,
         "selected_model": selected,
         "client_request_id": str(uuid.uuid4()),  # fresh per render: the idempotency key
+        "max_input_chars": forms.MAX_INPUT_CHARS,  # the page counts against the form's own limit
         "values": values,
         "errors": errors or {},
         "conversation": conversation,
@@ -127,7 +128,15 @@ def turn_context(request: ResponseRequest, view: dict[str, Any], *, can_post: bo
         "regenerate_id": str(uuid.uuid4()),  # fresh per render: idempotency keys, as the composer's
         "resend_id": str(uuid.uuid4()),
         "versions": versions,
+        "markdown_source": markdown_source(view),
+        "max_input_chars": forms.MAX_INPUT_CHARS,
     }
+
+
+def markdown_source(view: dict[str, Any]) -> str:
+    """What Copy puts on the clipboard for an answer: its text, as the model wrote it (Markdown)."""
+    return "\n\n".join(b["text"] for b in view.get("blocks") or () if b.get("kind") == "text" and b.get("text"))
+
 
 def _chat_url(conversation_id: Any, request_id: Any | None = None) -> str:
     url = reverse("responses_app:chat", args=[conversation_id])

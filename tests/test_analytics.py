@@ -144,3 +144,36 @@ def test_the_analytics_page_shows_the_blocked_requests(user: Any) -> None:
     client.force_login(staff)
     html = client.get(reverse("responses_app:analytics"), {"days": "7"}).content.decode()
     assert 'data-stat="safety-blocked">1<' in html and "1 answer cut · 0 inputs not sent" in html
+
+
+def test_time_to_first_text_stops_its_clock_while_a_person_is_asked(user: Any) -> None:
+    """Asked at 2 s (the end of the response that asks), answered at 60 s, text at 61 s: 3 s."""
+    from responses_app.models import McpApproval
+
+    start = at(DAY)
+    asked = make(user, created=start, ttft_ms=61_000)
+    Segment.objects.create(request=asked, index=0, kind="initial", outcome="completed",
+                           started_at=start, ended_at=start + timedelta(seconds=2))
+    Segment.objects.create(request=asked, index=1, kind="continuation", outcome="completed",
+                           started_at=start + timedelta(seconds=60), ended_at=start + timedelta(seconds=62))
+    for n, seconds in enumerate((30, 60)):  # two approvals of one round: the wait ends with the last
+        McpApproval.objects.create(request=asked, approval_request_id=f"mcpr_{n}", approve=True, decided_by=user,
+                                   decided_at=start + timedelta(seconds=seconds))
+    plain = make(user, created=start, ttft_ms=500)
+    Segment.objects.create(request=plain, index=0, kind="initial", outcome="completed",
+                           started_at=start, ended_at=start + timedelta(seconds=1))
+    late = make(user, created=start, ttft_ms=1_000)  # text before it asked: nothing to take away
+    Segment.objects.create(request=late, index=0, kind="initial", outcome="completed",
+                           started_at=start, ended_at=start + timedelta(seconds=2))
+    McpApproval.objects.create(request=late, approval_request_id="mcpr_9", approve=False, decided_by=user,
+                               decided_at=start + timedelta(seconds=40))
+    assert sorted(analytics.time_to_first_text_ms(PERIOD)) == [500.0, 1_000.0, 3_000.0]
+
+
+def test_every_model_gets_a_colour_of_its_own() -> None:
+    from responses_app.templatetags.relay_charts import PALETTE, series_color
+    from responses_app.views import FALLBACK_MODELS
+
+    colours = [series_color(model, i) for i, model in enumerate(FALLBACK_MODELS + ["a", "b", "c", "d", "e", "f"])]
+    assert len(set(colours)) == len(colours) == len(FALLBACK_MODELS) + 6
+    assert series_color("failed", 3) == PALETTE["failed"] != series_color("error", 3)

@@ -107,7 +107,7 @@ def test_turn_actions_show_only_to_the_owner_of_a_finished_turn(owner: Any, staf
     assert "Regenerate" not in staff_html and ">Delete</button>" not in staff_html
     live = make_turn(owner, status="streaming")
     live_html = client_for(owner).get(reverse("responses_app:chat", args=[live.conversation_id])).content.decode()
-    assert "Regenerate" not in live_html and 'class="stop"' in live_html
+    assert "Regenerate" not in live_html and 'class="stop-form' in live_html
 
 
 def test_no_stop_beside_a_known_outcome(owner: Any) -> None:
@@ -116,7 +116,7 @@ def test_no_stop_beside_a_known_outcome(owner: Any) -> None:
     view["meta"]["status"] = "completed"
     turn.checkpoints.update(view=view)
     html = client_for(owner).get(reverse("responses_app:chat", args=[turn.conversation_id])).content.decode()
-    assert 'data-badge="completed"' in html and 'class="stop"' not in html
+    assert 'data-badge="completed"' in html and 'class="stop-form' not in html
 
 
 # --- the conversation socket ------------------------------------------------------------------------

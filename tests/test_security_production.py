@@ -116,7 +116,7 @@ def test_plain_http_is_redirected_and_https_gets_hsts_csp_and_secure_cookies(pro
 
 
 def test_collected_static_files_are_served(prod: dict[str, Any]) -> None:
-    script = get(prod, "/static/responses_app/chat/render.js")
+    script = get(prod, "/static/responses_app/chat/markdown.js")
     assert script.status_code == 200 and "export function" in script.text
     assert "javascript" in script.headers["content-type"]
 

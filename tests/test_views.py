@@ -186,7 +186,9 @@ def test_citations_refusal_reasoning_and_tools_render_as_what_they_are(owner: An
      "waiting_tool"),
     ("streaming", {"meta": {}, "blocks": [{"kind": "text", "text": "Hi"}]}, "in_progress"),
     ("completed", None, "completed"),
-    ("error", None, "failed"),
+    ("error", None, "error"),  # the relay could not get an answer: not the provider's failure
+    ("streaming", {"meta": {"status": "in_progress", "retry": {"status": 429, "attempt": 2, "of": 3}},
+                   "blocks": []}, "retrying"),
     ("failed", None, "failed"),
     ("incomplete", None, "incomplete"),
     ("cancelled", None, "cancelled"),
@@ -206,6 +208,15 @@ def test_markdown_subset() -> None:
     assert markdown.render_html("snake_case_name") == "<p>snake_case_name</p>"
     assert "href" not in markdown.render_html("[x](data:text/html,hi) [y](JAVASCRIPT:alert(1))")
     assert 'href="https://a.b/&quot;onclick=&quot;x"' in markdown.render_html('[a](https://a.b/"onclick="x)')
+
+
+def test_a_title_from_a_prompt_reads_as_plain_text() -> None:
+    from responses_app.services import _title_from
+
+    assert _title_from("**Bold** title with `code` and [a link](https://x.org/y)") == "Bold title with code and a link"
+    assert _title_from("# Heading _em_\n\n- item") == "Heading em - item"
+    assert _title_from("<b>kept</b> & 2*3*4 snake_case") == "<b>kept</b> & 2*3*4 snake_case"  # escaped on display
+    assert _title_from("**" + "a" * 80 + "**") == "a" * 57 + "..."
 
 
 # --- submitting from the page ----------------------------------------------------------------------

@@ -48,7 +48,7 @@ from .hub import Hub
 from .outcomes import Ending, SegmentResult, Stopped, connection_failure
 from .precheck import precheck
 from .safety import SafetyChecks
-from .steps import Action, Next, Situation, next_step
+from .steps import MAX_HTTP_RETRIES, Action, Next, Situation, next_step
 from .toolround import ToolRound
 from .writer import CheckpointNotWritten
 
@@ -237,6 +237,7 @@ class StreamRunner(Endings):
         """Perform what `next_step` says after each segment (`step`: the first, decided before
         any segment); the request's status at the end."""
         resumes = http_retries = 0
+        result: SegmentResult | None = None
         while True:
             if step is None:
                 if self.cancel_requested.is_set():
@@ -269,6 +270,9 @@ class StreamRunner(Endings):
                     kind = Kind.FULL_CONTEXT
                 elif action is Action.RETRY:
                     http_retries += 1
+                    status = result.http_status if result is not None else None
+                    self.delivery.changed(self.transcript.retrying(status or 0, http_retries, MAX_HTTP_RETRIES),
+                                          boundary=True)
                 elif action is Action.RESUME:
                     resumes += 1
                     self.transcript.restart_decoder()
@@ -397,6 +401,7 @@ class StreamRunner(Endings):
         if response_id and response_id != self._response_id_saved:
             # Stored the moment response.created arrives: a crash after this can be reconciled.
             self._response_id_saved = response_id
+            self.delivery.changed(self.transcript.retry_over(), boundary=True)
             await db(services.request_set_response_id)(request_id=self.uuid, response_id=response_id,
                                                        at=timezone.now())
             self.count_write(2)

@@ -247,6 +247,17 @@ class Transcript:
             self._inner.set(block_id, {"state": "approved" if approve else "denied"})
         return self.take_ops()
 
+    def retrying(self, status: int, attempt: int, of: int) -> Ops:
+        """The upstream refused with a retryable status; the relay asks again (`meta.retry`, which
+        a page shows as "Retrying (429, 2 of 3)…") until the next response begins."""
+        self._inner.set_meta({"retry": {"status": status, "attempt": attempt, "of": of}})
+        return self.take_ops()
+
+    def retry_over(self) -> Ops:
+        if self._inner.meta.get("retry"):
+            self._inner.set_meta({"retry": None})
+        return self.take_ops()
+
     def tools_finished(self) -> Ops:
         self._inner.set_meta({"status": "in_progress"})
         return self.take_ops()

@@ -18,7 +18,13 @@ _SERIES = ["#2563eb", "#16a34a", "#d97706", "#7c3aed", "#dc2626", "#0891b2", "#d
 
 
 def series_color(name: str, index: int) -> str:
-    return PALETTE.get(name, _SERIES[index % len(_SERIES)])
+    """A status's own colour, else the index's: the palette first, then hues a golden angle
+    apart, so every series of a chart (each model) has a colour of its own."""
+    if name in PALETTE:
+        return PALETTE[name]
+    if index < len(_SERIES):
+        return _SERIES[index]
+    return f"hsl({(index - len(_SERIES)) * 137.508 + 20:.1f} 65% 42%)"
 
 
 @register.simple_tag

@@ -1,44 +1,61 @@
 """Template helpers for the chat pages: safe Markdown, honest status badges, block rendering
 details (reasoning groups, citations, tool activity, images), relative times and token usage.
 
-`render.js` in the browser implements the same rules for live answers; the words and status sets
-it needs come from `vocabulary()`, handed over with `json_script`, so neither side spells them
-out twice. tests/test_render_parity.py holds the two renderers to the same HTML.
+Every block kind's markup is one template, `responses_app/blocks/<kind>.html` (`block_templates`
+picks it); the page's script asks the server to render the blocks of a live answer
+(views_render.py) and only appends text and changes state. What the script still decides itself
+(the badge of a live turn) it words with `vocabulary()`, handed over with `json_script`.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import datetime
 from typing import Any
 
 from django import template
+from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.html import escape, format_html, json_script
 from django.utils.safestring import SafeString, mark_safe
 
 from .. import markdown as md
-from ..streaming.vocabulary import ENDED_STATUSES, ERROR, FAILED, PENDING
+from ..blockwords import (
+    DONE_STATES,
+    citations,
+    code_outputs,
+    group_blocks,
+    image_field,
+    image_src,
+    notice_sentence,
+    tool_details,
+    tool_state,
+    tool_title,
+)
+from ..streaming.vocabulary import ENDED_STATUSES, PENDING
 
 register = template.Library()
 
 BADGE_LABELS = {
     "queued": "Queued",
+    "retrying": "Retrying ({status}, {attempt} of {of})…",  # filled from the view's meta.retry
     "in_progress": "In progress",
     "thinking": "Thinking…",
     "searching": "Searching…",
     "waiting_tool": "Waiting for tool",
     "waiting_approval": "Waiting for your approval",
     "working": "Using a tool…",
+    # One word and colour per outcome, as the admin tells them apart: the model provider reported
+    # a failure (failed), the relay could not get an answer (error), someone pressed Stop.
     "completed": "Completed",
     "failed": "Failed",
+    "error": "Error",
     "incomplete": "Incomplete",
-    "cancelled": "Cancelled",
+    "cancelled": "Stopped",
     "unknown": "Unknown outcome",
 }
-# An ended request's badge: its status, except that a transport error reads as a failure.
-TERMINAL_BADGES = {status: FAILED if status == ERROR else status for status in sorted(ENDED_STATUSES)}
+# An ended request's badge: its status.
+TERMINAL_BADGES = {status: status for status in sorted(ENDED_STATUSES)}
 # How an ended turn's error code and incomplete reason read (an unknown code reads as itself, an
 # unknown reason as "Stopped early: <reason>"): the safety policy's outcomes say what happened.
 ERROR_LABELS = {
@@ -51,61 +68,20 @@ REASON_SENTENCES = {
     "content_filter:retracted": "Part of this answer was retracted by the safety policy.",
     "max_output_items": "The answer had more parts than this server shows; the rest was dropped.",
 }
-# The safety policy's notice (streaming/safety.py), where the answer was stopped: the turn's
-# incomplete reason already says that part was withheld; the notice says where, and how.
-NOTICE_SENTENCES = {
-    "withheld": "The rest of this answer was withheld by the safety policy.",
-    "retracted": "The rest of this answer was retracted by the safety policy.",
-}
 _CALLER_TOOLS = frozenset({"function_call", "custom_tool_call"})
-_DONE_STATES = frozenset({"completed", "done"})
 _VISIBLE = frozenset({"text", "refusal", "image", "audio"})
-
-# One word per tool state, whichever event or item status it came from ("done" from a part's end,
-# "interpreting" from code interpreter ...): what people read, and the CSS class.
-TOOL_STATES = {
-    "in_progress": "running", "streaming": "running", "interpreting": "running", "calling": "running",
-    "searching": "searching", "generating": "generating",
-    "completed": "completed", "done": "completed",
-    "failed": "failed", "incomplete": "incomplete", "cancelled": "cancelled",
-    "awaiting_approval": "awaiting approval", "approved": "approved", "denied": "denied",
-    "withheld": "withheld", "retracted": "retracted",  # the safety policy's notice
-}
-
-TOOL_NAMES = {
-    "web_search_call": "Web search",
-    "file_search_call": "File search",
-    "function_call": "Function call",
-    "custom_tool_call": "Tool call",
-    "code_interpreter_call": "Code interpreter",
-    "image_generation_call": "Image generation",
-    "mcp_call": "MCP call",
-    "mcp_list_tools": "MCP tools list",
-    "mcp_approval_request": "MCP approval request",
-    "computer_call": "Computer use",
-    "local_shell_call": "Shell",
-    "shell_call": "Shell",
-    "apply_patch_call": "Patch",
-    # The safety policy's notice (streaming/safety.py): a compaction-kind block in place of the text.
-    "content_filter": "Part of this answer was withheld by the safety policy",
-}
 
 
 def vocabulary() -> dict[str, Any]:
-    """Everything the browser's renderer needs to word a view exactly as the templates do."""
+    """What the browser needs to tell a live turn's state as `badge_key` does, and to word it."""
     return {
         "labels": BADGE_LABELS,
         "terminal_badges": TERMINAL_BADGES,
         "ended": sorted(ENDED_STATUSES),
         "pending": PENDING,
         "caller_tools": sorted(_CALLER_TOOLS),
-        "done_states": sorted(_DONE_STATES),
+        "done_states": sorted(DONE_STATES),
         "visible_kinds": sorted(_VISIBLE),
-        "tool_states": TOOL_STATES,
-        "tool_names": TOOL_NAMES,
-        "error_labels": ERROR_LABELS,
-        "reason_sentences": REASON_SENTENCES,
-        "notice_sentences": NOTICE_SENTENCES,
     }
 
 
@@ -115,7 +91,7 @@ def relay_vocabulary() -> SafeString:
 
 
 def badge_key(status: str, view: dict[str, Any] | None) -> str:
-    """The honest state of a request for people: the same rules as `badgeKey` in render.js."""
+    """The honest state of a request for people: the same rules as `badgeKey` in state.js."""
     if status in TERMINAL_BADGES:
         return TERMINAL_BADGES[status]
     if status == PENDING:
@@ -124,6 +100,8 @@ def badge_key(status: str, view: dict[str, Any] | None) -> str:
     meta_status = (view.get("meta") or {}).get("status")
     if meta_status in TERMINAL_BADGES:
         return TERMINAL_BADGES[meta_status]
+    if (view.get("meta") or {}).get("retry"):
+        return "retrying"
     if meta_status == "queued":
         return "queued"
     if meta_status == "waiting_for_approval":
@@ -132,10 +110,10 @@ def badge_key(status: str, view: dict[str, Any] | None) -> str:
     if any(b.get("kind") == "tool" and b.get("state") == "searching" for b in blocks):
         return "searching"
     last = blocks[-1] if blocks else None
-    if last and last.get("kind") == "tool" and last.get("tool") in _CALLER_TOOLS and last.get("state") in _DONE_STATES:
+    if last and last.get("kind") == "tool" and last.get("tool") in _CALLER_TOOLS and last.get("state") in DONE_STATES:
         return "waiting_tool"
     if (view.get("meta") or {}).get("activity") == "tool" and last and last.get("kind") == "tool" \
-            and last.get("state") not in _DONE_STATES:
+            and last.get("state") not in DONE_STATES:
         return "working"  # no text for a while, but a tool runs and events flow
     visible = any(b.get("kind") in _VISIBLE and b.get("text") for b in blocks)
     if not visible or (last and last.get("kind") == "reasoning"):
@@ -147,9 +125,33 @@ def badge_is_final(key: str) -> bool:
     return key in TERMINAL_BADGES.values()
 
 
+@register.simple_tag(takes_context=True)
+def render_turn(context: template.Context, turn: dict[str, Any]) -> SafeString:
+    """One turn (`views.turn_context`), rendered as the turn partial renders it on its own."""
+    return render_to_string("responses_app/_turn.html", turn, request=context.get("request"))
+
+
 @register.filter
 def markdown(text: str) -> SafeString:
     return md.render(text or "")
+
+
+@register.simple_tag
+def block_markdown(block: dict[str, Any], live: bool = False) -> SafeString:
+    """A block's text as Markdown; while the answer is live and the block still grows, without
+    half-built syntax on its last line."""
+    return md.render(block.get("text") or "", partial=bool(live) and block.get("state") not in DONE_STATES)
+
+
+@register.filter
+def block_templates(block: dict[str, Any]) -> list[str]:
+    """The template of a block's kind: `responses_app/blocks/<kind>.html`, the safety policy's
+    notice its own, anything without a template of its own read as a tool."""
+    kind = str(block.get("kind") or "tool")
+    if kind == "compaction" and block.get("tool") == "content_filter":
+        kind = "notice"
+    own = [f"responses_app/blocks/{kind}.html"] if kind.isidentifier() else []  # never a path
+    return [*own, "responses_app/blocks/tool.html"]
 
 
 def reason_key(reason: str, view: dict[str, Any] | None) -> str:
@@ -166,7 +168,7 @@ def reason_key(reason: str, view: dict[str, Any] | None) -> str:
 def turn_notice(error: dict[str, Any] | None, incomplete_reason: str = "",
                 view: dict[str, Any] | None = None) -> SafeString:
     """The line under an ended answer: its error, and why it stopped early (worded as the view's
-    safety notice stands); `noticeHtml` in render.js."""
+    safety notice stands)."""
     parts = []
     if error:
         code = str(error.get("code") or "")
@@ -184,129 +186,20 @@ def badge_label(key: str) -> str:
     return BADGE_LABELS.get(key, key)
 
 
-@register.filter
-def tool_state(state: str) -> str:
-    return TOOL_STATES.get(state or "", state or "")
+_FIELD = re.compile(r"\{(\w+)\}")
 
 
-def _is_reasoning_item(block: dict[str, Any]) -> bool:
-    return block.get("kind") == "reasoning" and block.get("tool") == "reasoning"
+@register.simple_tag
+def badge_text(key: str, view: dict[str, Any] | None = None) -> str:
+    """The badge's words, "Retrying (429, 2 of 3)…" filled from the view's meta.retry."""
+    retry = ((view or {}).get("meta") or {}).get("retry") or {}
+    retry = retry if isinstance(retry, dict) else {}
+    return _FIELD.sub(lambda m: str(retry.get(m.group(1), "?")), BADGE_LABELS.get(key, key))
 
 
-@register.filter
-def group_blocks(blocks: list[dict[str, Any]], thought_s: int | None = None) -> list[dict[str, Any]]:
-    """Blocks in reading order, with each reasoning item's summary parts inside it (one
-    collapsible per item, titled "Thought for N s" once its time is known)."""
-    out: list[dict[str, Any]] = []
-    items: dict[str, dict[str, Any]] = {}
-    for block in blocks or []:
-        if _is_reasoning_item(block):
-            entry = dict(block, parts=[])
-            items[str(block.get("item_id") or block.get("id"))] = entry
-            out.append(entry)
-        elif block.get("kind") == "reasoning":
-            owner = items.get(str(block.get("item_id")))
-            if owner is None:  # a part whose item block is missing: a group of its own
-                owner = {"id": f"group-{block.get('id')}", "kind": "reasoning", "tool": "reasoning",
-                         "item_id": block.get("item_id"), "state": block.get("state"), "parts": []}
-                items[str(block.get("item_id"))] = owner
-                out.append(owner)
-            owner["parts"].append(block)
-        else:
-            out.append(block)
-    first = True
-    for entry in out:
-        if entry.get("kind") == "reasoning":
-            entry["title"] = reasoning_title(entry, thought_s if first else None)
-            first = False
-    return out
-
-
-def reasoning_title(item: dict[str, Any], thought_s: int | None) -> str:
-    if item.get("state") not in _DONE_STATES and item.get("state") not in ("incomplete", "failed"):
-        return "Thinking…"
-    if thought_s is not None:
-        return f"Thought for {thought_s} s"
-    return "Thought"
-
-
-@register.filter
-def citations(block: dict[str, Any]) -> list[dict[str, str]]:
-    """url_citation annotations as {title, url} (http/https only, once each); file_citation as
-    {filename}."""
-    seen: set[str] = set()
-    found: list[dict[str, str]] = []
-    for note in block.get("annotations") or []:
-        if not isinstance(note, dict):
-            continue
-        if note.get("type") == "url_citation":
-            url = md.safe_url(note.get("url"))
-            if url and url not in seen:
-                seen.add(url)
-                found.append({"kind": "url", "url": url, "title": str(note.get("title") or url)})
-        elif note.get("type") in ("file_citation", "container_file_citation"):
-            name = str(note.get("filename") or note.get("file_id") or "file")
-            if name not in seen:
-                seen.add(name)
-                found.append({"kind": "file", "title": name})
-    return found
-
-
-@register.filter
-def notice_sentence(block: dict[str, Any]) -> str:
-    """The safety notice's words (the same rule as `noticeSentence` in render.js)."""
-    return NOTICE_SENTENCES.get(str(block.get("state")), NOTICE_SENTENCES["withheld"])
-
-
-@register.filter
-def tool_title(block: dict[str, Any]) -> str:
-    """What the tool did, in words: `Web search: "query"`, `Function call get_weather` ..."""
-    tool = str(block.get("tool") or "tool")
-    title = TOOL_NAMES.get(tool, tool.replace("_", " ").capitalize())
-    if block.get("name"):
-        title += f" {block['server_label']}.{block['name']}" if block.get("server_label") else f" {block['name']}"
-    if block.get("query"):
-        title += f": “{block['query']}”"
-    elif block.get("queries"):
-        title += ": " + ", ".join(f"“{q}”" for q in block["queries"][:3])
-    return title
-
-
-@register.filter
-def tool_details(block: dict[str, Any]) -> list[tuple[str, str]]:
-    """(label, text) pairs worth showing under a tool call: arguments, output, commands ..."""
-    details = []
-    for key in ("arguments", "input", "commands", "output", "result", "outputs", "operation", "error"):
-        value = block.get(key)
-        if value in (None, "", [], {}):
-            continue
-        if key == "result" and image_src(block):
-            continue  # an image's base64 is shown as the image
-        if isinstance(value, str):
-            try:
-                value = json.dumps(json.loads(value), indent=2, ensure_ascii=False)
-            except ValueError:
-                pass
-        else:
-            value = json.dumps(value, indent=2, ensure_ascii=False)
-        details.append((key, value))
-    return details
-
-
-_B64 = re.compile(r"^[A-Za-z0-9+/=\s]+$")
-_IMAGE_PREFIXES = (("iVBOR", "image/png"), ("/9j/", "image/jpeg"), ("UklGR", "image/webp"), ("R0lGOD", "image/gif"))
-
-
-@register.filter
-def image_src(block: dict[str, Any]) -> str:
-    """A data: URL for a generated image, only when it is plain base64 image data (the same rule
-    as `imageSrc` in render.js): the final image once there is one, else the latest partial (the
-    block keeps its last partial after the final arrives)."""
-    data = block.get("result") or block.get("image_b64")
-    if not isinstance(data, str) or not data or len(data) > 8_000_000 or not _B64.match(data):
-        return ""
-    mime = next((m for prefix, m in _IMAGE_PREFIXES if data.startswith(prefix)), "")
-    return f"data:{mime};base64,{data}" if mime else ""
+for _filter in (citations, code_outputs, group_blocks, image_field, image_src, notice_sentence, tool_details,
+                tool_state, tool_title):
+    register.filter(_filter.__name__, _filter)
 
 
 @register.filter

@@ -1,15 +1,17 @@
-// Renders a corpus of views with the browser's modules, for tests/test_render_parity.py.
+// Renders a corpus with the browser's modules, for tests/test_render_parity.py.
 // Usage: node render_parity.mjs CORPUS.json > RESULT.json
-// CORPUS: {"vocabulary": {...}, "cases": [{"name", "status", "view", "thought_s"}],
-//          "texts": ["markdown", ...], "notices": [[error, reason, view], ...], "adds": [[blocks, block], ...]}. Each case gives the HTML of
-// every grouped entry and the badge; each text its whole rendering and its rendering streamed in
-// chunks of 1..97 characters; each notice the line under an ended answer; each add the blocks after
-// the "add" op's reducer put the block among them.
+// CORPUS: {"vocabulary": {...}, "texts": ["markdown", ...], "badges": [[status, view], ...],
+//          "adds": [[blocks, block], ...]}.
+// Each text gives its whole rendering; its rendering streamed through a MarkdownStream in chunks
+// of 1..97 characters; and, cut at every position, the rendering of the text so far as still being
+// written (`partial`), once rendered whole and once as a MarkdownStream fed one character at a
+// time shows it. Each badge case gives the badge key and its words; each add the blocks after the
+// "add" op's reducer put the block among them.
 import { readFileSync } from "node:fs";
 
 const base = new URL("../../responses_app/static/responses_app/chat/", import.meta.url);
 const { configure } = await import(new URL("vocab.js", base));
-const { badgeKey, groupBlocks, noticeHtml, renderEntry } = await import(new URL("render.js", base));
+const { badgeKey, badgeText } = await import(new URL("state.js", base));
 const { addBlock } = await import(new URL("wire.js", base));
 const { MarkdownStream, renderMarkdown } = await import(new URL("markdown.js", base));
 
@@ -29,17 +31,32 @@ function streamed(text, size) {
   return html + tail;
 }
 
+function cuts(text) {
+  const whole = [];
+  const live = [];
+  const stream = new MarkdownStream();
+  let html = "";
+  const points = Array.from(text); // cut between characters, as Python counts them
+  for (let end = 0; end <= points.length; end++) {
+    const prefix = points.slice(0, end).join("");
+    whole.push(renderMarkdown(prefix, true));
+    const [fresh, tail] = stream.update(prefix, true);
+    html += fresh;
+    live.push(html + tail);
+  }
+  return { whole, live };
+}
+
 const result = {
-  cases: corpus.cases.map((c) => ({
-    name: c.name,
-    badge: badgeKey(c.status, c.view),
-    entries: groupBlocks(c.view.blocks, c.thought_s).map((entry) => renderEntry(entry)),
-  })),
   texts: corpus.texts.map((text) => ({
     whole: renderMarkdown(text),
     streamed: [1, 2, 7, 31, 97].map((size) => streamed(text, size)),
+    cuts: cuts(text),
   })),
-  notices: (corpus.notices || []).map(([error, reason, view]) => noticeHtml(error, reason, view)),
+  badges: (corpus.badges || []).map(([status, view]) => {
+    const key = badgeKey(status, view);
+    return [key, badgeText(key, view)];
+  }),
   adds: (corpus.adds || []).map(([blocks, added]) => { addBlock(blocks, added); return blocks; }),
 };
 process.stdout.write(JSON.stringify(result));

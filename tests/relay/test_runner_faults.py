@@ -143,6 +143,23 @@ async def test_http_429_is_retried_then_reported_as_error(owner: Any) -> None:
     assert saved.error_code
     assert saved.response_id == ""
     assert watcher.view is not None and watcher.view["meta"]["status"] == "error"
+    # Each retry is in the view as it happens, for a page to say "Retrying (429, 2 of 3)".
+    retries = [op[1]["retry"] for m in watcher.messages if m["type"] == "patch" for op in m["ops"]
+               if isinstance(op, list) and op[0] == "meta" and "retry" in op[1]]
+    snapshot = watcher.messages[0]["view"]["meta"].get("retry")
+    seen = [r["attempt"] for r in ([snapshot] if snapshot else []) + retries]
+    assert seen and sorted(set(seen)) == list(range(min(seen), 4)), seen
+    assert watcher.view["meta"]["retry"] == {"status": 429, "attempt": 3, "of": 3}
+
+
+async def test_a_retry_that_gets_through_clears_the_retry_from_the_view() -> None:
+    from responses_app.streaming.transcript import Transcript
+
+    transcript = Transcript()
+    ops = transcript.retrying(503, 1, 3)
+    assert ops.ops == [["meta", {"retry": {"status": 503, "attempt": 1, "of": 3}}]]
+    assert transcript.retry_over().ops == [["meta", {"retry": None}]]
+    assert transcript.retry_over().ops == [], "nothing to clear twice"
 
 
 async def test_failed_after_visible_text_keeps_the_text(owner: Any) -> None:

@@ -17,7 +17,7 @@ WROTE = {"name", "server_label", "arguments", "input", "query", "queries", "comm
 
 
 def shown(block: dict[str, Any]) -> list[str]:
-    """What the server's template (and render.js, which mirrors it) shows of a tool block."""
+    """What the tool block's template (responses_app/blocks/tool.html) shows of a tool block."""
     title = tool_title({k: v for k, v in block.items() if k != "name"})
     words = [title.split(": ", 1)[1]] if ": " in title else []
     words += [value for _label, value in tool_details(block)]

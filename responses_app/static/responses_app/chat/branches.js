@@ -9,7 +9,8 @@
 // with fetch; without this script they post and the page reloads at the turn.
 
 import { addTurn } from "./composer.js";
-import { csrfToken, followers } from "./follower.js";
+import { csrfToken } from "./csrf.js";
+import { followers } from "./follower.js";
 import { contentChanged } from "./scroll.js";
 
 let queue = Promise.resolve(); // branch changes are applied one after another, in the order they came

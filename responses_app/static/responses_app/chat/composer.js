@@ -1,8 +1,13 @@
-// composer.js: sends a prompt without a reload and adds its turn; also adds turns that other
-// tabs started (conversation.js). Without JavaScript the form posts and redirects.
+// composer.js: sends a prompt without a reload, adds its turn and moves focus to it; also adds
+// turns that other tabs started (conversation.js). Without JavaScript the form posts and redirects.
+//
+// Every prompt box counts its characters as the server does (code points) against the limit the
+// page states (data-max-chars: forms.MAX_INPUT_CHARS), and refuses to send more: nothing is cut.
+// While an answer streams, the composer's Stop stops the newest one, where the reader already is.
 
+import { csrfToken } from "./csrf.js";
 import { esc } from "./markdown.js";
-import { csrfToken, follow } from "./follower.js";
+import { announce, follow, followers } from "./follower.js";
 import { contentChanged, toBottom } from "./scroll.js";
 import { url } from "./urls.js";
 
@@ -25,9 +30,44 @@ function showFormErrors(form, errors, message) {
   box.hidden = false;
 }
 
+// The count under a prompt box, and the box refusing to be sent while it is over the limit.
+export function bindCount(input) {
+  const max = Number(input.dataset.maxChars || 0);
+  const count = input.form && input.form.querySelector("[data-count]");
+  if (!max || !count) return;
+  const number = new Intl.NumberFormat();
+  let over = false;
+  const update = () => {
+    const n = [...input.value].length;
+    const now = n > max;
+    count.textContent = n ? `${number.format(n)} / ${number.format(max)}` : "";
+    count.classList.toggle("over", now);
+    const message = now ? `Too long to send: ${number.format(n)} characters, at most ${number.format(max)}.` : "";
+    input.setCustomValidity(message);
+    if (now) count.textContent += " · too long";
+    if (now !== over && now) announce(message);
+    over = now;
+  };
+  input.addEventListener("input", update);
+  update();
+}
+
+function bindStopLatest(form) {
+  const stop = form.querySelector("[data-stop-latest]");
+  if (!stop) return () => {};
+  stop.addEventListener("click", () => {
+    const live = [...followers.values()].filter((f) => f.turn.querySelector(".stop-form"));
+    if (live.length) live[live.length - 1].stop();
+  });
+  return () => {
+    stop.hidden = ![...followers.values()].some((f) => f.turn.querySelector(".stop-form .stop:not(:disabled)"));
+  };
+}
+
 export function bindComposer(form) {
   const input = form.querySelector("textarea[name=input]");
   if (input) {
+    bindCount(input);
     input.addEventListener("keydown", (event) => {
       if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
         event.preventDefault();
@@ -35,8 +75,13 @@ export function bindComposer(form) {
       }
     });
   }
+  const syncStop = bindStopLatest(form);
   const conversation = form.dataset.conversation;
-  if (!conversation) return; // the first prompt of a conversation posts normally and redirects
+  if (!conversation) {
+    // The first prompt of a conversation posts normally and redirects: its turn takes the focus there.
+    form.addEventListener("submit", () => { try { sessionStorage.setItem(FOCUS_NEW_TURN, "1"); } catch { /* no storage */ } });
+    return syncStop;
+  }
   let sending = false;
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -64,8 +109,10 @@ export function bindComposer(form) {
       if (!response.ok) { showFormErrors(form, result.errors, result.error); return; }
       form.querySelector(".form-errors").hidden = true;
       form.querySelector("input[name=client_request_id]").value = newRequestId(); // the next prompt
-      if (input) input.value = "";
+      if (input) { input.value = ""; input.dispatchEvent(new Event("input")); }
       await addTurn(conversation, result.id, { own: true });
+      const turn = document.getElementById(`turn-${result.id}`);
+      if (turn) turn.focus({ preventScroll: true });
     } catch {
       // Offline or the server restarted: keep the same client_request_id, so sending again is safe.
       showFormErrors(form, null, "Could not reach the server. Your message was kept; press Send to try again.");
@@ -74,8 +121,10 @@ export function bindComposer(form) {
       if (button) button.disabled = false;
     }
   });
+  return syncStop;
 }
 
+export const FOCUS_NEW_TURN = "relay:focus-new-turn";
 const adding = new Map(); // request id -> the promise of its turn being added
 
 // Adds a turn (once, however many tabs or announcements ask) and follows it if it is live.
@@ -101,6 +150,7 @@ async function insertTurn(conversation, requestId) {
   turns.appendChild(turn);
   // An address that named the latest turn names the new latest one, so a reload opens there.
   if (location.hash.startsWith("#turn-")) history.replaceState(history.state, "", `#turn-${requestId}`);
+  turn.querySelectorAll("textarea[data-max-chars]").forEach(bindCount);
   contentChanged();
   follow(turn);
 }

@@ -1,36 +1,30 @@
 // conversation.js: one socket per open conversation (/ws/conversations/<id>/) that announces turns
 // started anywhere (another tab, the API, Regenerate or Edit), renames and deletion; and the
-// conversation's own actions (Rename, Delete, Regenerate, Edit) and the image viewer.
+// conversation's own actions (Rename, Delete, Regenerate, Edit: Escape closes its form) and the
+// image viewer. The socket keeps a heartbeat (livesocket.js), so a tab that lost it catches up.
 //
 // Messages: {"type":"turns","ids":[...]} on connect (every turn, so a tab that was offline
 // catches up), {"type":"turn","request_id":id}, {"type":"renamed","title":t}, {"type":"deleted"}.
 
 import { addTurn, newRequestId } from "./composer.js";
-import { csrfToken } from "./follower.js";
+import { csrfToken } from "./csrf.js";
+import { LiveSocket } from "./livesocket.js";
 import { socketUrl, url } from "./urls.js";
 
 export class ConversationLive {
   constructor(id) {
     this.id = id;
-    this.attempt = 0;
-    this.closed = false;
-    this.connect();
-  }
-
-  connect() {
-    const ws = new WebSocket(socketUrl("wsConversation", { conversation: this.id }));
-    this.ws = ws;
-    ws.onopen = () => { this.attempt = 0; };
-    ws.onmessage = (event) => {
-      let message;
-      try { message = JSON.parse(event.data); } catch { return; }
-      this.handle(message);
-    };
-    ws.onclose = (event) => {
-      if (this.closed || event.code === 4403 || event.code === 4404) return;
-      const delay = Math.min(15000, 500 * 2 ** this.attempt++) * (0.75 + Math.random() * 0.5);
-      setTimeout(() => this.connect(), delay);
-    };
+    this.socket = new LiveSocket(() => socketUrl("wsConversation", { conversation: id }), {
+      message: (data) => {
+        let message;
+        try { message = JSON.parse(data); } catch { return; }
+        this.handle(message);
+      },
+      closed: (event) => event.code !== 4403 && event.code !== 4404,
+      quietMs: 25000, // turns, renames, deletion: a new connection catches up, and `online` makes one at once
+      answerMs: 5000,
+    });
+    window.addEventListener("online", () => this.socket.reconnectNow());
   }
 
   async handle(message) {
@@ -43,7 +37,7 @@ export class ConversationLive {
       if (title) title.textContent = message.title;
       document.title = `${message.title} · Responses Relay`;
     } else if (message.type === "deleted") {
-      this.closed = true;
+      this.socket.close();
       location.assign(url("conversations"));
     }
   }
@@ -53,6 +47,12 @@ function toggle(button, form, open) {
   form.hidden = !open;
   button.setAttribute("aria-expanded", String(open));
   if (open) form.querySelector("input[type=text], textarea").focus();
+  else if (form.contains(document.activeElement) || document.activeElement === document.body) button.focus();
+}
+
+function closeForm(form) {
+  if (form.matches(".rename-form")) toggle(document.querySelector("[data-action=rename]"), form, false);
+  else toggle(form.closest(".msg-user").querySelector("[data-action=edit]"), form, false);
 }
 
 async function postForm(form) {
@@ -66,6 +66,10 @@ async function postForm(form) {
 }
 
 export function bindActions(root, conversation) {
+  root.addEventListener("keydown", (event) => {
+    const form = event.key === "Escape" && event.target.closest(".rename-form, .edit-form");
+    if (form) { event.preventDefault(); closeForm(form); }
+  });
   root.addEventListener("click", (event) => {
     const button = event.target.closest("button");
     if (!button) return;

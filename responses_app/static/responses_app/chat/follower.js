@@ -3,13 +3,18 @@
 // The `snapshot` comes first, then patches in the wire format of protocol 2 (wire.js, read with the
 // same reducer as responses_app/streaming/view.py). The socket's URL names the protocol this tab
 // reads; a snapshot from a server speaking a newer one reloads the page (at most once a minute) so
-// its patches are never misread. The revision rule: a patch applies
-// only when its `base` equals the held revision; an older one is a duplicate and dropped, a newer
-// base is a gap and we ask for a snapshot rather than show a hole. Messages are applied at most
-// once per animation frame, through a TurnView (only what changed is re-rendered). On `terminal`
-// the turn is swapped for its server rendering, so a finished answer is the same in every tab.
+// its patches are never misread. The revision rule: a patch applies only when its `base` equals the
+// held revision; an older one is a duplicate and dropped, a newer base is a gap and we ask for a
+// snapshot rather than show a hole. Messages are applied at most once per animation frame, through
+// a TurnView (only what changed is drawn again). The socket (livesocket.js) says within seconds
+// whether it is connected: the turn reads "Live" or "Reconnecting…". On `terminal` the turn is
+// swapped for its server rendering, so a finished answer is the same in every tab; the reader
+// stays where they were. The turn is aria-busy while it streams, and its start and end are
+// announced once each.
 
-import { badgeIsFinal, badgeKey, noticeHtml } from "./render.js";
+import { csrfToken } from "./csrf.js";
+import { LiveSocket } from "./livesocket.js";
+import { badgeIsFinal, badgeKey, badgeText } from "./state.js";
 import { TurnView } from "./turnview.js";
 import { vocab } from "./vocab.js";
 import { PROTOCOL, applyOp, decode } from "./wire.js";
@@ -18,17 +23,9 @@ import { socketUrl, url } from "./urls.js";
 export const followers = new Map();
 export const liveTexts = new Map(); // request id -> the text this tab assembled itself, before the swap
 export const liveHtml = new Map(); // ... and its HTML
-export const hooks = { rendered: () => {}, replaced: () => {} };
-export const SILENCE_MS = 50000; // the server pings every 20 s when idle; this much silence is a dead socket
-const PROBE_MS = 4000;
+export const hooks = { rendered: () => {}, replaced: () => {}, keep: (old, fresh) => old.replaceWith(fresh) };
 const RELOAD_AFTER_MS = 60000; // a server of a newer protocol reloads the tab at most this often
-
-export function csrfToken() {
-  const input = document.querySelector("input[name=csrfmiddlewaretoken]");
-  if (input) return input.value;
-  const match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
-  return match ? decodeURIComponent(match[1]) : "";
-}
+const DRAWN_MS = 2000; // at the end, how long the last entries asked of the server may take
 
 function remember(key) {
   // True when this tab's session storage already had the key; sets it either way.
@@ -46,6 +43,13 @@ function schedule(callback) {
   return document.hidden ? setTimeout(callback, 100) : requestAnimationFrame(callback);
 }
 
+export function announce(text) {
+  const region = document.querySelector("[data-announce]");
+  if (!region) return;
+  region.textContent = "";
+  requestAnimationFrame(() => { region.textContent = text; });
+}
+
 class Follower {
   constructor(turn) {
     this.turn = turn;
@@ -57,20 +61,25 @@ class Follower {
     this.scheduled = false;
     this.dirty = new Set();
     this.replaced = new Set(); // blocks whose text was replaced, not appended to
+    this.structural = new Set(); // blocks added, or changed in more than their text
     this.full = false;
+    this.notice = "";
     this.created = Number(turn.dataset.created || 0) * 1000;
     this.awaitingSnapshot = false;
-    this.ws = null;
-    this.attempt = 0;
-    this.opened = false;
     this.done = false;
-    this.lastMessageAt = Date.now();
     // A tab that followed this request before (a reload, back/forward) is reconnecting, not new.
     this.followedBefore = remember(`relay:followed:${this.id}`);
     followers.set(this.id, this);
     this.bindStop();
-    this.connect();
+    this.socket = new LiveSocket(() => this.url(), {
+      message: (data) => this.received(data),
+      state: (live) => this.setConnection(live),
+      closed: (event, opened) => this.closed(event, opened),
+    });
+    if (!this.followedBefore) announce("Answer started");
   }
+
+  get ws() { return this.socket.ws; }
 
   bindStop() {
     const form = this.turn.querySelector(".stop-form");
@@ -82,98 +91,31 @@ class Follower {
   }
 
   url() {
-    const reconnect = this.opened || this.attempt || this.followedBefore;
+    const reconnect = this.socket?.opened || this.socket?.attempt || this.followedBefore;
     return `${socketUrl("wsRequest", { request: this.id })}?v=${PROTOCOL}${reconnect ? "&reconnect=1" : ""}`;
   }
 
-  connect() {
-    if (this.done) return;
-    clearTimeout(this.retryTimer);
-    let ws;
-    try {
-      ws = new WebSocket(this.url());
-    } catch {
-      this.retry();
-      return;
+  received(data) {
+    let message;
+    try { message = decode(data); } catch { return; }
+    this.queue.push(message);
+    if (!this.scheduled) {
+      this.scheduled = true;
+      schedule(() => { this.scheduled = false; this.flush(); });
     }
-    this.ws = ws;
-    ws.onopen = () => {
-      if (ws !== this.ws) return;
-      this.opened = true;
-      this.attempt = 0;
-      this.lastMessageAt = Date.now();
-      this.setReconnecting(false);
-    };
-    ws.onmessage = (event) => {
-      if (ws !== this.ws) return;
-      this.lastMessageAt = Date.now();
-      let message;
-      try { message = decode(event.data); } catch { return; }
-      this.queue.push(message);
-      if (!this.scheduled) {
-        this.scheduled = true;
-        schedule(() => { this.scheduled = false; this.flush(); });
-      }
-    };
-    let openedThis = false;
-    ws.addEventListener("open", () => { openedThis = true; });
-    ws.onclose = (event) => {
-      if (ws !== this.ws) return;
-      this.ws = null;
-      if (this.done) return;
-      if (event.code === 4403) {
-        this.forbidden();
-        return;
-      }
-      this.setReconnecting(true);
-      // A socket that never opened looks like a network error: after two of those, ask the API
-      // whether we may still see this request at all (a proxy may refuse the handshake itself).
-      if (!openedThis && this.attempt >= 1) this.checkAccess();
-      this.retry();
-    };
   }
 
-  retry() {
-    if (this.done) return;
-    clearTimeout(this.retryTimer);
-    const delay = Math.min(15000, 400 * 2 ** this.attempt) * (0.75 + Math.random() * 0.5);
-    this.attempt += 1;
-    this.retryTimer = setTimeout(() => this.connect(), delay);
-  }
-
-  reconnectNow() {
-    if (this.done) return;
-    const old = this.ws;
-    this.ws = null;
-    if (old) { try { old.close(); } catch { /* already closed */ } }
-    this.setReconnecting(true);
-    this.attempt = Math.max(this.attempt, 1);
-    this.connect();
-  }
-
-  probe() {
-    // After sleep or a network change a socket can look open and be dead: ping, expect an answer.
-    if (this.done) return;
-    if (!this.ws || this.ws.readyState !== WebSocket.OPEN) {
-      if (!this.ws || this.ws.readyState !== WebSocket.CONNECTING) this.reconnectNow();
-      return;
-    }
-    const sentAt = Date.now();
-    try { this.ws.send('{"type":"ping"}'); } catch { this.reconnectNow(); return; }
-    setTimeout(() => { if (!this.done && this.lastMessageAt < sentAt) this.reconnectNow(); }, PROBE_MS);
-  }
-
-  send(message) {
-    if (this.ws && this.ws.readyState === WebSocket.OPEN) {
-      this.ws.send(JSON.stringify(message));
-      return true;
-    }
-    return false;
+  closed(event, opened) {
+    if (event.code === 4403) { this.forbidden(); return false; }
+    // A socket that never opened looks like a network error: after two of those, ask the API
+    // whether we may still see this request at all (a proxy may refuse the handshake itself).
+    if (!opened && this.socket.attempt >= 1) this.checkAccess();
+    return true;
   }
 
   askSnapshot() {
     this.awaitingSnapshot = true;
-    if (!this.send({ type: "snapshot" })) this.reconnectNow(); // a fresh connection starts with one
+    if (!this.socket.send({ type: "snapshot" })) this.socket.reconnectNow(); // a new connection starts with one
   }
 
   flush() {
@@ -219,11 +161,11 @@ class Follower {
   }
 
   apply(op) {
-    const [id, replaced, inserted] = applyOp(this.view, op);
+    const [id, replaced, , structural] = applyOp(this.view, op);
     if (id === null) return;
     this.dirty.add(id);
     if (replaced) this.replaced.add(id);
-    if (inserted) this.full = true; // placed mid-answer (the safety notice): render anew
+    if (structural) this.structural.add(id);
   }
 
   reloadForProtocol() {
@@ -246,20 +188,25 @@ class Follower {
     if (!this.view) return;
     if (!this.turnView) {
       const thought = this.turn.dataset.thoughtS;
-      this.turnView = new TurnView(this.turn.querySelector("[data-blocks]"),
-        { thoughtS: thought === undefined ? null : Number(thought) });
+      this.turnView = new TurnView(this.turn.querySelector("[data-blocks]"), {
+        thoughtS: thought === undefined ? null : Number(thought),
+        blocks: () => this.view.blocks,
+        drawn: () => hooks.rendered(this.turn),
+        notice: (html) => this.showNotice(html),
+      });
     }
     if (this.full) {
-      this.turnView.reset(this.view.blocks);
+      this.turnView.reset();
       this.full = false;
     } else {
       for (const id of this.dirty) {
         const block = this.view.blocks.find((b) => b.id === id);
-        if (block) this.turnView.update(block, this.replaced.has(id));
+        if (block) this.turnView.update(block, this.replaced.has(id), this.structural.has(id));
       }
     }
     this.dirty.clear();
     this.replaced.clear();
+    this.structural.clear();
     this.noteThought();
     const placeholder = this.turn.querySelector("[data-placeholder]");
     if (placeholder) placeholder.hidden = this.view.blocks.length > 0;
@@ -267,8 +214,10 @@ class Follower {
     this.setBadge(badge);
     if (badgeIsFinal(badge)) this.removeStop(); // the outcome is known: nothing left to stop
     const meta = this.view.meta || {};
-    if ((meta.error && typeof meta.error === "object") || meta.incomplete_reason) {
-      this.showError(meta.error, meta.incomplete_reason, this.view);
+    const notice = JSON.stringify([meta.error || null, meta.incomplete_reason || ""]);
+    if (notice !== this.notice && ((meta.error && typeof meta.error === "object") || meta.incomplete_reason)) {
+      this.notice = notice;
+      this.turnView.notice(meta);
     }
     hooks.rendered(this.turn);
   }
@@ -279,39 +228,45 @@ class Follower {
     const blocks = this.view.blocks;
     if (!blocks.some((b) => b.kind === "reasoning")) return;
     if (!blocks.some((b) => vocab.visibleKinds.has(b.kind) && b.text)) return;
-    this.turnView.setThought(Math.max(0, Math.round((Date.now() - this.created) / 1000)), blocks);
+    this.turnView.setThought(Math.max(0, Math.round((Date.now() - this.created) / 1000)));
   }
 
   removeStop() {
     const stop = this.turn.querySelector(".stop-form");
     if (stop) stop.remove();
+    hooks.rendered(this.turn);
   }
 
   setBadge(key) {
     const badge = this.turn.querySelector("[data-badge]");
-    if (!badge || badge.dataset.badge === key) return;
+    if (!badge) return;
+    const text = badgeText(key, this.view);
+    if (badge.dataset.badge === key && badge.textContent === text) return;
     badge.dataset.badge = key;
     badge.className = `badge badge-${key}`;
-    badge.textContent = vocab.labels[key] || key;
+    badge.textContent = text;
   }
 
-  showError(error, reason = "", view = null) {
+  showNotice(html) {
     const box = this.turn.querySelector("[data-error]");
     if (!box) return;
-    box.hidden = false;
-    box.innerHTML = noticeHtml(error, reason, view);
+    box.hidden = !html;
+    box.innerHTML = html;
   }
 
-  setReconnecting(on) {
-    const conn = this.turn.querySelector(".conn");
-    if (conn) conn.hidden = !on;
-    this.turn.classList.toggle("reconnecting", on);
+  setConnection(live) {
+    const conn = this.turn.querySelector("[data-conn]");
+    if (conn) {
+      conn.dataset.conn = live ? "live" : "reconnecting";
+      conn.textContent = live ? "Live" : "Reconnecting…";
+    }
+    this.turn.classList.toggle("reconnecting", !live);
   }
 
   stop() {
     const button = this.turn.querySelector(".stop");
     if (button) { button.disabled = true; button.textContent = "Stopping…"; }
-    if (this.send({ type: "cancel" })) return;
+    if (this.socket.send({ type: "cancel" })) return;
     fetch(this.turn.dataset.cancelUrl, {
       method: "POST", credentials: "same-origin", headers: { "X-CSRFToken": csrfToken() },
     }).catch(() => { if (button) { button.disabled = false; button.textContent = "Stop"; } });
@@ -329,37 +284,43 @@ class Follower {
   forbidden() {
     this.close();
     this.setBadge("unknown");
-    this.showError({ code: "forbidden", message: "You cannot watch this response." });
+    this.showNotice("<strong>forbidden</strong>: You cannot watch this response.");
   }
 
   close() {
     this.done = true;
-    clearTimeout(this.retryTimer);
     followers.delete(this.id);
-    const ws = this.ws;
-    this.ws = null;
-    if (ws) { try { ws.close(1000); } catch { /* already closed */ } }
-    this.setReconnecting(false);
+    this.socket.close();
+    if (this.turnView && !this.finishing) this.turnView.close();
+    const conn = this.turn.querySelector("[data-conn]");
+    if (conn) conn.remove();
+    this.turn.classList.remove("reconnecting");
   }
 
   async finish(message) {
     this.render();
+    this.finishing = true;
     this.close();
+    if (this.turnView) { // the last blocks drawn, so the live answer is whole before the swap
+      await this.turnView.idle(DRAWN_MS);
+      this.turnView.close();
+    }
     const box = this.turn.querySelector("[data-blocks]");
     if (box && this.view) { liveTexts.set(this.id, box.innerText); liveHtml.set(this.id, box.innerHTML); }
-    this.setBadge(badgeKey(message.status, this.view));
+    const badge = badgeKey(message.status, this.view);
+    this.setBadge(badge);
     this.removeStop();
     this.turn.removeAttribute("data-live");
+    this.turn.removeAttribute("aria-busy");
     this.turn.dataset.status = message.status;
-    if (message.error && typeof message.error === "object") this.showError(message.error);
+    announce(`Answer ${badgeText(badge, this.view).toLowerCase()}`);
     // The server rendering of the committed answer: the same HTML in every tab, after every reload.
     for (let attempt = 0; attempt < 3; attempt++) {
       try {
         const response = await fetch(this.turn.dataset.turnUrl, { credentials: "same-origin" });
         if (!response.ok) return;
-        const html = (await response.text()).trim();
         const holder = document.createElement("div");
-        holder.innerHTML = html;
+        holder.innerHTML = (await response.text()).trim();
         const fresh = holder.firstElementChild;
         if (!fresh) return;
         if (fresh.dataset.live && attempt < 2) { // not committed yet: try once more shortly
@@ -367,7 +328,7 @@ class Follower {
           continue;
         }
         keepDecodedImages(this.turn, fresh);
-        this.turn.replaceWith(fresh);
+        hooks.keep(this.turn, fresh); // the reader stays where they were
         this.turn = fresh;
         fresh.dataset.finished = "1";
         hooks.replaced(fresh);
@@ -382,15 +343,9 @@ class Follower {
 export function followAll() {
   document.querySelectorAll("article.turn[data-live]").forEach(follow);
   document.addEventListener("visibilitychange", () => {
-    if (document.visibilityState === "visible") followers.forEach((f) => f.probe());
+    if (document.visibilityState === "visible") followers.forEach((f) => f.socket.probe());
   });
-  window.addEventListener("online", () => followers.forEach((f) => f.reconnectNow()));
-  setInterval(() => {
-    const now = Date.now();
-    followers.forEach((f) => {
-      if (f.ws && f.ws.readyState === WebSocket.OPEN && now - f.lastMessageAt > SILENCE_MS) f.reconnectNow();
-    });
-  }, 10000);
+  window.addEventListener("online", () => followers.forEach((f) => f.socket.reconnectNow()));
 }
 
 export function follow(turn) {

@@ -1,17 +1,19 @@
 // main.js: the chat pages' entry point (<script type="module">, no build step).
 //
 // The pages are complete without JavaScript: every committed message is rendered on the server.
-// This follows live turns (follower.js), keeps the newest text in view (scroll.js), sends prompts
-// (composer.js) and shows turns started in other tabs (conversation.js). Words and status sets
-// come from the server (vocab.js).
+// This follows live turns (follower.js), keeps the newest text in view and the reader in place
+// (scroll.js), sends prompts (composer.js), shows turns started in other tabs (conversation.js)
+// and copies (copy.js). Words and status sets come from the server (vocab.js).
 
 import { bindBranches } from "./branches.js";
-import { bindComposer } from "./composer.js";
+import { FOCUS_NEW_TURN, bindComposer, bindCount } from "./composer.js";
 import { ConversationLive, bindActions } from "./conversation.js";
-import { csrfToken, followAll, followers, hooks, liveHtml, liveTexts } from "./follower.js";
+import { bindCopy } from "./copy.js";
+import { csrfToken } from "./csrf.js";
+import { followAll, followers, hooks, liveHtml, liveTexts } from "./follower.js";
 import { renderMarkdown } from "./markdown.js";
-import { badgeKey } from "./render.js";
-import { contentChanged, startScroll } from "./scroll.js";
+import { contentChanged, keepPosition, startScroll } from "./scroll.js";
+import { badgeKey } from "./state.js";
 import { loadUrls, url } from "./urls.js";
 import { loadFromPage } from "./vocab.js";
 
@@ -38,6 +40,17 @@ function bindApprovals(root) {
   });
 }
 
+// The first prompt was posted from the list: its turn, named in the address, takes the focus.
+function focusPostedTurn() {
+  let posted = false;
+  try {
+    posted = sessionStorage.getItem(FOCUS_NEW_TURN) !== null;
+    sessionStorage.removeItem(FOCUS_NEW_TURN);
+  } catch { /* no storage */ }
+  const named = location.hash.startsWith("#turn-") && document.getElementById(location.hash.slice(1));
+  if (posted && named) named.focus({ preventScroll: true });
+}
+
 function start() {
   // Shows the controls that need this script: on the app's own markup only, never the host's.
   for (const root of document.querySelectorAll(".relay")) root.classList.add("relay-js");
@@ -45,16 +58,22 @@ function start() {
   loadUrls(document);
   const chat = document.querySelector(".chat[data-conversation]");
   const form = document.getElementById("composer");
-  hooks.rendered = contentChanged;
-  hooks.replaced = contentChanged;
+  const syncStop = form ? bindComposer(form) : () => {};
+  const changed = () => { contentChanged(); syncStop(); };
+  hooks.rendered = changed;
+  hooks.replaced = changed;
+  hooks.keep = keepPosition;
   if (chat) {
     startScroll({ composer: form, jumpButton: chat.querySelector("[data-jump]"), turns: document.getElementById("turns") });
     bindActions(chat, chat.dataset.conversation);
+    chat.querySelectorAll(".edit-form textarea[data-max-chars]").forEach(bindCount);
     bindBranches(chat, new ConversationLive(chat.dataset.conversation));
+    focusPostedTurn();
   }
   followAll();
+  syncStop();
   bindApprovals(document);
-  if (form) bindComposer(form);
+  bindCopy(document);
   window.relayChat = { followers, liveTexts, liveHtml, renderMarkdown, badgeKey }; // for debugging and tests
 }
 

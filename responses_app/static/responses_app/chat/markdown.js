@@ -1,7 +1,8 @@
 // markdown.js: safe Markdown for model output, the same algorithm as responses_app/markdown.py.
 //
 // Every line is escaped first; only then does a small subset become markup (paragraphs, bold, em,
-// code, fences, lists, small headings, http(s) links). Pure: no DOM, importable from Node.
+// code, fences, lists, small headings, http(s) links). A text still being written (`partial`)
+// never shows half-built syntax: see tidyPartial. Pure: no DOM, importable from Node.
 // `MarkdownStream` renders a growing text incrementally: text up to the last blank line outside
 // a fence is final (the renderer flushes every construct there), so it is rendered once; only the
 // tail after it is rendered again per frame. Concatenating the pieces equals rendering the whole.
@@ -22,6 +23,14 @@ const EM_STAR = /(?<![*\p{L}\p{N}_])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![*\p{L}\p{N
 const EM_UNDER = /(?<![_\p{L}\p{N}])_(?=[^\s_])(.+?)(?<=[^\s_])_(?![_\p{L}\p{N}])/gu;
 const TOKEN = /\u0000(\d+)\u0000/g;
 const SAFE_URL = /^https?:\/\/[^\s"'<>`]+$/i;
+// What a partial last line may be in the middle of: a fence being typed, a link, an emphasis.
+const FENCE_TYPED = /^\s*(?:(?:```|~~~)\s*[\w+#.-]*|`{1,2}|~{1,2})\s*$/;
+const OPEN_LINK = /\[([^[\]\n]*)(?:\](?:\([^()\s]*)?)?$/d;
+const BOLD_OPEN = /\*\*(?=\S)/g;
+const EM_STAR_OPEN = /(?<![*\p{L}\p{N}_])\*(?=[^\s*])/gu;
+const EM_UNDER_OPEN = /(?<![_\p{L}\p{N}])_(?=[^\s_])/gu;
+const TRAILING_MARKS = /(?:\*+|(?<![\p{L}\p{N}_])_+)$/u;
+const COPY_BUTTON = '<button type="button" class="copy" data-copy="code" aria-label="Copy code"></button>';
 
 export function safeUrl(url) {
   return typeof url === "string" && SAFE_URL.test(url.trim()) ? url.trim() : null;
@@ -43,8 +52,37 @@ export function renderInline(text) {
   return out;
 }
 
-export function renderMarkdown(text) {
+const mask = (text, pattern) => text.replace(pattern, (m) => "\u0001".repeat(m.length));
+
+// The last line of a text still being written, without the markers of what has not closed: a code
+// span is held back whole, a link shows its label and holds its address, an emphasis loses its marker.
+export function tidyPartial(line) {
+  if (!/[*_`[]/.test(line)) return line; // nothing that can open
+  let masked = mask(line, CODE);
+  const tick = masked.indexOf("`");
+  if (tick >= 0) { line = line.slice(0, tick); masked = masked.slice(0, tick); }
+  masked = mask(masked, LINK);
+  const link = OPEN_LINK.exec(masked);
+  if (link) {
+    const [from, to] = link.indices[1];
+    line = line.slice(0, link.index) + line.slice(from, to);
+    masked = masked.slice(0, link.index) + masked.slice(from, to);
+  }
+  const drop = new Set();
+  for (const [closed, opener, width] of [[BOLD, BOLD_OPEN, 2], [EM_STAR, EM_STAR_OPEN, 1], [EM_UNDER, EM_UNDER_OPEN, 1]]) {
+    masked = mask(masked, closed);
+    const before = drop.size;
+    for (const m of masked.matchAll(opener)) for (let i = m.index; i < m.index + width; i++) drop.add(i);
+    if (drop.size !== before) masked = masked.split("").map((c, i) => (drop.has(i) ? "\u0001" : c)).join("");
+  }
+  const trailing = TRAILING_MARKS.exec(masked);
+  if (trailing) for (let i = trailing.index; i < masked.length; i++) drop.add(i);
+  return drop.size ? line.split("").filter((_, i) => !drop.has(i)).join("") : line;
+}
+
+export function renderMarkdown(text, partial = false) {
   const lines = String(text || "").replace(/\r\n?/g, "\n").split("\n");
+  const last = lines.length - 1;
   const out = [];
   const paragraph = [];
   let items = [];
@@ -59,15 +97,19 @@ export function renderMarkdown(text) {
     listTag = "";
   };
   for (let i = 0; i < lines.length; i++) {
-    const line = lines[i];
+    let line = lines[i];
+    if (partial && i === last) line = FENCE_TYPED.test(line) ? "" : tidyPartial(line);
     const fence = FENCE.exec(line);
     if (fence) {
       flushParagraph(); flushList();
       const code = [];
       i++;
-      while (i < lines.length && !lines[i].trim().startsWith(fence[1])) code.push(lines[i++]);
+      for (; i < lines.length && !lines[i].trim().startsWith(fence[1]); i++) {
+        const typed = lines[i].trim();
+        if (!(partial && i === last && typed && fence[1].startsWith(typed))) code.push(lines[i]);
+      }
       const cls = fence[2] ? ` class="language-${esc(fence[2])}"` : "";
-      out.push(`<pre><code${cls}>${esc(code.join("\n"))}</code></pre>`);
+      out.push(`<div class="code-block"><pre><code${cls}>${esc(code.join("\n"))}</code></pre>${COPY_BUTTON}</div>`);
       continue;
     }
     const bullet = BULLET.exec(line);
@@ -106,10 +148,11 @@ export class MarkdownStream {
   }
 
   // Returns [html of newly final text, html of the live tail]. `text` must extend the text of the
-  // previous call; after any other change, call reset() first.
-  update(text) {
+  // previous call; after any other change, call reset() first. `partial`: the text is still being
+  // written (its last line may be unfinished).
+  update(text, partial = false) {
     if (text.includes("\r")) { // line ends the scan below does not model: render it whole
-      const html = renderMarkdown(text.slice(this.stable));
+      const html = renderMarkdown(text.slice(this.stable), partial);
       return ["", html];
     }
     let pos = this.scanned;
@@ -130,6 +173,6 @@ export class MarkdownStream {
     this.scanned = pos;
     const fresh = cut > this.stable ? renderMarkdown(text.slice(this.stable, cut)) : "";
     this.stable = cut;
-    return [fresh, renderMarkdown(text.slice(cut))];
+    return [fresh, renderMarkdown(text.slice(cut), partial)];
   }
 }

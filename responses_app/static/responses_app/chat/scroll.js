@@ -23,6 +23,18 @@ export function toBottom() {
   if (jump) jump.hidden = true;
 }
 
+// A finished turn's server rendering replaces the live one: a reader who is not following stays
+// on the same words (the block they are reading keeps its place in the window).
+export function keepPosition(old, fresh) {
+  if (pinned) { old.replaceWith(fresh); return; }
+  const anchor = Array.from(old.querySelectorAll("[data-block-id]")).find((el) => el.getBoundingClientRect().bottom > 0);
+  const top = (anchor || old).getBoundingClientRect().top;
+  old.replaceWith(fresh);
+  const id = anchor && anchor.dataset.blockId;
+  const again = id ? fresh.querySelector(`[data-block-id="${CSS.escape(id)}"]`) : fresh;
+  if (again) window.scrollBy(0, again.getBoundingClientRect().top - top);
+}
+
 // After any content change: keep the newest text in view, or say there is more below.
 export function contentChanged() {
   if (pinned) toBottom();
@@ -33,7 +45,10 @@ export function startScroll({ composer, jumpButton, turns }) {
   jump = jumpButton;
   if (composer) {
     const root = composer.closest(".relay") || document.documentElement;
-    const publish = () => root.style.setProperty("--composer-h", `${composer.offsetHeight}px`);
+    const publish = () => {
+      root.style.setProperty("--composer-h", `${composer.offsetHeight}px`);
+      if (pinned) toBottom(); // the composer grew (Advanced, Stop): the newest text stays above it
+    };
     new ResizeObserver(publish).observe(composer);
     publish();
   }

@@ -1,13 +1,15 @@
-// turnview.js: keeps one turn's answer box in step with its view, cheaply.
+// turnview.js: keeps one turn's answer box in step with its live view, cheaply.
 //
-// A snapshot renders every block once. After that only changed blocks are touched, and a growing
-// Markdown text (an answer, a reasoning summary) goes through a MarkdownStream: paragraphs that
-// are final are parsed and inserted once, and only the live tail's nodes are replaced per frame,
-// so the cost of a frame follows the size of the tail, not of the answer. The DOM that results is
-// the one `renderBlocks` would produce for the whole view.
+// The server draws every block (draw.js asks it, through the page's own templates); this module
+// only appends text and changes state. A block that is added, or whose fields other than its text
+// change, is drawn again; its new entry replaces the old one and keeps the live text boxes in it.
+// A growing text goes into the box its entry holds: Markdown (an answer, a reasoning summary)
+// through a MarkdownStream, so paragraphs that are final are parsed and inserted once and only the
+// live tail is replaced per frame; plain text (a refusal, a transcript, a tool's code) as it is.
 
+import { Drawer } from "./draw.js";
 import { MarkdownStream } from "./markdown.js";
-import { groupBlocks, isReasoningItem, reasoningTitle, renderEntry, renderPart, sourcesHtml } from "./render.js";
+import { vocab } from "./vocab.js";
 
 const template = document.createElement("template");
 
@@ -22,19 +24,21 @@ class MarkdownBox {
     this.stream = new MarkdownStream();
     this.tail = [];
     this.text = null;
+    this.partial = null;
   }
 
-  show(text, reset) {
+  show(text, reset, partial) {
     text = text || "";
-    if (text === this.text) return;
+    if (text === this.text && partial === this.partial) return;
     // A `set` at a part's end usually repeats the text it had grown to: keep what is rendered.
-    if (reset && !(this.text !== null && text.startsWith(this.text))) {
+    if (this.text === null || (reset && !text.startsWith(this.text))) {
       this.stream.reset();
       this.element.textContent = "";
       this.tail = [];
     }
     this.text = text;
-    const [fresh, tail] = this.stream.update(text);
+    this.partial = partial;
+    const [fresh, tail] = this.stream.update(text, partial);
     for (const node of this.tail) node.remove();
     if (fresh) this.element.appendChild(fragment(fresh));
     const nodes = fragment(tail);
@@ -44,90 +48,139 @@ class MarkdownBox {
 }
 
 export class TurnView {
-  constructor(box, { thoughtS = null } = {}) {
+  // `blocks()`: the live view's blocks; `drawn()`: called after entries from the server went in.
+  constructor(box, { thoughtS = null, blocks = () => [], drawn = () => {}, notice = () => {} } = {}) {
     this.box = box;
     this.thoughtS = thoughtS;
+    this.blocks = blocks;
     this.boxes = new Map(); // block id -> MarkdownBox
-    this.sources = new Map(); // text block id -> its annotations, as JSON
-    this.firstItem = null; // the first reasoning item's id: the one titled with the time
+    this.drawer = new Drawer((result) => this.place(result), notice);
+    this.drawn = drawn;
   }
 
   element(id) {
     return this.box.querySelector(`[data-block-id="${CSS.escape(id)}"]`);
   }
 
-  // Everything from scratch (a snapshot).
-  reset(blocks) {
-    this.boxes.clear();
-    this.sources.clear();
-    const entries = groupBlocks(blocks, this.thoughtS);
-    this.firstItem = entries.find((e) => e.kind === "reasoning")?.id ?? null;
-    this.box.innerHTML = entries.map((entry) => renderEntry(entry, "")).join("");
+  // A snapshot: every text now, every entry drawn anew.
+  reset() {
+    const blocks = this.blocks();
     for (const block of blocks) this.fill(block, true);
+    this.drawer.want(blocks.map((b) => b.id), this.request());
   }
 
-  // One block changed (added, appended to or set); `reset` when its text was replaced.
-  update(block, reset) {
-    if (!this.element(block.id)) this.mount(block);
-    this.fill(block, reset);
+  // One block changed: its text (`replaced` when not appended to), or more (`structural`).
+  update(block, replaced, structural) {
+    const filled = this.fill(block, replaced);
+    if (structural || !filled) this.drawer.want([block.id], this.request());
   }
 
-  mount(block) {
-    if (block.kind === "reasoning" && !isReasoningItem(block)) {
-      const item = CSS.escape(String(block.item_id));
-      const group = this.box.querySelector(`.block-reasoning[data-item-id="${item}"] [data-parts]`);
-      if (group) { group.appendChild(fragment(renderPart(block, ""))); return; }
-    } else if (isReasoningItem(block) && this.firstItem === null) {
-      this.firstItem = block.id;
-    }
-    this.box.appendChild(fragment(renderBlocksFor([block], this)));
-  }
-
-  titleFor(item) {
-    return reasoningTitle(item, item.id === this.firstItem ? this.thoughtS : null);
-  }
-
-  fill(block, reset) {
-    const element = this.element(block.id);
-    if (!element) return;
-    if (block.kind === "text" || (block.kind === "reasoning" && !isReasoningItem(block))) {
-      let box = this.boxes.get(block.id);
-      if (!box) { box = new MarkdownBox(element.querySelector(".md")); this.boxes.set(block.id, box); }
-      box.show(block.text, reset);
-      if (block.kind === "text") this.fillSources(block, element);
-    } else if (isReasoningItem(block)) {
-      const summary = element.querySelector("summary");
-      const title = this.titleFor(block);
-      if (summary.textContent !== title) summary.textContent = title;
-    } else {
-      const open = element.tagName === "DETAILS" && element.open;
-      element.replaceWith(fragment(renderEntry(block)));
-      if (open) this.element(block.id).open = true;
-    }
-  }
-
-  fillSources(block, element) {
-    const key = JSON.stringify(block.annotations || []);
-    if (this.sources.get(block.id) === key) return;
-    this.sources.set(block.id, key);
-    const old = element.querySelector(":scope > .sources");
-    if (old) old.remove();
-    const html = sourcesHtml(block);
-    if (html) element.appendChild(fragment(html));
+  // The line under the answer (an error, why it stopped early), worded by the server.
+  notice(meta) {
+    this.drawer.wantNotice({ error: meta.error || null, incomplete_reason: meta.incomplete_reason || "" },
+      this.request());
   }
 
   // The first reasoning item's title once the time to the first text is known.
-  setThought(seconds, blocks) {
+  setThought(seconds) {
     if (this.thoughtS === seconds) return;
     this.thoughtS = seconds;
-    const item = blocks.find((b) => b.id === this.firstItem);
-    if (item) this.fill(item, false);
+    const item = this.blocks().find((b) => b.kind === "reasoning");
+    if (item) this.drawer.want([item.id], this.request());
   }
-}
 
-function renderBlocksFor(blocks, view) {
-  return groupBlocks(blocks, null).map((entry) => {
-    if (entry.kind === "reasoning") entry.title = view.titleFor(entry);
-    return renderEntry(entry, "");
-  }).join("");
+  // Resolves once the entries asked of the server are in (or after `ms`).
+  idle(ms) {
+    return this.drawer.idle(ms);
+  }
+
+  close() {
+    this.drawer.close();
+  }
+
+  request() {
+    return { blocks: this.blocks, thoughtS: () => this.thoughtS };
+  }
+
+  // Shows a block's text in the box its entry holds; false when it has text and no box yet.
+  fill(block, replaced) {
+    const element = this.element(block.id);
+    if (!element) return false;
+    const md = element.querySelector(":scope > .md");
+    if (md) {
+      let box = this.boxes.get(block.id);
+      if (!box || box.element !== md) { box = new MarkdownBox(md); this.boxes.set(block.id, box); }
+      box.show(block.text, replaced, !vocab.doneStates.has(block.state));
+      return true;
+    }
+    const plain = element.querySelector("[data-text]");
+    if (plain) {
+      if (plain.textContent !== (block.text || "")) plain.textContent = block.text || "";
+      return true;
+    }
+    return !block.text;
+  }
+
+  // Entries drawn by the server go in: each replaces its old entry (keeping the live Markdown
+  // boxes and an opened <details>) or goes in reading order; entries of no block any more go.
+  place({ order, entries }) {
+    const byId = new Map(this.blocks().map((b) => [b.id, b]));
+    for (const id of order) {
+      if (entries[id] === undefined) continue;
+      const fresh = fragment(entries[id]).firstElementChild;
+      const old = this.entry(id);
+      if (old) {
+        this.keepLive(old, fresh);
+        old.replaceWith(fresh);
+      } else {
+        this.insert(fresh, id, order);
+      }
+      this.fillImages(fresh, byId);
+      for (const inner of [fresh, ...fresh.querySelectorAll("[data-block-id]")]) {
+        const block = byId.get(inner.dataset.blockId);
+        if (block) this.fill(block, false);
+      }
+    }
+    const listed = new Set(order);
+    for (const child of this.box.querySelectorAll(":scope > [data-block-id]")) {
+      if (!listed.has(child.dataset.blockId) && !byId.has(child.dataset.blockId)) child.remove();
+    }
+    this.drawn();
+  }
+
+  entry(id) {
+    return this.box.querySelector(`:scope > [data-block-id="${CSS.escape(id)}"]`);
+  }
+
+  insert(fresh, id, order) {
+    const at = order.indexOf(id);
+    for (let j = at - 1; j >= 0; j--) {
+      const before = this.entry(order[j]);
+      if (before) { before.after(fresh); return; }
+    }
+    for (let j = at + 1; j < order.length; j++) {
+      const after = this.entry(order[j]);
+      if (after) { after.before(fresh); return; }
+    }
+    this.box.appendChild(fresh);
+  }
+
+  keepLive(old, fresh) {
+    for (const md of fresh.querySelectorAll(".md")) {
+      const box = this.boxes.get(md.parentElement.dataset.blockId);
+      if (box && old.contains(box.element)) md.replaceWith(box.element);
+    }
+    if (old.tagName === "DETAILS" && old.open) fresh.open = true;
+  }
+
+  // The server drew an image from the start of its data (draw.js sends no more): the rest of the
+  // data goes in here, as text appended to its address.
+  fillImages(fresh, byId) {
+    for (const img of fresh.querySelectorAll("img[data-field]")) {
+      const owner = byId.get(img.closest("[data-block-id]").dataset.blockId);
+      const data = owner && owner[img.dataset.field];
+      const head = img.getAttribute("src").split(",")[0];
+      if (typeof data === "string") img.src = `${head},${data}`;
+    }
+  }
 }

@@ -10,11 +10,6 @@ export const vocab = {
   callerTools: new Set(),
   doneStates: new Set(),
   visibleKinds: new Set(),
-  toolStates: {},
-  toolNames: {},
-  errorLabels: {},
-  reasonSentences: {},
-  noticeSentences: {},
 };
 
 export function configure(data) {
@@ -25,11 +20,6 @@ export function configure(data) {
   vocab.callerTools = new Set(data.caller_tools);
   vocab.doneStates = new Set(data.done_states);
   vocab.visibleKinds = new Set(data.visible_kinds);
-  vocab.toolStates = data.tool_states;
-  vocab.toolNames = data.tool_names;
-  vocab.errorLabels = data.error_labels;
-  vocab.reasonSentences = data.reason_sentences;
-  vocab.noticeSentences = data.notice_sentences || {};
 }
 
 export function loadFromPage(doc) {

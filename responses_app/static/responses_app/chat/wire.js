@@ -41,30 +41,31 @@ export function addBlock(blocks, added) {
 
 export function applyOp(view, op) {
   // Applies one op; returns [the id of the block it touched or null, whether its text was replaced,
-  // whether a block was placed before the last one (an add naming an earlier block `after`)].
+  // whether a block was placed before the last one (an add naming an earlier block `after`),
+  // whether more than its text changed (an add, a set of other fields)].
   if (typeof op === "string") {
     const block = view.blocks[view.blocks.length - 1];
     if (!block) throw new Error("text for no block");
     block.text = (block.text || "") + op;
-    return [block.id, false];
+    return [block.id, false, false, false];
   }
   const kind = op[0];
   if (kind === "append") {
     const block = find(view, op[1]);
     block.text = (block.text || "") + op[2];
-    return [op[1], false];
+    return [op[1], false, false, false];
   }
   if (kind === "set") {
     Object.assign(find(view, op[1]), op[2]);
-    return [op[1], "text" in op[2]];
+    return [op[1], "text" in op[2], false, Object.keys(op[2]).some((key) => key !== "text")];
   }
   if (kind === "add") {
     const placed = addBlock(view.blocks, op[1]);
-    return [op[1].id, placed === "existing", placed === "inserted"];
+    return [op[1].id, placed === "existing", placed === "inserted", true];
   }
   if (kind === "meta") {
     Object.assign(view.meta, op[1]);
-    return [null, false];
+    return [null, false, false, false];
   }
   throw new Error(`unknown op ${kind}`);
 }

@@ -1,0 +1,140 @@
+// livesocket.js: a websocket that tells honestly, within seconds, whether it is connected.
+//
+// It reconnects with backoff after a close. A heartbeat finds the sockets that look open and are
+// dead (a lost network, a laptop that slept, a proxy that dropped the connection silently): after
+// QUIET_MS without a message it sends {"type":"ping"}, which both of the app's sockets answer with
+// {"type":"pong"}; nothing within ANSWER_MS of it is a dead socket, replaced at once. A socket
+// that delivers messages is never pinged. `state(live)` tells every change, `message(data)` each
+// message; `closed(event, opened)` may return false to stop reconnecting (4403: not allowed).
+// A socket that only needs to catch up sooner or later (the conversation's) pings less often.
+
+export const QUIET_MS = 1000;
+export const ANSWER_MS = 2000; // with the tick: a dead socket is told within about 3.5 s
+const CONNECT_MS = 5000; // a handshake that hangs (a half-open network) is given up and tried again
+const TICK_MS = 250;
+
+export class LiveSocket {
+  constructor(address, { message, state = () => {}, closed = () => true, quietMs = QUIET_MS, answerMs = ANSWER_MS }) {
+    this.address = address; // a function: the URL may change between connections
+    this.onMessage = message;
+    this.onState = state;
+    this.onClosed = closed;
+    this.quietMs = quietMs;
+    this.answerMs = answerMs;
+    this.ws = null;
+    this.attempt = 0;
+    this.opened = false; // ever opened
+    this.done = false;
+    this.live = null;
+    this.lastMessageAt = Date.now();
+    this.pingAt = 0;
+    this.timer = setInterval(() => this.beat(), TICK_MS);
+    this.connect();
+  }
+
+  setLive(live) {
+    if (this.live === live) return;
+    this.live = live;
+    this.onState(live);
+  }
+
+  connect() {
+    if (this.done) return;
+    clearTimeout(this.retryTimer);
+    let ws;
+    try {
+      ws = new WebSocket(this.address());
+    } catch {
+      this.retry();
+      return;
+    }
+    this.ws = ws;
+    this.connectAt = Date.now();
+    let openedThis = false;
+    ws.onopen = () => {
+      if (ws !== this.ws) return;
+      openedThis = this.opened = true;
+      this.attempt = 0;
+      this.lastMessageAt = Date.now();
+      this.pingAt = 0;
+      this.setLive(true);
+    };
+    ws.onmessage = (event) => {
+      if (ws !== this.ws) return;
+      this.lastMessageAt = Date.now();
+      this.pingAt = 0;
+      this.onMessage(event.data);
+    };
+    ws.onclose = (event) => {
+      if (ws !== this.ws) return;
+      this.ws = null;
+      if (this.done) return;
+      this.setLive(false);
+      if (this.onClosed(event, openedThis) === false) return;
+      this.retry();
+    };
+  }
+
+  retry() {
+    if (this.done) return;
+    clearTimeout(this.retryTimer);
+    const delay = Math.min(15000, 400 * 2 ** this.attempt) * (0.75 + Math.random() * 0.5);
+    this.attempt += 1;
+    this.retryTimer = setTimeout(() => this.connect(), delay);
+  }
+
+  // A new connection now (the network is back, or this one is dead).
+  reconnectNow() {
+    if (this.done) return;
+    const old = this.ws;
+    this.ws = null;
+    if (old) { try { old.close(); } catch { /* already closed */ } }
+    this.setLive(false);
+    this.attempt = Math.max(this.attempt, 1);
+    this.connect();
+  }
+
+  // Ping now (the tab became visible again): the heartbeat then tells within ANSWER_MS.
+  probe() {
+    if (this.done) return;
+    if (!this.ws) { this.reconnectNow(); return; }
+    if (this.ws.readyState === WebSocket.OPEN && !this.pingAt) this.ping();
+  }
+
+  ping() {
+    this.pingAt = Date.now();
+    try { this.ws.send('{"type":"ping"}'); } catch { this.reconnectNow(); }
+  }
+
+  beat() {
+    if (this.done || !this.ws) return;
+    const now = Date.now();
+    if (this.ws.readyState === WebSocket.CONNECTING && now - this.connectAt > CONNECT_MS) {
+      const stuck = this.ws;
+      this.ws = null;
+      try { stuck.close(); } catch { /* never opened */ }
+      this.retry();
+      return;
+    }
+    if (this.ws.readyState !== WebSocket.OPEN) return;
+    if (this.pingAt && now - this.pingAt > this.answerMs) this.reconnectNow();
+    else if (!this.pingAt && now - this.lastMessageAt > this.quietMs) this.ping();
+  }
+
+  send(message) {
+    if (this.ws && this.ws.readyState === WebSocket.OPEN) {
+      this.ws.send(JSON.stringify(message));
+      return true;
+    }
+    return false;
+  }
+
+  close() {
+    this.done = true;
+    clearTimeout(this.retryTimer);
+    clearInterval(this.timer);
+    const ws = this.ws;
+    this.ws = null;
+    if (ws) { try { ws.close(1000); } catch { /* already closed */ } }
+  }
+}
