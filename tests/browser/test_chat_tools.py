@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
+from .axe import assert_accessible
 from .conftest import PASSWORD, RelayServer, open_sessions, serve
 from .test_chat import submit_first_prompt, turn, wait_completed
 from .test_chat_page import FAST, WIDTHS, no_console_errors, send_reply, sized
@@ -151,6 +152,7 @@ def watch_live_then_revoke(owner_page: Page, viewer: Page, request_id: str, link
     before = len(box.inner_text())
     viewer.wait_for_function("([id, n]) => document.querySelector(`#turn-${id} [data-blocks]`).innerText.length > n",
                              arg=[request_id, before + 40])  # live: it grows
+    assert_accessible(viewer)  # the shared page, with an answer streaming
     revoked_at = time.monotonic()
     owner_page.locator(".share-links .revoke-form button").first.click()
     expect(turn(viewer, request_id).locator("[data-error]")).to_contain_text("cannot watch")
