@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.db import connections
 from django.template import Context, Template
 from django.test import RequestFactory
 
@@ -22,6 +23,19 @@ from responses_app.submission import Refused
 from tests.relay.helpers import FAST
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("relay_settings")]
+
+
+def in_a_thread(function: Any) -> Any:
+    """`function` in a thread of its own, as a WSGI worker or a task queue calls the API; the
+    thread's database connection is given back after, as those close theirs (the pool is bounded)."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        finally:
+            connections.close_all()
+
+    return sync_to_async(call, thread_sensitive=False)
 
 
 @pytest.fixture
@@ -61,7 +75,7 @@ async def test_a_sync_submit_from_a_process_without_a_runner_starts_within_a_sec
     worker.ensure_worker()  # this process's runner (as a web process's), listening for starts
     await asyncio.sleep(0.3)  # its listener is up (PostgreSQL's LISTEN, or SQLite's watch)
     started = time.monotonic()
-    request = await sync_to_async(api.submit, thread_sensitive=False)(
+    request = await in_a_thread(api.submit)(
         owner, "From a task queue", model="sim-text", metadata=FAST)
     while (await sync_to_async(api.view)(request))["revision"] == 0 and \
             (await sync_to_async(ResponseRequest.objects.get)(pk=request.pk)).status == "pending":
@@ -72,12 +86,12 @@ async def test_a_sync_submit_from_a_process_without_a_runner_starts_within_a_sec
 
 async def test_wait_and_view_from_sync_code(owner: Any) -> None:
     request = await api.asubmit(owner, "Hi", model="sim-text", metadata=FAST)
-    done = await sync_to_async(api.wait, thread_sensitive=False)(request, timeout=10)
+    done = await in_a_thread(api.wait)(request, timeout=10)
     assert done.status == "completed"
     assert (await sync_to_async(api.view)(request.pk))["meta"]["status"] == "completed"
     with pytest.raises(TimeoutError):
         slow = await api.asubmit(owner, "Slowly", model="sim-long", metadata={"sim.tokens_per_s": "5"})
-        await sync_to_async(api.wait, thread_sensitive=False)(slow, timeout=0.3)
+        await in_a_thread(api.wait)(slow, timeout=0.3)
     assert await api.acancel(slow) is True
     assert (await api.await_request(slow, timeout=10)).status == "cancelled"
     assert await api.acancel(slow) is False, "an ended request has nothing to stop"
@@ -87,7 +101,7 @@ async def test_a_sync_cancel_reaches_the_runner(owner: Any) -> None:
     request = await api.asubmit(owner, "Slowly", model="sim-long", metadata={"sim.tokens_per_s": "5"})
     while get_hub().runner(str(request.pk)) is None:
         await asyncio.sleep(0.02)
-    assert await sync_to_async(api.cancel, thread_sensitive=False)(request) is True
+    assert await in_a_thread(api.cancel)(request) is True
     assert (await api.await_request(request, timeout=15)).status == "cancelled"
 
 
