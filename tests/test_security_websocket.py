@@ -231,7 +231,7 @@ async def test_repeated_cancels_from_many_sockets_are_written_once(server: dict[
     for ws in sockets:  # wait for the outcome, then check the count
         while (message := json.loads(await asyncio.wait_for(ws.recv(), 20)))["type"] != "terminal":
             pass
-        assert message["status"] == "cancelled"
+        assert message["status"] == "cancelled", message
     assert cancels(server, dave["live"]) == 1
 
 

@@ -103,6 +103,10 @@ async def start_response(
         else None,
     )
     response_id = emitter.new_id("resp")
+    while (same := store.get(response_id)) is not None and not same.finished:
+        # The same seed and request while the first is still running: two clients must not share
+        # (and cancel) one response, as no real upstream would make them. A finished one is replaced.
+        response_id = emitter.unseeded_id("resp")
     created_at = 1_760_000_000 + rng.randrange(10_000_000) if virtual else int(time.time())
     obj = base_response(
         request,

@@ -8,6 +8,7 @@ The emitter records each item's `.done` state in `output`: the terminal Response
 from __future__ import annotations
 
 import random
+import secrets
 from typing import Any
 
 Event = dict[str, Any]
@@ -41,6 +42,10 @@ class ItemEmitter:
     def new_id(self, prefix: str) -> str:
         # Real ids of one response share a middle part; the tail is unique per item.
         return f"{prefix}_{self._shared}{self.rng.getrandbits(136):034x}"
+
+    def unseeded_id(self, prefix: str) -> str:
+        """An id like new_id's from the system's randomness, leaving the seeded sequence as it was."""
+        return f"{prefix}_{self._shared}{secrets.randbits(136):034x}"
 
     def call_id(self) -> str:
         alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from functools import partial
 
 import httpx
 import openai
@@ -222,3 +223,22 @@ def test_stamp_appends_the_emit_time_to_each_text_delta(simulator_url: str) -> N
     assert before - 1 <= stamps[0] <= stamps[-1] <= time.time() and stamps == sorted(stamps)
     done = next(e for e in events if e["type"] == "response.output_text.done")
     assert "⟨" not in done["text"]
+
+
+def test_the_same_seed_twice_at_once_gives_two_responses(simulator_url: str) -> None:
+    """Two clients sending one seeded request while the first still runs get a response each: the
+    second neither replaces nor cancels the first (the ids of a seed repeat only once it finished)."""
+    meta = {"sim.seed": "7", "sim.tokens_per_s": "200", "sim.tokens": "60"}
+    first, second = (post_raw(simulator_url, body("sim-long", stream=False, background=True, metadata=meta)).json()
+                     for _ in range(2))
+    assert first["id"] != second["id"]
+
+    def ended(response_id: str) -> dict | None:
+        r = get(f"{simulator_url}/responses/{response_id}").json()
+        return r if r["status"] not in ("in_progress", "queued") else None
+
+    finals = [wait_until(partial(ended, r["id"])) for r in (first, second)]
+    assert [f["status"] for f in finals] == ["completed", "completed"]
+    assert finals[0]["output"] == finals[1]["output"], "the same seed, the same answer"
+    again = post_raw(simulator_url, body("sim-long", stream=False, background=True, metadata=meta)).json()
+    assert again["id"] == first["id"], "once finished, the seed's id is given again"
