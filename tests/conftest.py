@@ -123,3 +123,16 @@ def _close_relay_db_threads(request: Any, django_db_blocker: Any) -> Any:
         with django_db_blocker.unblock(), connection.cursor() as cursor:
             cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                            "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None,
+                                 tmp_path_factory: pytest.TempPathFactory) -> None:
+    """On SQLite the test database is a file, as a deployment's is. Django's default for tests, an
+    in-memory database with a shared cache, answers a write that meets the runner's with "database
+    table is locked" at once instead of waiting the configured timeout, as a file's lock does."""
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    if database["ENGINE"].endswith("sqlite3"):
+        database.setdefault("TEST", {})["NAME"] = str(tmp_path_factory.mktemp("sqlite") / "test.sqlite3")
