@@ -12,7 +12,7 @@ VENV_OLD := .venv-django52
 HOST    ?= 127.0.0.1
 PORT    ?= 8000
 
-.PHONY: run test test-django52 install native bench lint wheel clean
+.PHONY: run test test-second test-postgresql test-django52 install native bench lint wheel clean
 
 $(VENV)/.created:
 	$(PYTHON) -m venv --clear $(VENV)
@@ -40,22 +40,34 @@ run: $(VENV)/.demo
 	$(PY) manage.py bootstrap_demo --address http://$(HOST):$(PORT)/
 	$(PY) -m project.serve --host $(HOST) --port $(PORT) --reload
 
-# The relay's tests run twice: on SQLite (the default) and on PostgreSQL, whose write path
-# differs (a thread pool per process, bytes sent as they are). CI must have PostgreSQL.
-# Then the fast suite once more on Django 5.2 LTS (test-django52).
+# Two runs side by side (the machine's two cores; most of a test is waiting on a socket):
+# - in front, the whole suite on the newest Django, the core compiled, on SQLite;
+# - behind it (test-second, its log printed after), the fast suite on Django 5.2 LTS and Python
+#   3.11 with the core interpreted, then the relay's tests on PostgreSQL, whose write path differs
+#   (a thread pool per process, bytes sent as they are). CI must have PostgreSQL.
 PG_TEST_URL ?= postgres://postgres@127.0.0.1:5432/relay
-test: install
-	$(PY) -m pytest $(PYTEST_ARGS)
-	@echo "== the core's tests again, interpreted (RELAY_COMPILED=false; the run above used build/native when current)"
-	RELAY_COMPILED=false $(PY) -m pytest tests/streaming tests/test_native.py $(PYTEST_ARGS)
+SECOND_LOG := build/test-second.log
+test: install $(VENV_OLD)/.installed
+	@mkdir -p build; echo "== beside this run: make test-second (its log: $(SECOND_LOG))"
+	@( $(MAKE) --no-print-directory test-second > $(SECOND_LOG) 2>&1; echo $$? > $(SECOND_LOG).rc ) & \
+	$(PY) -m pytest $(PYTEST_ARGS); first=$$?; wait; \
+	echo "== make test-second, as it ran beside:"; cat $(SECOND_LOG); \
+	second=$$(cat $(SECOND_LOG).rc); rm -f $(SECOND_LOG).rc; \
+	echo "== the whole suite: exit $$first; make test-second: exit $$second"; \
+	[ $$first -eq 0 ] && [ $$second -eq 0 ]
+
+test-second: test-django52 test-postgresql
+
+test-postgresql: install
 	@if (command -v pg_isready >/dev/null && pg_isready -q -h 127.0.0.1 -p 5432) || [ "$$CI" = "true" ]; then \
-		echo "== the relay's tests again, on PostgreSQL"; \
-		DATABASE_URL=$(PG_TEST_URL) $(PY) -m pytest tests/relay $(PYTEST_ARGS); \
+		echo "== the relay's tests on PostgreSQL"; \
+		DATABASE_URL=$(PG_TEST_URL) $(PY) -m pytest -p no:cacheprovider --basetemp=build/pytest-postgresql \
+			tests/relay $(PYTEST_ARGS); \
 	else echo "== PostgreSQL not reachable: the relay's tests ran on SQLite only"; fi
-	$(MAKE) test-django52
 
 # Everything but the browser, the scaled-out cluster and the wheel's fresh virtualenv, on the
-# oldest supported Django and Python.
+# oldest supported Django and Python, with the core interpreted (RELAY_COMPILED=false): the first
+# run used the compiled core, and tests/test_native.py compares the two on every fixture.
 $(VENV_OLD)/.installed: pyproject.toml
 	$(PYTHON_OLD) -m venv --clear $(VENV_OLD)
 	$(VENV_OLD)/bin/python -m pip install -q --upgrade pip
@@ -63,9 +75,9 @@ $(VENV_OLD)/.installed: pyproject.toml
 	touch $@
 
 test-django52: $(VENV_OLD)/.installed
-	@echo "== the fast suite on $$($(VENV_OLD)/bin/python -c 'import django, sys; print("Django", django.__version__, "on Python", sys.version.split()[0])')"
+	@echo "== the fast suite on $$($(VENV_OLD)/bin/python -c 'import django, sys; print("Django", django.__version__, "on Python", sys.version.split()[0])'), the core interpreted"
 	RELAY_COMPILED=false $(VENV_OLD)/bin/python -m pytest -m "not browser and not services and not wheel" \
-		--ignore=tests/scaled $(PYTEST_ARGS)
+		--basetemp=build/pytest-django52 --ignore=tests/scaled $(PYTEST_ARGS)
 
 bench: install
 	$(PY) -m bench core
