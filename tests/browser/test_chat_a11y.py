@@ -186,6 +186,14 @@ def test_the_composer_never_covers_the_last_items(sessions: Any, width: int) -> 
         return last.bottom - composer.top;
     }"""
     assert page.evaluate(covered) <= 1
+    under = page.evaluate("""() => {
+        const controls = document.querySelectorAll("#turns article.turn button, #turns article.turn summary");
+        const control = controls[controls.length - 1];
+        document.scrollingElement.scrollTop = 0;
+        control.scrollIntoView({block: "end"});  // as a focus or a test's click scrolls to it
+        return control.getBoundingClientRect().bottom - document.getElementById("composer").getBoundingClientRect().top;
+    }""")
+    assert under <= 0, "a control scrolled to stays above the composer"
     token = page.evaluate("() => document.querySelector('input[name=csrfmiddlewaretoken]').value")
     for n in range(12):
         response = page.request.post("/api/requests", headers={"X-CSRFToken": token},
