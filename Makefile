@@ -61,7 +61,7 @@ test-second: test-django52 test-postgresql
 test-postgresql: install
 	@if (command -v pg_isready >/dev/null && pg_isready -q -h 127.0.0.1 -p 5432) || [ "$$CI" = "true" ]; then \
 		echo "== the relay's tests on PostgreSQL"; \
-		DATABASE_URL=$(PG_TEST_URL) $(PY) -m pytest -p no:cacheprovider --basetemp=build/pytest-postgresql \
+		DATABASE_URL=$(PG_TEST_URL) $(PY) -m pytest --basetemp=build/pytest-postgresql \
 			tests/relay $(PYTEST_ARGS); \
 	else echo "== PostgreSQL not reachable: the relay's tests ran on SQLite only"; fi
 
