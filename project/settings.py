@@ -114,8 +114,10 @@ AXES_COOLOFF_TIME = _positive_int("AXES_COOLOFF_MINUTES", 15) / 60  # hours
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 if _trust_proxy:
-    # Behind the proxy every connection comes from it: take the client's address it forwards.
-    AXES_IPWARE_PROXY_COUNT = 1
+    # Behind the proxy every connection comes from it: the client is the address the proxy added,
+    # the right-most of X-Forwarded-For (anything left of it the client may have written).
+    # django-ipware reads these (the demo extra installs django-axes[ipware]).
+    AXES_IPWARE_PROXY_ORDER = "right-most"
     AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"]
 
 ROOT_URLCONF = "project.urls"

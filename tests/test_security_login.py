@@ -29,3 +29,19 @@ def test_repeated_failures_lock_the_account_out(settings: Any) -> None:
     assert "_auth_user_id" not in client.session
     bob = attempt(Client(), "bob", "right")
     assert bob.status_code == 302, "another user is not locked out"
+
+
+def test_behind_the_proxy_an_address_is_the_client_it_forwards(settings: Any) -> None:
+    """The demo's settings behind a proxy (DJANGO_TRUST_X_FORWARDED_PROTO): every connection comes
+    from the proxy, so an attacker's failures must not lock the account out for everyone else; the
+    address is the one the proxy appended, whatever the client wrote before it."""
+    settings.AXES_FAILURE_LIMIT = 3
+    settings.AXES_IPWARE_PROXY_ORDER = "right-most"
+    settings.AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"]
+    get_user_model().objects.create_user("alice", password="right")
+    attacker = Client(HTTP_X_FORWARDED_FOR="203.0.113.5")
+    assert [attempt(attacker, "alice", "wrong").status_code for _ in range(3)] == [200, 200, 429]
+    spoofing = Client(HTTP_X_FORWARDED_FOR="198.51.100.7, 203.0.113.5")  # a header of its own, then the proxy's
+    assert attempt(spoofing, "alice", "right").status_code == 429
+    assert attempt(Client(HTTP_X_FORWARDED_FOR="198.51.100.7"), "alice", "right").status_code == 302, \
+        "the owner, through the same proxy from another address, is not locked out"
