@@ -329,6 +329,8 @@ class StreamRunner(Endings):
         self._segment_index += 1
         events = [0]
         self._reader = self._loop.create_task(self._read(ctx, events))
+        if self.cancel_requested.is_set():  # a Stop that came while no reader ran (the segment's write)
+            self._reader.cancel()
         try:
             result = await self._reader
         except asyncio.CancelledError:

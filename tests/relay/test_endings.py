@@ -257,3 +257,23 @@ async def test_more_output_items_than_the_bound_end_incomplete(owner: Any, setti
     committed = await sync_to_async(selectors.view_latest)(request=saved)
     assert [b["id"] for b in committed["blocks"]] == [f"o{i}-c0" for i in range(10)]
     assert saved.final_text == "\n\n".join(["hi "] * 10)
+
+
+async def test_a_stop_while_the_segment_is_written_still_stops(owner: Any, monkeypatch: Any) -> None:
+    """Stop pressed between the runner's start and its reader's (while the segment's row is
+    written): nothing is read, and the request ends cancelled at once, not when the answer ends."""
+    from responses_app import services
+
+    request = await make_request(owner, "sim-long", {"sim.tokens_per_s": "5"}, background=False)
+    runner = StreamRunner(str(request.pk), get_hub())
+    loop = asyncio.get_running_loop()
+    segment_start = services.segment_start
+
+    def stop_meanwhile(**kwargs: Any) -> Any:
+        loop.call_soon_threadsafe(runner.cancel)  # lands before the write's result does
+        return segment_start(**kwargs)
+
+    monkeypatch.setattr(services, "segment_start", stop_meanwhile)
+    await asyncio.wait_for(runner.run(), 10)
+    saved = await reload(request)
+    assert saved.status == "cancelled" and not saved.final_text
