@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -56,26 +57,33 @@ print("SETUP " + json.dumps(out))
 """
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    tmp = tmp_path_factory.mktemp("ws-server")
+@contextmanager
+def served(tmp: Path, setup: str, **settings: str) -> Iterator[dict[str, Any]]:
+    """The demo's server (project.serve) with the embedded simulator, on a SQLite file of its own,
+    after `setup` (a `manage.py shell` script that prints "SETUP <json>") made its users."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "DJANGO_ENV": "development", "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}",
            "SIMULATOR_ENABLED": "true", "SIMULATOR_BASE_URL": f"{url}/simulator/v1", "OPENAI_BASE_URL": "",
-           "OPENAI_API_KEY": "", "REDIS_URL": "", "RELAY_MAX_SOCKETS_PER_USER": "3", "RELAY_WS_FRAME_RATE": "10",
-           "RELAY_WS_FRAME_BURST": "20", "PYTHONUNBUFFERED": "1"}
+           "OPENAI_API_KEY": "", "REDIS_URL": "", **settings, "PYTHONUNBUFFERED": "1"}
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env, check=True,
                    capture_output=True, timeout=120)
-    shell = subprocess.run([sys.executable, "manage.py", "shell", "-c", SETUP % {"users": USERS}], cwd=ROOT,
+    shell = subprocess.run([sys.executable, "manage.py", "shell", "-c", setup], cwd=ROOT,
                            env=env, check=True, capture_output=True, text=True, timeout=120)
-    setup = json.loads(next(line for line in shell.stdout.splitlines() if line.startswith("SETUP "))[6:])
+    users = json.loads(next(line for line in shell.stdout.splitlines() if line.startswith("SETUP "))[6:])
     proc, _ = serve(env, tmp / "server.log", port=port)
     try:
-        yield {"url": url, "port": port, "users": setup, "log": tmp / "server.log", "db": tmp / "db.sqlite3",
+        yield {"url": url, "port": port, "users": users, "log": tmp / "server.log", "db": tmp / "db.sqlite3",
                "env": env}
     finally:
         stop(proc)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    with served(tmp_path_factory.mktemp("ws-server"), SETUP % {"users": USERS}, RELAY_MAX_SOCKETS_PER_USER="3",
+                RELAY_WS_FRAME_RATE="10", RELAY_WS_FRAME_BURST="20") as running:
+        yield running
 
 
 def ws_url(server: dict[str, Any], path: str) -> str:

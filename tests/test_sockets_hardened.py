@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sqlite3
 import subprocess
 import sys
@@ -22,9 +21,7 @@ import pytest
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
-from tests.servers import stop
-from tests.test_security_production import free_port, serve
-from tests.test_security_websocket import close_code, first_message, login, opener
+from tests.test_security_websocket import close_code, first_message, login, opener, served
 
 ROOT = Path(__file__).resolve().parent.parent
 ROLES = {  # name: (staff, superuser, permissions)
@@ -66,24 +63,9 @@ print("SETUP " + json.dumps(out))
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    tmp = tmp_path_factory.mktemp("sockets-hardened")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "DJANGO_ENV": "development", "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}",
-           "SIMULATOR_ENABLED": "true", "SIMULATOR_BASE_URL": f"{url}/simulator/v1", "OPENAI_BASE_URL": "",
-           "OPENAI_API_KEY": "", "REDIS_URL": "", "RELAY_MAX_SOCKETS_PER_USER": "4", "RELAY_WS_FRAME_RATE": "10",
-           "RELAY_WS_FRAME_BURST": "20", "PYTHONUNBUFFERED": "1"}
-    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env, check=True,
-                   capture_output=True, timeout=120)
-    shell = subprocess.run([sys.executable, "manage.py", "shell", "-c", SETUP % {"roles": ROLES}], cwd=ROOT,
-                           env=env, check=True, capture_output=True, text=True, timeout=120)
-    users = json.loads(next(line for line in shell.stdout.splitlines() if line.startswith("SETUP "))[6:])
-    proc, _ = serve(env, tmp / "server.log", port=port)
-    try:
-        yield {"url": url, "port": port, "users": users, "log": tmp / "server.log", "db": tmp / "db.sqlite3",
-               "env": env}
-    finally:
-        stop(proc)  # type: ignore[arg-type]
+    with served(tmp_path_factory.mktemp("sockets-hardened"), SETUP % {"roles": ROLES},
+                RELAY_MAX_SOCKETS_PER_USER="4", RELAY_WS_FRAME_RATE="10", RELAY_WS_FRAME_BURST="20") as running:
+        yield running
 
 
 def paths(user: dict[str, str]) -> dict[str, str]:

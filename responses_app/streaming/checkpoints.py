@@ -30,8 +30,8 @@ import orjson
 from .transcript import Transcript
 from .view import Op
 
-# Ops rows after a base before the next base: checkpoints come at most every 500 ms, so 128 rows
-# are over a minute of streaming (a long answer has one base); a reader applies at most this many.
+# Ops rows after a base before the next base, and so the most a reader applies: spaced by the
+# checkpoint interval, a chain covers minutes of streaming, so even a long answer has few bases.
 CHAIN_MAX = 128
 
 
