@@ -16,7 +16,6 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -27,12 +26,7 @@ from .models import Conversation, Share
 
 
 def _own(http: HttpRequest, conversation_id: uuid.UUID) -> Conversation:
-    conversation = selectors.conversation_open_for_user(user=http.user, conversation_id=conversation_id)
-    if conversation is None:
-        raise Http404("No such conversation")
-    if conversation.owner_id != http.user.pk:
-        raise PermissionDenied("Only the owner shares a conversation")
-    return conversation
+    return views.own_conversation(http, conversation_id, refused="Only the owner shares a conversation")
 
 
 def _tools_url(conversation_id: Any, anchor: str = "conversation-tools") -> str:

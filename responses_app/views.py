@@ -286,12 +286,15 @@ async def chat_cancel(http: HttpRequest, conversation_id: uuid.UUID, request_id:
 
 # --- conversation actions ---------------------------------------------------------------------------
 
-def _own_conversation(http: HttpRequest, conversation_id: uuid.UUID) -> Conversation:
+def own_conversation(http: HttpRequest, conversation_id: uuid.UUID,
+                     refused: str = "Only the owner can change a conversation") -> Conversation:
+    """The signed-in user's own open conversation: 404 if they cannot see it, 403 (`refused`) if
+    they may see it but are not its owner."""
     conversation = selectors.conversation_open_for_user(user=http.user, conversation_id=conversation_id)
     if conversation is None:
         raise Http404("No such conversation")
     if conversation.owner_id != http.user.pk:
-        raise PermissionDenied("Only the owner can change a conversation")
+        raise PermissionDenied(refused)
     return conversation
 
 
@@ -302,7 +305,7 @@ def _wants_json(http: HttpRequest) -> bool:
 @login_required
 @require_POST
 async def conversation_rename(http: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
-    conversation = await sync_to_async(_own_conversation)(http, conversation_id)
+    conversation = await sync_to_async(own_conversation)(http, conversation_id)
     try:
         title = await sync_to_async(services.conversation_rename)(conversation=conversation,
                                                                   title=http.POST.get("title", ""))
@@ -315,7 +318,7 @@ async def conversation_rename(http: HttpRequest, conversation_id: uuid.UUID) -> 
 @login_required
 @require_POST
 async def conversation_delete(http: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
-    conversation = await sync_to_async(_own_conversation)(http, conversation_id)
+    conversation = await sync_to_async(own_conversation)(http, conversation_id)
     stopped = await sync_to_async(services.conversation_delete)(conversation=conversation)
     for request in stopped:
         await worker.cancel_request(str(request.pk))
@@ -325,7 +328,7 @@ async def conversation_delete(http: HttpRequest, conversation_id: uuid.UUID) -> 
 
 def _resend(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UUID, *, edit: bool) -> Submitted:
     """Regenerate or Edit: through the one door, as any submit (limits, allowlist, cap, precheck)."""
-    conversation = _own_conversation(http, conversation_id)
+    conversation = own_conversation(http, conversation_id)
     source = selectors.request_get_for_user(user=http.user, request_id=request_id)
     if source is None or source.conversation_id != conversation.pk:
         raise Http404("No such request")
