@@ -327,6 +327,21 @@ def test_the_error_of_a_failed_answer_ends_in_view(sessions: Any, width: int) ->
     no_console_errors(page)
 
 
+def test_a_block_the_reader_opened_stays_open_when_the_turn_finishes(sessions: Any) -> None:
+    page = sized(sessions("bob"), WIDTHS["desktop"])
+    thought = submit_first_prompt(page, "Think it over", model="sim-reasoning",
+                                  metadata={"sim.tokens_per_s": "20", "sim.seed": "4"})
+    reasoning = turn(page, thought).locator("details.block-reasoning")
+    expect(reasoning).to_have_count(1, timeout=20_000)
+    reasoning.locator("summary").click()
+    expect(reasoning).to_have_attribute("open", "")
+    assert turn(page, thought).get_attribute("data-live") is not None, "opened while the answer streams"
+    wait_completed(page, thought)
+    expect(turn(page, thought)).to_have_attribute("data-finished", "1")
+    expect(reasoning).to_have_attribute("open", "")  # the server rendering that replaced the live turn too
+    no_console_errors(page)
+
+
 @pytest.mark.parametrize("width", WIDTHS.values(), ids=WIDTHS.keys())
 def test_an_approval_answered_from_a_second_tab_after_a_reload(sessions: Any, relay_server: RelayServer,
                                                                width: int) -> None:
@@ -340,10 +355,27 @@ def test_an_approval_answered_from_a_second_tab_after_a_reload(sessions: Any, re
     tab_b.reload()  # the question survives a reload: it is in the committed view
     approve = turn(tab_b, ask).locator(".approval button[data-approve=true]")
     expect(approve).to_be_visible()
+    # Tab A's server rendering of the finished turn is held back: what it shows then is its live drawing.
+    held: list[Any] = []
+    rendering = re.compile(r"/turns/[0-9a-f-]+/$")
+    tab_a.route(rendering,
+                lambda route: held.append(route) if route.request.method == "GET" else route.continue_())
     approve.click()
     wait_completed(tab_a, ask)
     wait_completed(tab_b, ask)
+    expect(turn(tab_b, ask)).to_have_attribute("data-finished", "1")
+    deadline = time.monotonic() + 30
+    while not held and time.monotonic() < deadline:
+        tab_a.wait_for_timeout(20)
+    assert held, "the finished turn fetches its server rendering"
+    # Opened for the question, closed once it is answered: live in tab A as in tab B's server rendering.
+    expect(turn(tab_a, ask).locator("details.block-tool[open]")).to_have_count(0)
     assert "With your approval I rolled" in answer_text(tab_a, ask)
+    assert answer_text(tab_a, ask) == answer_text(tab_b, ask)
+    for route in held:
+        route.continue_()
+    tab_a.unroute(rendering)
+    expect(turn(tab_a, ask)).to_have_attribute("data-finished", "1")
     assert answer_text(tab_a, ask) == answer_text(tab_b, ask)
     expect(turn(tab_a, ask).locator(".approval")).to_have_count(0)  # answered: no buttons in any tab
     no_console_errors(tab_a)

@@ -15,7 +15,7 @@
 import { csrfToken } from "./csrf.js";
 import { LiveSocket } from "./livesocket.js";
 import { badgeIsFinal, badgeKey, badgeText } from "./state.js";
-import { TurnView } from "./turnview.js";
+import { TurnView, keepOpenBlocks } from "./turnview.js";
 import { vocab } from "./vocab.js";
 import { PROTOCOL, applyOp, decode } from "./wire.js";
 import { socketUrl, url } from "./urls.js";
@@ -328,6 +328,7 @@ class Follower {
           continue;
         }
         keepDecodedImages(this.turn, fresh);
+        keepOpenBlocks(this.turn, fresh);
         hooks.keep(this.turn, fresh); // the reader stays where they were
         this.turn = fresh;
         fresh.dataset.finished = "1";

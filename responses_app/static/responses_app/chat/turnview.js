@@ -13,6 +13,23 @@ import { vocab } from "./vocab.js";
 
 const template = document.createElement("template");
 
+// A <details> the reader opened stays open when its block is drawn again. One the server opened
+// for a question (data-auto-open) closes with the server's drawing once the question is answered,
+// in every tab alike, and stays as the reader left it while the question is open.
+function keepOpen(old, fresh) {
+  const auto = old.hasAttribute("data-auto-open");
+  if (auto && fresh.hasAttribute("data-auto-open")) fresh.open = old.open;
+  else if (old.open && !auto) fresh.open = true;
+}
+
+// The same for a whole turn drawn again (its server rendering once finished), block by block.
+export function keepOpenBlocks(old, fresh) {
+  for (const details of old.querySelectorAll("details[data-block-id]")) {
+    const again = fresh.querySelector(`details[data-block-id="${CSS.escape(details.dataset.blockId)}"]`);
+    if (again) keepOpen(details, again);
+  }
+}
+
 function fragment(html) {
   template.innerHTML = html;
   return template.content;
@@ -170,7 +187,7 @@ export class TurnView {
       const box = this.boxes.get(md.parentElement.dataset.blockId);
       if (box && old.contains(box.element)) md.replaceWith(box.element);
     }
-    if (old.tagName === "DETAILS" && old.open) fresh.open = true;
+    if (old.tagName === "DETAILS") keepOpen(old, fresh);
   }
 
   // The server drew an image from the start of its data (draw.js sends no more): the rest of the
