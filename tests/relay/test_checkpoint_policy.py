@@ -38,8 +38,10 @@ async def run(owner: Any, pace: int) -> tuple[Any, StreamRunner]:
 
 
 async def test_a_slow_stream_is_checkpointed_by_amount_not_every_interval(owner: Any, settings: Any) -> None:
-    # 240 deltas at 80/s take 3 s: every 100 ms would be 30 interval checkpoints; 64 events, 3 or 4.
-    settings.RELAY_CHECKPOINT_INTERVAL_MS = 100
+    # 240 deltas at 80/s take 3 s: every 300 ms would be 10 interval checkpoints; 64 events, 3 or 4.
+    # A pause of one interval is a quiet stream, checkpointed by right: at 100 ms the pauses of a
+    # busy CI machine (two suites and PostgreSQL at once) took a fifth one.
+    settings.RELAY_CHECKPOINT_INTERVAL_MS = 300
     settings.RELAY_CHECKPOINT_MIN_EVENTS = 64
     settings.RELAY_CHECKPOINT_MAX_INTERVAL_MS = 10_000
     saved, runner = await run(owner, pace=80)
@@ -55,7 +57,7 @@ async def test_a_slow_stream_is_checkpointed_by_amount_not_every_interval(owner:
 
 
 async def test_the_max_interval_bounds_how_stale_a_slow_stream_gets(owner: Any, settings: Any) -> None:
-    settings.RELAY_CHECKPOINT_INTERVAL_MS = 100
+    settings.RELAY_CHECKPOINT_INTERVAL_MS = 300
     settings.RELAY_CHECKPOINT_MIN_EVENTS = 10_000
     settings.RELAY_CHECKPOINT_MAX_INTERVAL_MS = 600
     saved, _runner = await run(owner, pace=80)
