@@ -12,10 +12,12 @@ from __future__ import annotations
 import re
 import time
 
-STAMP = re.compile(r"⟨(\d+\.\d+)⟩")
-STAMPED = re.compile(r"⟨\d+\.\d+⟩")
-STAMP_CHARS = len(f"⟨{time.time():.6f}⟩")  # what `sim.stamp` adds to each text delta
-FLUSH_MIN_CHARS = 32  # RELAY_FLUSH_MIN_CHARS's default
+from responses_app.conf import SETTINGS
+from responses_app.simulator.faults import STAMP_PATTERN, stamp_delta
+
+STAMP = re.compile(STAMP_PATTERN)
+STAMP_CHARS = len(stamp_delta("", time.time()))  # what `sim.stamp` adds to each text delta
+FLUSH_MIN_CHARS = next(s.default for s in SETTINGS if s.name == "FLUSH_MIN_CHARS")
 
 
 def stamped_min_chars(plain_chars_per_delta: float) -> int:

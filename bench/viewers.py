@@ -23,14 +23,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.harness import pct
-from bench.stamps import STAMP, STAMPED
+from bench.stamps import STAMP
 from responses_app.streaming.view import apply_patch
 from responses_app.streaming.wire import PROTOCOL, appended, decode
 
 
 def plain_text(view: dict[str, Any]) -> str:
     """The answer's text without the benchmark stamps."""
-    return STAMPED.sub("", "".join(b.get("text", "") for b in view.get("blocks", []) if b.get("kind") == "text"))
+    return STAMP.sub("", "".join(b.get("text", "") for b in view.get("blocks", []) if b.get("kind") == "text"))
 
 
 SILENCE_S = 50.0  # the server pings every 20 s when idle: this much silence is a dead socket

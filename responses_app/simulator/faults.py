@@ -63,6 +63,13 @@ FAULTS: dict[str, tuple[str, str]] = {
 
 HTTP_ERRORS = (429, 500, 503)
 
+# `sim.stamp`: the moment a text delta was emitted, appended to its text, and how to read it back.
+STAMP_PATTERN = r"⟨(\d+\.\d+)⟩"
+
+
+def stamp_delta(delta: str, now: float) -> str:
+    return f"{delta}⟨{now:.6f}⟩"
+
 
 @dataclass(frozen=True, slots=True)
 class Faults:

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from .emitter import Emitter, Step
-from .faults import Faults
+from .faults import Faults, stamp_delta
 from .objects import usage
 from .scenarios import Context, error_payload
 from .store import SimResponse
@@ -140,7 +140,7 @@ async def generate(
         nonlocal seq
         event["sequence_number"] = seq
         if stamp and event["type"] == "response.output_text.delta":
-            event = dict(event, delta=f"{event['delta']}⟨{time.time():.6f}⟩")
+            event = dict(event, delta=stamp_delta(event["delta"], time.time()))
         entries.append(b"data: " + dumps(event) + b"\n\n")
         seqs.append(seq)
         seq += 1
