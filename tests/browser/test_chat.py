@@ -248,6 +248,8 @@ def test_screenshot_of_the_chat_page(sessions: Any, relay_server: RelayServer) -
     assert target.stat().st_size > 10_000
     turn(page, second).locator(".stop").click()  # and Stop works
     expect(turn(page, second).locator("[data-badge]")).to_have_attribute("data-badge", "cancelled")
+    expect(turn(page, second)).to_have_attribute("data-finished", "1")
+    expect(turn(page, second)).to_be_focused()  # the button went away under the focus: its answer has it
     wait_until(lambda: relay_server.request_row(second)["status"] == "cancelled", what="the cancel")
 
 

@@ -333,12 +333,15 @@ def test_a_block_the_reader_opened_stays_open_when_the_turn_finishes(sessions: A
                                   metadata={"sim.tokens_per_s": "20", "sim.seed": "4"})
     reasoning = turn(page, thought).locator("details.block-reasoning")
     expect(reasoning).to_have_count(1, timeout=20_000)
-    reasoning.locator("summary").click()
+    reasoning.locator("summary").focus()
+    page.keyboard.press("Enter")
     expect(reasoning).to_have_attribute("open", "")
     assert turn(page, thought).get_attribute("data-live") is not None, "opened while the answer streams"
     wait_completed(page, thought)
     expect(turn(page, thought)).to_have_attribute("data-finished", "1")
     expect(reasoning).to_have_attribute("open", "")  # the server rendering that replaced the live turn too
+    # A keyboard reader keeps their place: the focus moved across into the server rendering.
+    expect(reasoning.locator("summary")).to_be_focused()
     no_console_errors(page)
 
 

@@ -71,10 +71,13 @@ def test_stop_keeps_the_reader_where_they_are_and_the_partial_answer(sessions: A
     expect(stop).to_be_visible()
     at_stop = geometry(page, following)
     assert at_stop["fromBottom"] <= 48, at_stop
-    stop.click()
+    stop.focus()  # by keyboard
+    page.keyboard.press("Enter")
     expect(badge_of(page, following)).to_have_attribute("data-badge", "cancelled")
     expect(badge_of(page, following)).to_have_text("Stopped")
     finished(page, following)
+    # The button went away under the focus: it is on the answer that was stopped, not lost to the page.
+    expect(turn(page, following)).to_be_focused()
     after = geometry(page, following)
     assert after["fromBottom"] <= 48 and after["scrollY"] >= at_stop["scrollY"] - 2, (at_stop, after)
     expect(page.locator("[data-jump]")).to_be_hidden()

@@ -55,12 +55,17 @@ export function bindCount(input) {
 function bindStopLatest(form) {
   const stop = form.querySelector("[data-stop-latest]");
   if (!stop) return () => {};
+  let stopped = null;
   stop.addEventListener("click", () => {
     const live = [...followers.values()].filter((f) => f.turn.querySelector(".stop-form"));
-    if (live.length) live[live.length - 1].stop();
+    if (live.length) { stopped = live[live.length - 1]; stopped.stop(); }
   });
   return () => {
-    stop.hidden = ![...followers.values()].some((f) => f.turn.querySelector(".stop-form .stop:not(:disabled)"));
+    const hide = ![...followers.values()].some((f) => f.turn.querySelector(".stop-form .stop:not(:disabled)"));
+    const focused = hide && document.activeElement === stop;
+    stop.hidden = hide;
+    // A hidden button drops the focus: it goes to the answer that was stopped (no keyboard pops up).
+    if (focused && stopped) stopped.turn.focus({ preventScroll: true });
   };
 }
 

@@ -15,7 +15,7 @@
 import { csrfToken } from "./csrf.js";
 import { LiveSocket } from "./livesocket.js";
 import { badgeIsFinal, badgeKey, badgeText } from "./state.js";
-import { TurnView, keepOpenBlocks } from "./turnview.js";
+import { TurnView, focusWithin, keepOpenBlocks } from "./turnview.js";
 import { vocab } from "./vocab.js";
 import { PROTOCOL, applyOp, decode } from "./wire.js";
 import { socketUrl, url } from "./urls.js";
@@ -233,7 +233,11 @@ class Follower {
 
   removeStop() {
     const stop = this.turn.querySelector(".stop-form");
-    if (stop) stop.remove();
+    if (stop) {
+      const focused = stop.contains(document.activeElement);
+      stop.remove();
+      if (focused) this.turn.focus({ preventScroll: true }); // the reader's place: this answer
+    }
     hooks.rendered(this.turn);
   }
 
@@ -265,7 +269,11 @@ class Follower {
 
   stop() {
     const button = this.turn.querySelector(".stop");
-    if (button) { button.disabled = true; button.textContent = "Stopping…"; }
+    if (button) {
+      if (button === document.activeElement) this.turn.focus({ preventScroll: true }); // disabled, it drops it
+      button.disabled = true;
+      button.textContent = "Stopping…";
+    }
     if (this.socket.send({ type: "cancel" })) return;
     fetch(this.turn.dataset.cancelUrl, {
       method: "POST", credentials: "same-origin", headers: { "X-CSRFToken": csrfToken() },
@@ -329,7 +337,9 @@ class Follower {
         }
         keepDecodedImages(this.turn, fresh);
         keepOpenBlocks(this.turn, fresh);
+        const refocus = focusWithin(this.turn);
         hooks.keep(this.turn, fresh); // the reader stays where they were
+        refocus(fresh);
         this.turn = fresh;
         fresh.dataset.finished = "1";
         hooks.replaced(fresh);

@@ -30,6 +30,24 @@ export function keepOpenBlocks(old, fresh) {
   }
 }
 
+// Where the reader's focus is inside an entry or a turn about to be drawn again. The function it
+// returns puts the focus on the same control of the new drawing: the same block, the same kind of
+// element, the same position among them; a keyboard reader keeps their place.
+export function focusWithin(old) {
+  const active = document.activeElement;
+  if (!active || !old.contains(active)) return () => {};
+  if (active === old) return (fresh) => fresh.focus({ preventScroll: true });
+  const block = active.closest("[data-block-id]");
+  const id = block && block !== old && old.contains(block) ? block.dataset.blockId : null;
+  const scope = id === null ? old : block;
+  const index = Array.from(scope.querySelectorAll(active.tagName)).indexOf(active);
+  return (fresh) => {
+    const within = id === null ? fresh : fresh.querySelector(`[data-block-id="${CSS.escape(id)}"]`);
+    const again = within && within.querySelectorAll(active.tagName)[index];
+    if (again) again.focus({ preventScroll: true });
+  };
+}
+
 function fragment(html) {
   template.innerHTML = html;
   return template.content;
@@ -147,8 +165,10 @@ export class TurnView {
       const fresh = fragment(entries[id]).firstElementChild;
       const old = this.entry(id);
       if (old) {
+        const refocus = focusWithin(old);
         this.keepLive(old, fresh);
         old.replaceWith(fresh);
+        refocus(fresh);
       } else {
         this.insert(fresh, id, order);
       }
