@@ -358,6 +358,8 @@ def test_an_approval_answered_from_a_second_tab_after_a_reload(sessions: Any, re
     tab_b.reload()  # the question survives a reload: it is in the committed view
     approve = turn(tab_b, ask).locator(".approval button[data-approve=true]")
     expect(approve).to_be_visible()
+    for tab in (tab_a, tab_b):  # no answer written yet: nothing to copy, live or drawn by the server
+        expect(turn(tab, ask).locator("button[data-copy=answer]")).to_be_hidden()
     # Tab A's server rendering of the finished turn is held back: what it shows then is its live drawing.
     held: list[Any] = []
     rendering = re.compile(r"/turns/[0-9a-f-]+/$")
@@ -375,11 +377,14 @@ def test_an_approval_answered_from_a_second_tab_after_a_reload(sessions: Any, re
     expect(turn(tab_a, ask).locator("details.block-tool[open]")).to_have_count(0)
     assert "With your approval I rolled" in answer_text(tab_a, ask)
     assert answer_text(tab_a, ask) == answer_text(tab_b, ask)
+    expect(turn(tab_a, ask).locator("button[data-copy=answer]")).to_be_visible()  # shown as the text came
     for route in held:
         route.continue_()
     tab_a.unroute(rendering)
     expect(turn(tab_a, ask)).to_have_attribute("data-finished", "1")
     assert answer_text(tab_a, ask) == answer_text(tab_b, ask)
+    for tab in (tab_a, tab_b):
+        expect(turn(tab, ask).locator("button[data-copy=answer]")).to_be_visible()
     expect(turn(tab_a, ask).locator(".approval")).to_have_count(0)  # answered: no buttons in any tab
     no_console_errors(tab_a)
     no_console_errors(tab_b)

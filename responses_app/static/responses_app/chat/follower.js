@@ -210,6 +210,8 @@ class Follower {
     this.noteThought();
     const placeholder = this.turn.querySelector("[data-placeholder]");
     if (placeholder) placeholder.hidden = this.view.blocks.length > 0;
+    const copy = this.turn.querySelector("button[data-copy=answer]");
+    if (copy) copy.hidden = !this.view.blocks.some((b) => b.kind === "text" && b.text); // nothing to copy yet
     const badge = badgeKey(this.status, this.view);
     this.setBadge(badge);
     if (badgeIsFinal(badge)) this.removeStop(); // the outcome is known: nothing left to stop
