@@ -31,6 +31,8 @@ from .streaming.view import apply_patch
 
 QUEUE_SIZE = 256  # messages; a follower further behind than this resyncs
 PING_S = 20.0
+ASKED_WAIT_S = 5.0  # how long an answer waits for its question to reach the view this process sees
+ASKED_POLL_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -164,3 +166,26 @@ async def current_view(request_id: str, *, own_copy: bool = True) -> tuple[dict[
 def _committed(request_id: str) -> tuple[dict[str, Any], str]:
     request = ResponseRequest.objects.get(pk=request_id)
     return selectors.view_latest(request=request), request.status
+
+
+def approvals_asked(view: dict[str, Any]) -> set[str]:
+    """The MCP approval requests a view shows."""
+    return {str(b.get("item_id")) for b in view.get("blocks") or () if b.get("tool") == "mcp_approval_request"}
+
+
+async def asks(request_id: str, approval_ids: set[str], *, wait_s: float = ASKED_WAIT_S) -> bool:
+    """Whether the request asks all these approvals. A tab shows a question as soon as it is
+    published, before its checkpoint is committed: the view here is the live one (current_view).
+    A process with neither the runner nor the patch sees the question once it is committed, so a
+    quick answer waits for it, briefly, while the request runs and the view seen here is not yet
+    waiting for approvals (once it is, it shows every question)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    while True:
+        view, status = await current_view(request_id, own_copy=False)
+        if approval_ids <= approvals_asked(view):
+            return True
+        waiting = (view.get("meta") or {}).get("status") == "waiting_for_approval"
+        if waiting or status in ResponseRequest.ENDED or loop.time() >= deadline:
+            return False
+        await asyncio.sleep(ASKED_POLL_S)

@@ -40,7 +40,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from . import selectors, services, submission
 from .conf import app_settings
-from .follow import Follow, current_view
+from .follow import Follow, approvals_asked, asks, current_view
 from .frontends import aisdk
 from .frontends.steps import CursorError, Told
 from .models import Conversation, ResponseRequest
@@ -93,8 +93,7 @@ async def approve(user: Any, request: ResponseRequest, answers: dict[str, bool])
     """Store each answer (a repeated answer is a no-op); why not, when it cannot be answered."""
     if request.owner_id != user.pk:
         return "only the owner can answer an approval request"
-    view, _ = await current_view(str(request.pk))  # the live view: its last commit may not show them yet
-    if not answers or not set(answers) <= _approvals_asked(view):
+    if not answers or not await asks(str(request.pk), set(answers)):
         return "no such approval request"
     for approval_id, approved in answers.items():
         await sync_to_async(services.mcp_approval_decide)(request=request, approval_request_id=approval_id,
@@ -135,10 +134,6 @@ async def subscribe(request: ResponseRequest, *, reconnect: bool) -> AsyncGenera
                 next_update = asyncio.ensure_future(anext(updates))
         finally:
             next_update.cancel()
-
-
-def _approvals_asked(view: dict[str, Any]) -> set[str]:
-    return {str(b.get("item_id")) for b in view.get("blocks") or () if b.get("tool") == "mcp_approval_request"}
 
 
 async def _sse(request: ResponseRequest, translator: Translator, *, reconnect: bool,
@@ -313,7 +308,7 @@ async def _waiting_request(user: Any, thread_id: str, approval_ids: set[str]) ->
         "pk", flat=True)[:5]
     async for request_id in newest:
         view, _ = await current_view(str(request_id))
-        if approval_ids <= _approvals_asked(view):
+        if approval_ids <= approvals_asked(view):
             return str(request_id)
     return None
 

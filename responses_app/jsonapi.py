@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from . import selectors, services, submission
 from .addresses import request_socket
+from .follow import asks
 from .models import ResponseRequest
 from .relay.hub import get_hub
 from .relay.worker import cancel_request
@@ -121,8 +122,7 @@ async def requests_approve(http: HttpRequest, request_id: str, approval_request_
         return _error(400, "body is not valid JSON")
     if not isinstance(data, dict) or not isinstance(data.get("approve"), bool):
         return _error(400, "invalid request", {"approve": ["Must be true or false."]})
-    asked = await sync_to_async(selectors.approval_requests_in_view)(request=request)
-    if approval_request_id not in asked:
+    if not await asks(str(request.pk), {approval_request_id}):  # as the tabs see it, not only as committed
         return _error(404, "no such approval request")
     if request.is_terminal:
         return _error(409, "the request has ended")

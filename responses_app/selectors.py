@@ -326,12 +326,6 @@ def mcp_approvals(*, request_id: uuid.UUID) -> dict[str, bool]:
     return dict(McpApproval.objects.filter(request_id=request_id).values_list("approval_request_id", "approve"))
 
 
-def approval_requests_in_view(*, request: ResponseRequest) -> set[str]:
-    """The MCP approval requests the request's latest committed view shows."""
-    view = view_latest(request=request)
-    return {str(b.get("item_id")) for b in view.get("blocks") or () if b.get("tool") == "mcp_approval_request"}
-
-
 def tool_call_output(*, request_id: uuid.UUID, call_id: str) -> str | None:
     """The stored output of this request's call `call_id` (None when it never ran here)."""
     return ToolCall.objects.filter(request_id=request_id, call_id=call_id).values_list(

@@ -345,6 +345,29 @@ def test_a_block_the_reader_opened_stays_open_when_the_turn_finishes(sessions: A
     no_console_errors(page)
 
 
+def test_an_answer_that_was_not_sent_says_so_and_can_be_given_again(sessions: Any) -> None:
+    page = sized(sessions("bob"), WIDTHS["phone"])
+    ask = submit_first_prompt(page, "Roll the dice", model="sim-mcp-approval", metadata=FAST)
+    approve = turn(page, ask).locator(".approval button[data-approve=true]")
+    expect(approve).to_be_visible(timeout=20_000)
+    note = turn(page, ask).locator(".approval [role=alert]")
+    approvals = re.compile(r"/approvals/")
+    page.route(approvals, lambda route: route.abort())
+    approve.click()
+    expect(note).to_have_text("Your answer was not sent (no connection). Try again.")
+    expect(approve).to_be_enabled()
+    page.unroute(approvals)
+    page.route(approvals, lambda route: route.fulfill(status=503, content_type="application/json",
+                                                      body='{"error": "try later"}'))
+    approve.click()
+    expect(note).to_have_text("Your answer was not sent (503: try later). Try again.")
+    page.unroute(approvals)
+    approve.click()
+    wait_completed(page, ask)
+    assert "With your approval I rolled" in answer_text(page, ask)
+    assert all("Failed to load resource" in error for error in page.console_errors), page.console_errors  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize("width", WIDTHS.values(), ids=WIDTHS.keys())
 def test_an_approval_answered_from_a_second_tab_after_a_reload(sessions: Any, relay_server: RelayServer,
                                                                width: int) -> None:

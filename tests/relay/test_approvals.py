@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 
-from responses_app.models import McpApproval, Segment
+from responses_app import selectors
+from responses_app.follow import approvals_asked
+from responses_app.models import Checkpoint, McpApproval, Segment
 from responses_app.relay.hub import get_hub
 from responses_app.relay.runner import StreamRunner
 from tests.relay.helpers import make_request, reload
@@ -92,3 +95,58 @@ async def test_stop_while_an_approval_is_awaited_ends_cancelled(owner: Any) -> N
     saved = await reload(request)
     assert saved.status == "cancelled"
     assert runner.view.meta["status"] == "cancelled"
+
+
+
+async def committed_view(request: Any) -> dict[str, Any]:
+    return await sync_to_async(selectors.view_latest)(request=await reload(request))
+
+
+@pytest.mark.parametrize("where", ["here", "elsewhere"])
+async def test_an_answer_before_the_question_is_committed_is_taken(owner: Any, monkeypatch: Any,
+                                                                    where: str) -> None:
+    # A tab draws the question from its patch, before the writer commits it, and the person answers
+    # at once. The API read only the committed view and answered 404: in the chat, about 1 quick
+    # Approve in 5 was lost. Here the commit is made to lag: taken out, it comes back later.
+    request = await make_request(owner, "sim-mcp-approval", background=False)
+    runner = StreamRunner(str(request.pk), get_hub())
+    task = asyncio.get_running_loop().create_task(runner.run())
+    block = await awaiting(runner)
+    async with asyncio.timeout(10):  # the writer is done: nothing of the question is in flight
+        while not any(b.get("state") == "awaiting_approval" for b in (await committed_view(request))["blocks"]):
+            await asyncio.sleep(0.05)
+    rows = await sync_to_async(lambda: list(Checkpoint.objects.filter(request=request)))()
+    await sync_to_async(lambda: Checkpoint.objects.filter(request=request).delete())()
+    assert block["item_id"] not in approvals_asked(await committed_view(request))
+    if where == "elsewhere":  # the answer reaches a process with neither the runner nor its patches
+        hub = get_hub()
+        monkeypatch.setattr(hub, "runner", lambda request_id: None)
+        monkeypatch.setattr(hub, "recent_patches", lambda request_id: [])
+
+    async def committed_later() -> None:
+        await asyncio.sleep(0.6)
+        await sync_to_async(Checkpoint.objects.bulk_create)(rows)
+
+    later = asyncio.get_running_loop().create_task(committed_later())
+    client = await client_for(owner)
+    answered = await client.post(approve_url(request.pk, block["item_id"]), json.dumps({"approve": True}),
+                                 content_type="application/json")
+    assert answered.status_code == 201, answered.content
+    await later
+    started = time.monotonic()
+    unknown = await client.post(approve_url(request.pk, "mcpr_nope"), json.dumps({"approve": True}),
+                                content_type="application/json")
+    assert unknown.status_code == 404 and time.monotonic() - started < 1, "a view waiting shows every question"
+    await asyncio.wait_for(task, 30)
+    saved = await reload(request)
+    assert saved.status == "completed" and "With your approval I rolled" in saved.final_text
+
+
+async def test_an_unknown_answer_to_an_ended_request_is_refused_at_once(owner: Any) -> None:
+    request = await make_request(owner, "sim-text", background=False)
+    await StreamRunner(str(request.pk), get_hub()).run()
+    client = await client_for(owner)
+    started = time.monotonic()
+    refused = await client.post(approve_url(request.pk, "mcpr_nope"), json.dumps({"approve": True}),
+                                content_type="application/json")
+    assert refused.status_code == 404 and time.monotonic() - started < 1

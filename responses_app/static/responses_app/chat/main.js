@@ -28,16 +28,36 @@ function bindApprovals(root) {
     if (!box || !turn) return;
     box.querySelectorAll("button").forEach((b) => { b.disabled = true; });
     const address = url("apiApprove", { request: turn.dataset.requestId, approval: box.dataset.approvalId });
-    const response = await fetch(address, {
-      method: "POST", credentials: "same-origin",
-      headers: { "X-CSRFToken": csrfToken(), "Content-Type": "application/json" },
-      body: JSON.stringify({ approve: button.dataset.approve === "true" }),
-    });
-    if (!response.ok && response.status !== 409) {
-      box.querySelectorAll("button").forEach((b) => { b.disabled = false; });
-      box.dataset.error = String(response.status);
+    let why = null;
+    try {
+      const response = await fetch(address, {
+        method: "POST", credentials: "same-origin",
+        headers: { "X-CSRFToken": csrfToken(), "Content-Type": "application/json" },
+        body: JSON.stringify({ approve: button.dataset.approve === "true" }),
+      });
+      if (!response.ok && response.status !== 409) {
+        const said = await response.json().then((body) => body.error, () => "");
+        why = `${response.status}${said ? `: ${said}` : ""}`;
+      }
+    } catch {
+      why = "no connection";
     }
+    if (why !== null) notSent(box, why);
   });
+}
+
+// An answer that did not reach the server says so where it was given, and can be given again.
+function notSent(box, why) {
+  box.querySelectorAll("button").forEach((b) => { b.disabled = false; });
+  box.dataset.error = why;
+  let note = box.querySelector(".approval-error");
+  if (!note) {
+    note = document.createElement("p");
+    note.className = "approval-error";
+    note.setAttribute("role", "alert");
+    box.append(note);
+  }
+  note.textContent = `Your answer was not sent (${why}). Try again.`;
 }
 
 // The first prompt was posted from the list: its turn, named in the address, takes the focus.
