@@ -106,8 +106,8 @@ async def committed_view(request: Any) -> dict[str, Any]:
 async def test_an_answer_before_the_question_is_committed_is_taken(owner: Any, monkeypatch: Any,
                                                                     where: str) -> None:
     # A tab draws the question from its patch, before the writer commits it, and the person answers
-    # at once. The API read only the committed view and answered 404: in the chat, about 1 quick
-    # Approve in 5 was lost. Here the commit is made to lag: taken out, it comes back later.
+    # at once: judged on the committed view alone, a quick Approve was lost (404). Here the commit
+    # is made to lag: taken out, it comes back later.
     request = await make_request(owner, "sim-mcp-approval", background=False)
     runner = StreamRunner(str(request.pk), get_hub())
     task = asyncio.get_running_loop().create_task(runner.run())
