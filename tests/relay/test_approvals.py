@@ -31,6 +31,15 @@ async def awaiting(runner: StreamRunner, timeout: float = 20) -> dict[str, Any]:
             await asyncio.sleep(0.02)
 
 
+async def asking(owner: Any) -> tuple[Any, StreamRunner, asyncio.Task[None], dict[str, Any]]:
+    """A request of the approval scenario, running here until it waits: its runner, the runner's
+    task and the approval request's block."""
+    request = await make_request(owner, "sim-mcp-approval", background=False)
+    runner = StreamRunner(str(request.pk), get_hub())
+    task = asyncio.get_running_loop().create_task(runner.run())
+    return request, runner, task, await awaiting(runner)
+
+
 async def client_for(user: Any) -> AsyncClient:
     client = AsyncClient(enforce_csrf_checks=False)
     await sync_to_async(client.force_login)(user)
@@ -44,10 +53,7 @@ def approve_url(request_id: Any, approval_id: str) -> str:
 @pytest.mark.parametrize("approve", [True, False])
 async def test_an_approval_is_asked_answered_once_and_sent_as_a_continuation(owner: Any, staff: Any,
                                                                             approve: bool) -> None:
-    request = await make_request(owner, "sim-mcp-approval", background=False)
-    runner = StreamRunner(str(request.pk), get_hub())
-    task = asyncio.get_running_loop().create_task(runner.run())
-    block = await awaiting(runner)
+    request, runner, task, block = await asking(owner)
     assert runner.view.meta["status"] == "waiting_for_approval"
     approval_id = block["item_id"]
     assert (await reload(request)).status == "streaming", "the request waits, it has not ended"
@@ -86,10 +92,7 @@ async def test_an_approval_is_asked_answered_once_and_sent_as_a_continuation(own
 
 
 async def test_stop_while_an_approval_is_awaited_ends_cancelled(owner: Any) -> None:
-    request = await make_request(owner, "sim-mcp-approval", background=False)
-    runner = StreamRunner(str(request.pk), get_hub())
-    task = asyncio.get_running_loop().create_task(runner.run())
-    await awaiting(runner)
+    request, runner, task, _block = await asking(owner)
     runner.cancel()
     await asyncio.wait_for(task, 20)
     saved = await reload(request)
@@ -108,10 +111,7 @@ async def test_an_answer_before_the_question_is_committed_is_taken(owner: Any, m
     # A tab draws the question from its patch, before the writer commits it, and the person answers
     # at once: judged on the committed view alone, a quick Approve was lost (404). Here the commit
     # is made to lag: taken out, it comes back later.
-    request = await make_request(owner, "sim-mcp-approval", background=False)
-    runner = StreamRunner(str(request.pk), get_hub())
-    task = asyncio.get_running_loop().create_task(runner.run())
-    block = await awaiting(runner)
+    request, runner, task, block = await asking(owner)
     async with asyncio.timeout(10):  # the writer is done: nothing of the question is in flight
         while not any(b.get("state") == "awaiting_approval" for b in (await committed_view(request))["blocks"]):
             await asyncio.sleep(0.05)
