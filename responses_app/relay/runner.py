@@ -387,8 +387,9 @@ class StreamRunner(Endings):
                     raise
                 return SegmentResult(Ending.TERMINAL)
         # The stream closed. Events completed after an oversized one come out of the last decode;
-        # a terminal event waiting behind a gap ends the response now.
-        step = transcript.finish()
+        # a terminal event waiting behind a gap ends the response now. Other held events wait for
+        # a resume to fill their gap (a reconcile or the request's end applies them).
+        step = transcript.finish(hold=True)
         if step.events or step.change.ops:
             events[0] += len(step.events)
             await self._after_step(step, self.delivery.events(step, self._loop.time()))

@@ -79,6 +79,9 @@ class Assembler(ResponseEvents):
         self._next_seq: int | None = None if starting_after is None else starting_after + 1
         self._held: dict[int, dict[str, Any]] = {}
         self.last_sequence_number: int | None = starting_after
+        # The first event of the current numbering, with its number: an event numbered the same
+        # later on is a repeat when it is this event, else a provider's own (re)numbering.
+        self._first: tuple[int, dict[str, Any]] | None = None
         # Where the last text delta went, while no other event has changed the structure since:
         # (output_index, item_id, content_index, part text append, part data, view block chunk
         # append, block id). Any event that is not a text delta clears it.
@@ -176,12 +179,14 @@ class Assembler(ResponseEvents):
                 if sequenced:
                     seq = event.get("sequence_number")
                     if type(seq) is int:  # legacy streams carry none: applied in arrival order
-                        if seq != expected and expected is not None:  # (None: the first event)
+                        if seq != expected:  # the first event, a gap, a repeat or a restart
                             self._sync(expected)
-                            self._out_of_order(event, seq, expected)
+                            admitted = self._admit(event, seq, expected)
                             expected = self._next_seq
-                            continue
-                        expected = seq + 1
+                            if not admitted:
+                                continue
+                        else:
+                            expected = seq + 1
                 applied += 1
                 event_type = event["type"]
                 if event_type in text_deltas:
@@ -220,6 +225,40 @@ class Assembler(ResponseEvents):
         if expected is not None and expected != self._next_seq:
             self._next_seq = expected
             self.last_sequence_number = expected - 1
+
+    def _admit(self, event: dict[str, Any], seq: int, expected: int | None) -> bool:
+        """An event whose number is not the next one: True to apply it now (the stream's first
+        event, a provider that does not number, a restart), False when it was held or dropped.
+        Sets `_next_seq` to what comes after it."""
+        if expected is None:  # the first numbered event: where this stream's numbering starts
+            self._first = (seq, event)
+            self._at(seq)
+            return True
+        if self.stats.unnumbered:
+            return True  # the provider does not number: arrival order, nothing is a duplicate
+        first = self._first
+        if seq < expected and first is not None and seq == first[0] and event != first[1] \
+                and seq not in self._held:
+            # Back to where the numbering started, with an event that is no copy of the one seen
+            # there: not a repeat (a repeat is the same event) but the provider's own numbering.
+            if expected == seq + 1:
+                # Nothing was ever numbered past the first event: every event carries one number.
+                self.stats.unnumbered = True
+                self._anomaly(f"every event numbered {seq}: the provider does not number; arrival order")
+                return True
+            self.stats.restarts += 1
+            self._anomaly(f"sequence numbers restart at {seq} after {expected - 1}: a new numbering, not a repeat")
+            while self._held:  # held under the old numbering: their gaps will not fill now
+                self._skip_gap()
+            self._first = (seq, event)
+            self._at(seq)
+            return True
+        self._out_of_order(event, seq, expected)
+        return False
+
+    def _at(self, seq: int) -> None:
+        self._next_seq = seq + 1
+        self.last_sequence_number = seq
 
     def _out_of_order(self, event: dict[str, Any], seq: int, expected: int) -> None:
         if seq < expected:

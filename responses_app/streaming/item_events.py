@@ -75,6 +75,8 @@ class AssemblerStats:
     held: int = 0  # arrived ahead of a gap and were held
     gaps: int = 0  # holes given up on
     unknown: int = 0  # events of a type this code does not know
+    restarts: int = 0  # times the provider's numbering went back to its start with new events
+    unnumbered: bool = False  # every event carries one number: applied in arrival order
     anomalies: list[str] = field(default_factory=list)  # impossible orderings, repaired
     unknown_types: dict[str, int] = field(default_factory=dict)
 
@@ -204,9 +206,15 @@ class ItemEvents:
         if not isinstance(data, dict):
             self._anomaly("response.output_item.done without an item")
             return
-        item = self._items.get(event.get("output_index"))  # type: ignore[arg-type]
+        index = event.get("output_index")
+        item = self._items.get(index)  # type: ignore[arg-type]
         if item is None:
-            item = self._by_id.get(data.get("id", "")) or self._item(event)
+            item = self._by_id.get(data.get("id", ""))
+        if item is None and type(index) is int:  # never added (a server that sends no .added)
+            self._anomaly(f"response.output_item.done for an item that was never added ({index})")
+            item = self._new_item(data, index)
+        elif item is None:
+            item = self._item(event)
         keep = item.materialize()
         merged = dict(data)
         for key in ("content", "summary"):  # an item.done that omits parts must not lose them

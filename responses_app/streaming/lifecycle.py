@@ -19,7 +19,18 @@ from .item_events import ItemEvents, OverLimit
 from .masking import mask_error
 from .projection import sync_item
 from .view import ViewModel
-from .vocabulary import CANCELLED, ERROR, FAILED, TERMINAL_EVENTS, TERMINAL_STATUSES
+from .vocabulary import CANCELLED, COMPLETED, ERROR, FAILED, INCOMPLETE, TERMINAL_EVENTS, TERMINAL_STATUSES
+
+UPSTREAM_ERROR = "upstream_error"  # the code of an error the upstream gave without one
+
+
+def _error_of(value: Any) -> dict[str, Any] | None:
+    """A terminal Response's `error` as an error object, None when it reports none (null, empty)."""
+    if value is None or value == {} or value == "":
+        return None
+    if isinstance(value, dict):
+        return value if isinstance(value.get("code"), str) and value["code"] else {**value, "code": UPSTREAM_ERROR}
+    return {"code": UPSTREAM_ERROR, "message": value if isinstance(value, str) else str(value)}
 
 
 class ResponseEvents(ItemEvents):
@@ -63,9 +74,19 @@ class ResponseEvents(ItemEvents):
         if isinstance(response, dict):
             if response.get("status") == CANCELLED:
                 status = CANCELLED
+            error = _error_of(response.get("error"))
+            if error is not None and status in (COMPLETED, INCOMPLETE):
+                # A response that reports an error did not succeed, whatever its event or status.
+                self._anomaly(f"{event['type']} carrying an error: failed")
+                status = FAILED
+                response = {**response, "status": FAILED, "error": error}
             self._take_response(response)
             output = response.get("output")
-            if isinstance(output, list) and output:  # authoritative, unless it omits output
+            if error is not None and self._items:
+                # What streamed stands: a failed response's output (a placeholder, a partial
+                # retry) does not replace it, nor add to it.
+                self._anomaly(f"{event['type']} with an error: its output does not replace what streamed")
+            elif isinstance(output, list) and output:  # authoritative, unless it omits output
                 self._replace_output(output)
         else:
             self._anomaly(f"{event['type']} without a response object")
@@ -116,7 +137,10 @@ class ResponseEvents(ItemEvents):
             item = self._by_id.get(item_id) if item_id else None
             if item is None:
                 candidate = self._items.get(position)
-                if candidate is not None and candidate.index not in kept and (candidate.id is None or item_id is None):
+                # By position where an id is missing, or where the stream addressed the item by
+                # an id of its own that the final Response does not use (an item of the same type).
+                if candidate is not None and candidate.index not in kept and (
+                        candidate.id is None or item_id is None or candidate.type == data.get("type")):
                     item = candidate
             try:
                 if item is None:

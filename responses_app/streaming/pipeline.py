@@ -8,9 +8,14 @@ Bad input never stops the stream: an oversized or malformed event is counted, de
 
 The end of a stream (`finish`) has one rule, for the live relay and for replay alike: the
 decoder's last complete events are applied (an unterminated one is dropped, as the SSE spec
-says) and a terminal event waiting behind a sequence gap ends the response now. Anything else
-held stays held: what comes next decides (a resume starts before the gap and fills it; a
-reconcile's final Response releases it).
+says), and the events held behind a sequence gap are applied, each gap given up on and counted:
+what arrived is shown, never lost because its predecessor did not come. One exception, asked for
+with `hold=True` by a caller that will resume the stream: a resume starts before the gap and
+fills it, so the held events wait for it (a terminal one still ends the response now); the relay
+releases them when it ends the request instead (Transcript.end).
+
+`data: [DONE]` (LiteLLM and chat-completions style servers send it last) is the end of the
+stream, not an event: skipped, never counted as malformed, however the bytes were split.
 Pure: no Django, no I/O.
 """
 
@@ -25,6 +30,7 @@ from .events import parse_event
 from .sse import ServerSentEvent, SSEDecoder
 
 MAX_PROBLEMS = 50
+DONE_MARKER = "[DONE]"
 
 
 @dataclass(frozen=True)
@@ -79,15 +85,19 @@ class StreamPipeline:
         try:
             events: list[dict[str, Any]] = [parse_event(data)]  # type: ignore[list-item]
         except MalformedEvent as exc:
+            if data.strip() == DONE_MARKER:
+                return Fed([], self.assembler.feed_many(()), [])
             self.malformed += 1
             self._problem("malformed", str(exc), data[:2000])
             return Fed([], self.assembler.feed_many(()), [])
         return Fed(events, self.assembler.feed_many(events), [data])
 
-    def finish(self) -> Fed:
-        """The stream closed (see the module docstring); the decoder is ready for another."""
+    def finish(self, *, hold: bool = False) -> Fed:
+        """The stream closed (see the module docstring); the decoder is ready for another.
+        `hold`: a resume follows, so events held behind a gap (but a terminal one) stay held."""
         fed = self._apply(self.decoder.flush())
-        if not self.assembler.holds_terminal:
+        assembler = self.assembler
+        if not assembler.held_count or (hold and not assembler.holds_terminal):
             return fed
         return Fed(fed.events, fed.applied.then(self.assembler.release_held()), fed.raw)
 
@@ -101,6 +111,8 @@ class StreamPipeline:
             try:
                 append(parse(data))  # type: ignore[arg-type]
             except MalformedEvent as exc:
+                if data.strip() == DONE_MARKER:  # the end of the stream, not an event
+                    continue
                 self.malformed += 1
                 self._problem("malformed", str(exc), data[:2000])
                 continue

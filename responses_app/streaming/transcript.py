@@ -139,9 +139,10 @@ class Transcript:
             self.gate.tick(now)
         return self._step(*self.pipeline.feed_event(data))
 
-    def finish(self) -> Step:
-        """The stream closed: the end-of-stream rule of StreamPipeline.finish, replay's too."""
-        return self._step(*self.pipeline.finish())
+    def finish(self, *, hold: bool = False) -> Step:
+        """The stream closed: the end-of-stream rule of StreamPipeline.finish, replay's too
+        (`hold`: a resume may follow; `end` applies what is still held)."""
+        return self._step(*self.pipeline.finish(hold=hold))
 
     def restart_decoder(self) -> None:
         """Before a resume: a partial event from the dropped connection never completes."""
@@ -271,6 +272,7 @@ class Transcript:
         a settled response keeps its own, unless the request went on past it (`over_response`:
         stopped while an approval was awaited, or its writes failed). Behind a safety gate the
         relay's own words go to viewers as they are, after what the gate held is released."""
+        self.assembler.release_held()  # nothing more comes: what arrived behind a gap is shown
         fields: dict[str, Any] = {}
         if (status in _RELAY_ENDINGS or reason) and (over_response or not self.settled):
             fields["status"] = status
