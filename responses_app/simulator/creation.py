@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from . import texts
+from .dialects import response_id as dialect_response_id
 from .emitter import Emitter
 from .errors import ApiError, bad_request, http_fault, not_found
 from .faults import Faults, parse_faults, validate_metadata
@@ -102,11 +103,11 @@ async def start_response(
         if "message.output_text.logprobs" in include
         else None,
     )
-    response_id = emitter.new_id("resp")
+    response_id = dialect_response_id(faults.dialect, emitter.new_id("resp"))  # sim.dialect's ids
     while (same := store.get(response_id)) is not None and not same.finished:
         # The same seed and request while the first is still running: two clients must not share
         # (and cancel) one response, as no real upstream would make them. A finished one is replaced.
-        response_id = emitter.unseeded_id("resp")
+        response_id = dialect_response_id(faults.dialect, emitter.unseeded_id("resp"))
     created_at = 1_760_000_000 + rng.randrange(10_000_000) if virtual else int(time.time())
     obj = base_response(
         request,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .dialects import NAMES as DIALECTS
 from .errors import ApiError, bad_request
 
 PREFIX = "sim."
@@ -55,6 +56,10 @@ FAULTS: dict[str, tuple[str, str]] = {
         "WebSocket mode: the connection reaches its time limit this many seconds after it opened "
         "(`websocket_connection_limit_reached`).",
     ),
+    "sim.dialect": (
+        "dialect",
+        "Send the stream as another server would: " + ", ".join(DIALECTS) + " (see docs/simulator.md).",
+    ),
     "sim.stamp": (
         "bool",
         "Append the emit wall-clock time to each text delta as `⟨time.time()⟩` (for benchmarks).",
@@ -90,6 +95,7 @@ class Faults:
     resume_max_age_s: float | None = None
     ws_max_age_s: float | None = None
     stamp: bool = False
+    dialect: str | None = None
 
 
 _LIMITS: dict[str, tuple[float, float]] = {
@@ -120,6 +126,10 @@ def _invalid(key: str, raw: str, expected: str) -> ApiError:
 
 
 def _convert(key: str, kind: str, raw: str) -> Any:
+    if kind == "dialect":
+        if raw not in DIALECTS:
+            raise _invalid(key, raw, "one of " + ", ".join(DIALECTS))
+        return raw
     if kind == "bool":
         if raw.lower() in ("true", "1", "yes"):
             return True

@@ -16,6 +16,8 @@ from typing import Any
 
 import orjson
 
+from .dialects import DEFAULT as PLAIN_DIALECT
+from .dialects import DialectWriter
 from .emitter import Emitter, Step
 from .faults import Faults, stamp_delta
 from .objects import usage
@@ -135,12 +137,17 @@ async def generate(
     stamp = faults.stamp
     next_fault = schedule[0][0] if schedule else -1
     obj["output"] = emitter.output
+    dialect = DialectWriter(faults.dialect) if faults.dialect not in (None, PLAIN_DIALECT) else None
 
     def push(event: dict[str, Any]) -> None:
         nonlocal seq
         event["sequence_number"] = seq
         if stamp and event["type"] == "response.output_text.delta":
             event = dict(event, delta=stamp_delta(event["delta"], time.time()))
+        if dialect is not None:  # sim.dialect: another server's shape of the same event
+            dialect.write(event, seq, entries, seqs)
+            seq += 1
+            return
         entries.append(b"data: " + dumps(event) + b"\n\n")
         seqs.append(seq)
         seq += 1

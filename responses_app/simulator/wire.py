@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from .dialects import trailer
 from .errors import ApiError, bad_request
 from .store import SimResponse
 
@@ -159,5 +160,6 @@ async def stream_log(
         if fired is True and not conn.gone:
             await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
     if not conn.gone:
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        end = trailer(faults.dialect) if complete else b""  # sim.dialect: `data: [DONE]` and the like
+        await send({"type": "http.response.body", "body": end, "more_body": False})
     return complete

@@ -252,3 +252,13 @@ def test_foreign_item_ids_match_the_final_response_by_position() -> None:
     assert [b["id"] for b in result.view["blocks"]] == [b["id"] for b in plain.view["blocks"]]
     assert texts(result) == texts(plain)
     assert [i["id"] for i in result.response["output"]] == [i["id"] for i in plain.response["output"]]
+
+
+def test_an_unknown_dialect_is_a_clear_400() -> None:
+    from responses_app.simulator.errors import ApiError
+    from responses_app.simulator.faults import parse_faults
+
+    assert parse_faults({"sim.dialect": "llama.cpp"}).dialect == "llama.cpp"
+    with pytest.raises(ApiError) as raised:
+        parse_faults({"sim.dialect": "llama"})
+    assert raised.value.status == 400 and b"open-responses-server" in raised.value.body()
