@@ -8,6 +8,10 @@ It promises:
   gap does not fill, it is recorded and the held events are applied (the view never freezes);
 - streams without `response.created` (a resume starting at `response.queued`/`in_progress`) and
   legacy streams without sequence numbers assemble like any other;
+- providers' own numberings (docs/providers.md, Dialects): a stream whose events all carry one
+  number is applied in arrival order (`stats.unnumbered`), and a numbering that goes back to where
+  it started with new events is a restart (`stats.restarts`), not duplicates: a repeat is told
+  from new events by being the very event seen at that number;
 - the Response in `response.completed`/`failed`/`incomplete` is authoritative and replaces the
   snapshot, unless it omits output, in which case the deltas already shown are kept;
 - `*.done` events fix the final value of their part even if deltas were lost;
