@@ -21,6 +21,7 @@ from .faults import Faults, stamp_delta
 from .objects import usage
 from .scenarios import Context, error_payload
 from .store import SimResponse
+from .wire import sse_prefix
 
 logger = logging.getLogger("responses_app.simulator")
 
@@ -141,7 +142,7 @@ async def generate(
         event["sequence_number"] = seq
         if stamp and event["type"] == "response.output_text.delta":
             event = dict(event, delta=stamp_delta(event["delta"], time.time()))
-        entries.append(b"data: " + dumps(event) + b"\n\n")
+        entries.append(sse_prefix(event["type"]) + dumps(event) + b"\n\n")
         seqs.append(seq)
         seq += 1
 
@@ -176,7 +177,8 @@ async def generate(
         elif kind == "malformed":
             prev = seq - 1
             entries.append(
-                b'data: {"type":"response.output_text.delta","sequence_number":'
+                sse_prefix("response.output_text.delta")
+                + b'{"type":"response.output_text.delta","sequence_number":'
                 + str(seq).encode()
                 + b',"delta":"broken\n\n'
             )

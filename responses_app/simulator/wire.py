@@ -20,6 +20,24 @@ Send = Callable[[Message], Awaitable[None]]
 
 MAX_BODY = 32 * 1024 * 1024
 KEEPALIVE = b": keep-alive\n\n"
+_PREFIXES: dict[str, bytes] = {}
+
+
+def sse_prefix(event_type: str) -> bytes:
+    """`event: <type>` and the start of the `data:` line, as the API frames every event."""
+    prefix = _PREFIXES.get(event_type)
+    if prefix is None:
+        prefix = b"event: " + event_type.encode() + b"\ndata: "
+        if len(_PREFIXES) < 256:
+            _PREFIXES[event_type] = prefix
+    return prefix
+
+
+def sse_data(block: bytes) -> bytes:
+    """The JSON of one framed block (WebSocket mode sends it alone)."""
+    return block[block.index(b"data: ") + 6 : -2]
+
+
 
 
 def request_id() -> bytes:

@@ -33,7 +33,7 @@ from .auth import check_authorization
 from .creation import request_faults, start_response
 from .errors import ApiError, bad_request
 from .store import SimResponse, Store
-from .wire import Receive, Scope, Send
+from .wire import Receive, Scope, Send, sse_data
 
 WS_MAX_AGE_S = 3600.0  # the API's limit on one connection
 LIMIT_CODE = "websocket_connection_limit_reached"
@@ -224,8 +224,8 @@ class Session:
                     chunk = chunk[: bisect_right(seqs, drop)]
                 pos += len(chunk)
                 resp.consumed(pos)
-                for entry in chunk:  # b"data: {...}\n\n"
-                    text = (prefix + entry[7:-2]).decode()
+                for entry in chunk:  # b"event: ...\ndata: {...}\n\n"
+                    text = (prefix + sse_data(entry)[1:]).decode()
                     for _ in range(copies):
                         await self.send(text)
                 if dropped:
