@@ -38,8 +38,6 @@ def sse_data(block: bytes) -> bytes:
     return block[block.index(b"data: ") + 6 : -2]
 
 
-
-
 def request_id() -> bytes:
     return f"req_{uuid.uuid4().hex}".encode()
 
@@ -129,6 +127,16 @@ async def stream_log(
 ) -> bool:
     """Write the log from `pos` until the response finishes; False if the connection ended early
     (client gone or `sim.drop_after`)."""
+    resp.attach()  # before any await: a finished response is packed once no reader is left
+    try:
+        return await _stream_log(send, conn, resp, pos, after=after)
+    finally:
+        resp.detach()
+
+
+async def _stream_log(
+    send: Send, conn: Connection, resp: SimResponse, pos: int, *, after: int
+) -> bool:
     faults = resp.faults
     await send(
         {

@@ -216,6 +216,14 @@ class Session:
         # Every frame of the lane names it, malformed ones too (first, so a broken tail keeps it).
         prefix = b'{"stream_id":' + orjson.dumps(lane) + b"," if lane is not None else b"{"
         pos = resp.position_after(-1)
+        resp.attach()  # before any await: a finished response is packed once no reader is left
+        try:
+            await self._read(resp, pos, prefix, drop, copies)
+        finally:
+            resp.detach()
+
+    async def _read(self, resp: SimResponse, pos: int, prefix: bytes, drop: int | None,
+                    copies: int) -> None:
         while not self.closed.is_set():
             chunk, seqs = resp.read(pos)
             if chunk:
