@@ -60,7 +60,7 @@ def models_payload() -> dict[str, Any]:
 class SimulatorApp:
     def __init__(self, store: Store | None = None, *, api_key: str | None = None,
                  ws_max_age_s: float = wsmode.WS_MAX_AGE_S) -> None:
-        self.store = store or Store()
+        self.store = store if store is not None else Store()
         self.api_key = api_key
         self.ws_max_age_s = ws_max_age_s  # WebSocket mode's connection limit
         self._models = orjson.dumps(models_payload())
@@ -170,7 +170,7 @@ class SimulatorApp:
         conn = Connection(receive)
         try:
             while not resp.finished:
-                resp.consumed(resp.base + len(resp.entries))  # nobody reads this log
+                resp.consumed(resp.end)  # nobody reads this log
                 fut = resp.waiter()
                 conn.current = fut
                 await fut
@@ -179,7 +179,7 @@ class SimulatorApp:
                     return
         finally:
             conn.close()
-        resp.consumed(resp.base + len(resp.entries))
+        resp.consumed(resp.end)
         await send_json(send, 200, orjson.dumps(resp.obj))
 
     # --- GET /responses/{id} ------------------------------------------------------------------

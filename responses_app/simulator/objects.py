@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .errors import bad_request
+
 _ECHOED_DEFAULTS: tuple[tuple[str, Any], ...] = (
     ("instructions", None),
     ("max_output_tokens", None),
@@ -30,6 +32,7 @@ def base_response(
         "background": background,
         "completed_at": None,
         "error": None,
+        "frequency_penalty": _number(request, "frequency_penalty", 0.0),
         "incomplete_details": None,
     }
     for key, default in _ECHOED_DEFAULTS:
@@ -47,18 +50,19 @@ def base_response(
             "model": model,
             "output": [],
             "parallel_tool_calls": request.get("parallel_tool_calls", True),
+            "presence_penalty": _number(request, "presence_penalty", 0.0),
             "previous_response_id": request.get("previous_response_id"),
             "prompt_cache_key": request.get("prompt_cache_key"),
             "reasoning": {"effort": reasoning.get("effort"), "summary": reasoning.get("summary")},
             "safety_identifier": request.get("safety_identifier"),
             "service_tier": request.get("service_tier", "auto"),
             "store": request.get("store", True),
-            "temperature": float(request.get("temperature", 1.0)),
+            "temperature": _number(request, "temperature", 1.0),
             "text": text or {"format": {"type": "text"}, "verbosity": "medium"},
             "tool_choice": request.get("tool_choice", "auto"),
-            "tools": request.get("tools") or [],
+            "tools": [echoed_tool(tool) for tool in request.get("tools") or []],
             "top_logprobs": request.get("top_logprobs", 0),
-            "top_p": float(request.get("top_p", 1.0)),
+            "top_p": _number(request, "top_p", 1.0),
             "truncation": request.get("truncation", "disabled"),
             "usage": None,
             "user": request.get("user"),
@@ -66,6 +70,36 @@ def base_response(
         }
     )
     return obj
+
+
+def _number(request: dict[str, Any], key: str, default: float) -> float:
+    value = request.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise bad_request(
+            f"Invalid type for '{key}': expected a number, but got {type(value).__name__}.",
+            param=key,
+            code="invalid_type",
+        )
+    return float(value)
+
+
+def echoed_tool(tool: Any) -> Any:
+    """A request's tool as the Response echoes it: a function tool with every field the
+    specification requires (`description` and `parameters` null when not given, `strict` true by
+    default, as the API applies it); other tools as sent."""
+    if not isinstance(tool, dict) or tool.get("type") != "function":
+        return tool
+    strict = tool.get("strict")
+    return {
+        **tool,
+        "type": "function",
+        "description": tool.get("description"),
+        "name": tool.get("name"),
+        "parameters": tool.get("parameters"),
+        "strict": strict if isinstance(strict, bool) else True,
+    }
 
 
 def usage(input_tokens: int, output_tokens: int, reasoning_tokens: int) -> dict[str, Any]:

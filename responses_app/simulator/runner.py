@@ -23,6 +23,7 @@ from .faults import Faults, stamp_delta
 from .objects import usage
 from .scenarios import Context, error_payload
 from .store import SimResponse
+from .wire import sse_prefix
 
 logger = logging.getLogger("responses_app.simulator")
 
@@ -148,7 +149,7 @@ async def generate(
             dialect.write(event, seq, entries, seqs)
             seq += 1
             return
-        entries.append(b"data: " + dumps(event) + b"\n\n")
+        entries.append(sse_prefix(event["type"]) + dumps(event) + b"\n\n")
         seqs.append(seq)
         seq += 1
 
@@ -183,7 +184,8 @@ async def generate(
         elif kind == "malformed":
             prev = seq - 1
             entries.append(
-                b'data: {"type":"response.output_text.delta","sequence_number":'
+                sse_prefix("response.output_text.delta")
+                + b'{"type":"response.output_text.delta","sequence_number":'
                 + str(seq).encode()
                 + b',"delta":"broken\n\n'
             )

@@ -21,6 +21,22 @@ Send = Callable[[Message], Awaitable[None]]
 
 MAX_BODY = 32 * 1024 * 1024
 KEEPALIVE = b": keep-alive\n\n"
+_PREFIXES: dict[str, bytes] = {}
+
+
+def sse_prefix(event_type: str) -> bytes:
+    """`event: <type>` and the start of the `data:` line, as the API frames every event."""
+    prefix = _PREFIXES.get(event_type)
+    if prefix is None:
+        prefix = b"event: " + event_type.encode() + b"\ndata: "
+        if len(_PREFIXES) < 256:
+            _PREFIXES[event_type] = prefix
+    return prefix
+
+
+def sse_data(block: bytes) -> bytes:
+    """The JSON of one framed block (WebSocket mode sends it alone)."""
+    return block[block.index(b"data: ") + 6 : -2]
 
 
 def request_id() -> bytes:
@@ -112,6 +128,16 @@ async def stream_log(
 ) -> bool:
     """Write the log from `pos` until the response finishes; False if the connection ended early
     (client gone or `sim.drop_after`)."""
+    resp.attach()  # before any await: a finished response is packed once no reader is left
+    try:
+        return await _stream_log(send, conn, resp, pos, after=after)
+    finally:
+        resp.detach()
+
+
+async def _stream_log(
+    send: Send, conn: Connection, resp: SimResponse, pos: int, *, after: int
+) -> bool:
     faults = resp.faults
     await send(
         {

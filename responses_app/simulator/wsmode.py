@@ -33,7 +33,7 @@ from .auth import check_authorization
 from .creation import request_faults, start_response
 from .errors import ApiError, bad_request
 from .store import SimResponse, Store
-from .wire import Receive, Scope, Send
+from .wire import Receive, Scope, Send, sse_data
 
 WS_MAX_AGE_S = 3600.0  # the API's limit on one connection
 LIMIT_CODE = "websocket_connection_limit_reached"
@@ -216,6 +216,14 @@ class Session:
         # Every frame of the lane names it, malformed ones too (first, so a broken tail keeps it).
         prefix = b'{"stream_id":' + orjson.dumps(lane) + b"," if lane is not None else b"{"
         pos = resp.position_after(-1)
+        resp.attach()  # before any await: a finished response is packed once no reader is left
+        try:
+            await self._read(resp, pos, prefix, drop, copies)
+        finally:
+            resp.detach()
+
+    async def _read(self, resp: SimResponse, pos: int, prefix: bytes, drop: int | None,
+                    copies: int) -> None:
         while not self.closed.is_set():
             chunk, seqs = resp.read(pos)
             if chunk:
@@ -224,8 +232,8 @@ class Session:
                     chunk = chunk[: bisect_right(seqs, drop)]
                 pos += len(chunk)
                 resp.consumed(pos)
-                for entry in chunk:  # b"data: {...}\n\n"
-                    text = (prefix + entry[7:-2]).decode()
+                for entry in chunk:  # b"event: ...\ndata: {...}\n\n"
+                    text = (prefix + sse_data(entry)[1:]).decode()
                     for _ in range(copies):
                         await self.send(text)
                 if dropped:

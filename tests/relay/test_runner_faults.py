@@ -129,7 +129,7 @@ async def test_a_takeover_before_the_provider_confirmed_is_unknown_never_resent(
 
 async def test_dropped_stream_reconciled_from_the_final_response(owner: Any) -> None:
     blocks = fixture_events("sim-text.sse")
-    final = json.loads(blocks[-1].decode()[len("data: "):])["response"]
+    final = json.loads(blocks[-1].decode().split("data: ", 1)[1])["response"]
     saved, runner = await run_runner(owner, mock_upstream(blocks[:8], httpx.Response(200, json=final)))
     assert saved.status == "completed"
     assert saved.final_text == final["output"][0]["content"][0]["text"]

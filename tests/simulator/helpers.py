@@ -47,6 +47,15 @@ def blocks(data: bytes) -> list[str]:
     return [b for b in data.decode().split("\n\n") if b]
 
 
+def block_event(block: str) -> dict[str, Any]:
+    """The event of one SSE block, its `event:` line checked against the payload's type."""
+    lines = block.splitlines()
+    assert lines[0].startswith("event: ") and lines[1].startswith("data: "), block[:200]
+    event: dict[str, Any] = json.loads(lines[1][6:])
+    assert lines[0][7:] == event["type"]
+    return event
+
+
 def parse(data: bytes) -> list[dict[str, Any]]:
     """Events of a stream; comments are skipped, broken JSON raises."""
     events = []

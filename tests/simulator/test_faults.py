@@ -13,6 +13,7 @@ import pytest
 from tests.simulator.helpers import (
     AUTH,
     DEV_API_KEY,
+    block_event,
     blocks,
     body,
     check_invariants,
@@ -74,8 +75,8 @@ def test_stall_with_keepalive_comments(simulator_url: str) -> None:
     assert len(comments) >= 3 and all(parts[i] == ": keep-alive" for i in comments)
     # the silence falls between event 5 and event 6
     first = comments[0]
-    assert json.loads(parts[first - 1][6:])["sequence_number"] == 5
-    assert json.loads(parts[comments[-1] + 1][6:])["sequence_number"] == 6
+    assert block_event(parts[first - 1])["sequence_number"] == 5
+    assert block_event(parts[comments[-1] + 1])["sequence_number"] == 6
     check_invariants(parse(raw))
 
 
@@ -109,7 +110,7 @@ def test_malformed_event(simulator_url: str) -> None:
     good, bad = [], []
     for b in blocks(raw):
         try:
-            good.append(json.loads(b[6:]))
+            good.append(block_event(b))
         except json.JSONDecodeError:
             bad.append(b)
     assert len(bad) == 1
@@ -202,7 +203,7 @@ def test_client_disconnect_cancels_a_foreground_response(simulator_url: str) -> 
         with client.stream(
             "POST", f"{simulator_url}/responses", json=body("sim-long", metadata=meta)
         ) as r:
-            first = next(r.iter_lines())
+            first = next(line for line in r.iter_lines() if line.startswith("data: "))
     resp_id = json.loads(first[6:])["response"]["id"]
     status = wait_until(
         lambda: (

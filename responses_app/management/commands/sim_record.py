@@ -43,7 +43,7 @@ async def record(out: Path) -> list[Path]:
     for model in SCENARIOS:
         data = await one(model, _payload(model))
         if model in ("sim-function", "sim-parallel-functions"):
-            final = json.loads(data.rstrip().rsplit(b"\n\n", 1)[-1][6:])["response"]
+            final = json.loads(data.rstrip().rsplit(b"\ndata: ", 1)[-1])["response"]
             outputs = [
                 {
                     "type": "function_call_output",
