@@ -214,8 +214,9 @@ class RunRequest:
     response_id: str
     created: datetime
     conversation_id: uuid.UUID | None
+    provider: str = ""
 
-    FIELDS = ("pk", "model", "input", "params", "response_id", "created", "conversation_id")
+    FIELDS = ("pk", "model", "input", "params", "response_id", "created", "conversation_id", "provider")
 
 
 def request_get(*, request_id: uuid.UUID) -> RunRequest:

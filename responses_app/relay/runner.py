@@ -110,12 +110,13 @@ class StreamRunner(Endings):
             return  # single-flight: someone else runs it, or it already ended
         self.count_write()
         self.request = request = await db(selectors.request_get)(request_id=self.uuid)
-        # One upstream client per process (pooled connections); a test may bring its own.
-        upstream = self._upstream_factory() if self._upstream_factory else self.hub.upstream()
         self.hub.leases.add(self)  # renewed, with everyone else's, by the hub's lease keeper
         self.hub.pacer.start()
         deadline = self._arm_deadline(request)
         try:
+            # One client per provider per process (pooled connections): the provider that served the
+            # request's model from the start, also after a takeover; a test may bring its own.
+            upstream = self._upstream_factory() if self._upstream_factory else self.hub.upstream(request.provider)
             segments = await db(selectors.segment_count)(request_id=self.uuid)
             self.span = tracing.start(request_id=self.request_id, model=request.model,
                                       takeover=bool(request.response_id or segments))
