@@ -50,7 +50,7 @@ def providers(settings: Any, simulators: dict[str, str]) -> dict[str, str]:
         "beta": {"label": "Beta", "base_url": simulators["beta"], "api_key": DEV_API_KEY,
                  "models": ["sim-reasoning", "sim-long"], "simulator": True},
         "local": {"label": "Local", "base_url": simulators["local"], "api_key": DEV_API_KEY,
-                  "models": ["sim-citations", "sim-refusal"], "simulator": True, "supports": NOTHING},
+                  "models": ["sim-citations", "sim-refusal", "sim-function"], "simulator": True, "supports": NOTHING},
         # beta's server again, as a provider that runs responses in the background but cannot cancel one
         "no-cancel": {"base_url": simulators["beta"], "api_key": DEV_API_KEY, "models": ["sim-mcp"],
                       "simulator": True, "supports": {"cancel": False}},
@@ -216,3 +216,15 @@ async def test_turns_on_a_provider_that_does_not_store_carry_the_conversation(
     body = [body for what, _base, body in calls if what == "create"][1]
     assert not body.get("previous_response_id") and body["store"] is False
     assert "Tell me about rivers" in texts_of(body["input"]) and "And lakes?" in texts_of(body["input"])
+
+
+async def test_a_tool_round_on_a_provider_that_does_not_store_sends_the_whole_turn(
+        owner: Any, providers: dict[str, str], calls: list[tuple[str, str, Any]]) -> None:
+    request = await api.asubmit(owner, "What is the weather in Paris?", model="sim-function", metadata=FAST)
+    request = await api.await_request(request, timeout=30)
+    assert request.status == "completed", request.error_message
+    first, then = [body for what, _base, body in calls if what == "create"]
+    assert not then.get("previous_response_id"), "nothing to chain to on a provider that keeps nothing"
+    assert [item.get("type") for item in then["input"]][-2:] == ["function_call", "function_call_output"]
+    assert "What is the weather in Paris?" in texts_of(then["input"]), "this turn's input again"
+    assert first["store"] is False and then["store"] is False

@@ -61,3 +61,23 @@ def full_context_body(request: ResponseRequest | RunRequest, context: list[dict[
     body["input"] = [*context, *own]
     body["previous_response_id"] = None
     return body
+
+
+def stores(request: ResponseRequest | RunRequest) -> bool:
+    """The provider serving the request keeps responses (a continuation may chain to one)."""
+    provider = app_settings.provider(getattr(request, "provider", ""))
+    return provider is None or provider.supports.store
+
+
+def stateless_continuation_body(request: ResponseRequest | RunRequest, context: list[dict[str, Any]],
+                                rounds: list[dict[str, Any]], calls: list[dict[str, Any]],
+                                outputs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The next round for a provider that keeps no responses (nothing to chain to): the
+    conversation, this turn's input, and every function call of this turn with its output
+    (`rounds`, the runner's, grows by this round's)."""
+    rounds += [{"type": "function_call", "call_id": call["call_id"], "name": call.get("name", ""),
+                "arguments": call.get("arguments") or ""} for call in calls]
+    rounds += outputs
+    body = full_context_body(request, context)
+    body["input"] = [*body["input"], *rounds]
+    return body

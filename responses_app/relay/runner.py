@@ -39,7 +39,7 @@ from ..streaming import vocabulary as v
 from ..streaming.safety import SafetyGate
 from ..streaming.transcript import Step, Transcript
 from ..upstream import EventFrames, Upstream, UpstreamHTTPError, stream_reader
-from .bodies import build_body, continuation_body, full_context_body
+from .bodies import build_body, continuation_body, full_context_body, stateless_continuation_body, stores
 from .dbthreads import db
 from .delivery import Delivery
 from .endings import Endings, Kind
@@ -62,7 +62,7 @@ class StreamRunner(Endings):
     # Slots, not a dict: with this many attributes a runner's __dict__ outweighs a slot per
     # attribute several times (bench/README.md, storage).
     __slots__ = ("request_id", "hub", "_upstream_factory", "finished", "_loop", "tools", "_response_id_saved",
-                 "_last_bytes", "_reader", "_task", "log_context")  # and Endings.__slots__
+                 "_last_bytes", "_reader", "_task", "log_context", "_rounds")  # and Endings.__slots__
 
     def __init__(self, request_id: str, hub: Hub, upstream_factory: Callable[[], Upstream] | None = None) -> None:
         self.request_id = request_id
@@ -94,6 +94,7 @@ class StreamRunner(Endings):
         self.log_context: logcontext.RequestContext | None = None
         self.safety: SafetyChecks | None = None  # a safety mode applies (docs/safety.md)
         self._marks: set[asyncio.Task[None]] = set()  # first_text_at writes a verdict released
+        self._rounds: list[dict[str, Any]] = []  # a provider that keeps nothing: this turn's calls and outputs
 
     @property
     def writes(self) -> int:
@@ -308,7 +309,11 @@ class StreamRunner(Endings):
         outputs += answers
         if not outputs or self.transcript.round >= MAX_TOOL_ROUNDS or self.cancel_requested.is_set():
             return ended
-        body = continuation_body(request, self.transcript.response_id or "", outputs)
+        if stores(request):
+            body = continuation_body(request, self.transcript.response_id or "", outputs)
+        else:  # a provider that keeps nothing: no chain, the whole turn again
+            body = stateless_continuation_body(request, await db(selectors.conversation_context)(request=request),
+                                               self._rounds, self.transcript.function_calls(), outputs)
         self.transcript.next_response()
         return body
 
