@@ -146,6 +146,9 @@ class SimulatorApp:
     # --- POST /responses ----------------------------------------------------------------------
     async def create(self, receive: Receive, send: Send) -> None:
         request = parse_json(await read_body(receive))
+        if self.stateless and request.get("previous_response_id"):  # it keeps nothing to chain to
+            raise not_found(f"Previous response with id '{request['previous_response_id']}' not found.",
+                            param="previous_response_id", code="previous_response_not_found")
         resp = await start_response(self.store, request)
         ephemeral = not resp.background and request.get("store") is False
         try:
