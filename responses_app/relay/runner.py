@@ -94,7 +94,7 @@ class StreamRunner(Endings):
         self.log_context: logcontext.RequestContext | None = None
         self.safety: SafetyChecks | None = None  # a safety mode applies (docs/safety.md)
         self._marks: set[asyncio.Task[None]] = set()  # first_text_at writes a verdict released
-        self._rounds: list[dict[str, Any]] = []  # a provider that keeps nothing: this turn's calls and outputs
+        self._rounds: list[dict[str, Any]] | None = None  # a provider that keeps nothing: the turn's calls, outputs
 
     @property
     def writes(self) -> int:
@@ -312,6 +312,7 @@ class StreamRunner(Endings):
         if stores(request):
             body = continuation_body(request, self.transcript.response_id or "", outputs)
         else:  # a provider that keeps nothing: no chain, the whole turn again
+            self._rounds = self._rounds or []
             body = stateless_continuation_body(request, await db(selectors.conversation_context)(request=request),
                                                self._rounds, self.transcript.function_calls(), outputs)
         self.transcript.next_response()
