@@ -128,8 +128,7 @@ def _chains(head: branches.Head, provider: Provider) -> bool:
     """A turn chains to the last answer only on the provider that made it, and one that keeps it."""
     if not provider.supports.store:
         return False
-    made_by = ResponseRequest.objects.filter(response_id=head.previous_response_id).values_list(
-        "provider", flat=True).first()
+    made_by = selectors.provider_of_response(response_id=head.previous_response_id)
     return made_by is None or made_by == provider.name
 
 
