@@ -228,3 +228,17 @@ async def test_a_tool_round_on_a_provider_that_does_not_store_sends_the_whole_tu
     assert [item.get("type") for item in then["input"]][-2:] == ["function_call", "function_call_output"]
     assert "What is the weather in Paris?" in texts_of(then["input"]), "this turn's input again"
     assert first["store"] is False and then["store"] is False
+
+
+async def test_a_request_of_a_provider_since_removed_ends_error_saying_so(
+        owner: Any, providers: dict[str, str], calls: list[tuple[str, str, Any]]) -> None:
+    """Never sent to another provider instead (with another key, another model namespace)."""
+    request, _ = await sync_to_async(services.request_create)(
+        owner=owner, input="Hello", model="sim-text", client_request_id="gone-1",
+        conversation=await sync_to_async(services.conversation_create)(owner=owner),
+        params={"background": True, "metadata": FAST}, provider="retired")
+    await StreamRunner(str(request.pk), get_hub()).run()
+    saved = await sync_to_async(ResponseRequest.objects.get)(pk=request.pk)
+    assert saved.status == "error" and "'retired'" in saved.error_message
+    assert "no longer configured" in saved.error_message
+    assert calls == [], "nothing reached any provider"
