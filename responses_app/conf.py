@@ -388,19 +388,23 @@ class AppSettings:
 
     def providers(self) -> dict[str, _providers.Provider]:
         """RELAY_PROVIDERS, or the one implicit provider of the single-upstream settings."""
-        return dict(self.PROVIDERS) or {_providers.DEFAULT: self.provider(_providers.DEFAULT)}  # type: ignore[dict-item]
+        named: dict[str, _providers.Provider] = self.PROVIDERS
+        return dict(named) or {_providers.DEFAULT: self._implicit()}
 
     def provider(self, name: str) -> _providers.Provider | None:
         """A provider by the name a request recorded (empty: the implicit one); None if gone."""
-        if name:
-            return self.PROVIDERS.get(name)  # type: ignore[no-any-return]
+        named: dict[str, _providers.Provider] = self.PROVIDERS
+        return named.get(name) if name else self._implicit()
+
+    def _implicit(self) -> _providers.Provider:
         cache = self.__dict__["_cache"]
         if "_implicit" not in cache:
             cache["_implicit"] = _providers.implicit(
                 base_url=self.UPSTREAM_BASE_URL, api_key=self.UPSTREAM_API_KEY, transport=self.UPSTREAM_TRANSPORT,
                 models=self.ALLOWED_MODELS, simulator_base_url=self.SIMULATOR_BASE_URL,
                 simulator_api_key=self.SIMULATOR_API_KEY)
-        return cache["_implicit"]  # type: ignore[no-any-return]
+        implicit: _providers.Provider = cache["_implicit"]
+        return implicit
 
     def provider_for(self, model: str) -> _providers.Provider | None:
         """The provider that serves `model`, or None: no provider does."""
