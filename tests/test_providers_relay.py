@@ -22,6 +22,7 @@ from responses_app.relay.hub import get_hub
 from responses_app.relay.runner import StreamRunner
 from responses_app.simulator.auth import DEV_API_KEY
 from responses_app.upstream import Upstream
+from responses_app.upstream_ws import WebSocketUpstream
 from tests.relay.helpers import FAST
 from tests.servers import start_simulator, stop
 
@@ -54,6 +55,8 @@ def providers(settings: Any, simulators: dict[str, str]) -> dict[str, str]:
         # beta's server again, as a provider that runs responses in the background but cannot cancel one
         "no-cancel": {"base_url": simulators["beta"], "api_key": DEV_API_KEY, "models": ["sim-mcp"],
                       "simulator": True, "supports": {"cancel": False}},
+        "alpha-ws": {"base_url": simulators["alpha"], "api_key": DEV_API_KEY, "models": ["sim-image"],
+                     "simulator": True, "transport": "websocket"},
     }
     return simulators
 
@@ -242,3 +245,22 @@ async def test_a_request_of_a_provider_since_removed_ends_error_saying_so(
     assert saved.status == "error" and "'retired'" in saved.error_message
     assert "no longer configured" in saved.error_message
     assert calls == [], "nothing reached any provider"
+
+
+async def test_each_provider_has_its_own_transport(owner: Any, providers: dict[str, str]) -> None:
+    """alpha-ws is alpha's server over WebSocket mode: its requests go over a socket of its own,
+    while alpha's go over SSE, in the same process."""
+    hub = get_hub()
+    try:
+        over_ws = await api.asubmit(owner, "Draw", model="sim-image", metadata=FAST)
+        over_sse = await api.asubmit(owner, "Say", model="sim-text", metadata=FAST)
+        over_ws, over_sse = await api.await_request(over_ws, 30), await api.await_request(over_sse, 30)
+        assert (over_ws.status, over_ws.provider, over_sse.status, over_sse.provider) == (
+            "completed", "alpha-ws", "completed", "alpha")
+        socket = hub._upstreams["alpha-ws"]
+        assert isinstance(socket, WebSocketUpstream) and socket.connections == 1
+        assert socket.base == providers["alpha"]
+        assert await upstream_status(providers["alpha"], over_ws.response_id) == 200
+    finally:
+        if "alpha-ws" in hub._upstreams:
+            await hub._upstreams.pop("alpha-ws").aclose()
