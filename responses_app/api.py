@@ -62,6 +62,9 @@ def _default_model() -> str:
 
     if app_settings.ALLOWED_MODELS:
         return str(app_settings.ALLOWED_MODELS[0])
+    listed = [m for p in app_settings.PROVIDERS.values() for m in p.models]  # RELAY_PROVIDERS: the first
+    if listed:
+        return listed[0]
     return "sim-text" if app_settings.upstream_is_simulator else ""
 
 

@@ -9,8 +9,14 @@ never raised at import or at first use. `docs/configuration.md` lists the ids.
     responses_app.E005  RELAY_BASE_TEMPLATE cannot be loaded
     responses_app.E006  a RELAY_TOOLS entry cannot be imported
     responses_app.E007  RELAY_OTEL=True without opentelemetry-api installed
+    responses_app.E020  a RELAY_PROVIDERS provider lists no models
+    responses_app.E021  a RELAY_PROVIDERS provider at a host that needs a key has none
+    responses_app.E022  a model listed by two RELAY_PROVIDERS providers
+    responses_app.E023  a provider's transport is websocket and its supports say it has no WebSocket mode
     responses_app.W001  a RELAY_* setting this app does not have (a typo?)
     responses_app.W002  ag-ui-protocol is not installed: the AG-UI routes answer 501
+    responses_app.W020  a RELAY_PROVIDERS key (or supports key) this app does not have (a typo?)
+    responses_app.W021  RELAY_ALLOWED_MODELS names a model no RELAY_PROVIDERS provider serves
   with --deploy:
     responses_app.E010  the upstream is the built-in simulator
     responses_app.E011  a real provider and no RELAY_ALLOWED_MODELS
@@ -70,6 +76,7 @@ def settings_check(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                                         hint="See docs/configuration.md for the settings' names.",
                                         id="responses_app.W001"))
     found += _channel_layer_errors()
+    found += _provider_errors()
     found += _template_errors()
     found += _tool_errors()
     if app_settings.OTEL and importlib.util.find_spec("opentelemetry") is None:
@@ -90,6 +97,47 @@ def _channel_layer_errors() -> list[checks.CheckMessage]:
                                "run a stream (a relayworker cannot hear this process).",
                        "Keep RELAY_INPROCESS_RUNNER=True, or use a channel layer shared by the processes (Redis).")]
     return []
+
+
+def _provider_errors() -> list[checks.CheckMessage]:
+    """RELAY_PROVIDERS: each model served by one provider, each provider able to do what it is asked."""
+    from urllib.parse import urlsplit
+
+    from .providers import CAPABILITIES, KEYED_HOSTS, KEYS
+
+    found: list[checks.CheckMessage] = []
+    served: dict[str, str] = {}
+    for name, provider in app_settings.PROVIDERS.items():
+        where = f"RELAY_PROVIDERS[{name!r}]"
+        for key in provider.unknown_keys:
+            found.append(checks.Warning(f"{where} has a key {key!r} that a provider does not have.",
+                                        hint=f"A provider's keys: {', '.join(KEYS)}.", id="responses_app.W020"))
+        for key in provider.unknown_supports:
+            found.append(checks.Warning(f"{where}['supports'] has a key {key!r} that is not a capability.",
+                                        hint=f"Capabilities: {', '.join(CAPABILITIES)}.", id="responses_app.W020"))
+        if not provider.models:
+            found.append(_error("E020", f"{where} lists no models: no request would go to it.",
+                                "List the model ids it serves: 'models': ['gpt-5', ...]."))
+        host = (urlsplit(provider.base_url).hostname or "").lower()
+        if not provider.api_key and any(host == h or (h.startswith(".") and host.endswith(h)) for h in KEYED_HOSTS):
+            found.append(_error("E021", f"{where} at {host} has no api_key: every request would be refused (401).",
+                                "Set its 'api_key' (read it from the environment in your settings)."))
+        for model in provider.models:
+            if model in served:
+                found.append(_error("E022", f"The model {model!r} is listed by {where} and by "
+                                            f"RELAY_PROVIDERS[{served[model]!r}]: the first one would serve it.",
+                                    "List each model under one provider."))
+            served.setdefault(model, name)
+        if provider.websocket and not provider.supports.websocket:
+            found.append(_error("E023", f"{where} has transport 'websocket' but its supports say it has no "
+                                        "WebSocket mode.", "Use transport 'sse', or fix its supports."))
+    if app_settings.PROVIDERS:
+        for model in app_settings.ALLOWED_MODELS:
+            if model not in served:
+                found.append(checks.Warning(
+                    f"RELAY_ALLOWED_MODELS names {model!r}, which no RELAY_PROVIDERS provider serves: it is refused.",
+                    hint="Add it to a provider's models, or remove it.", id="responses_app.W021"))
+    return found
 
 
 def _template_errors() -> list[checks.CheckMessage]:
@@ -132,7 +180,7 @@ def deploy_check(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMes
         found.append(_error("E010", "The upstream is the built-in simulator.",
                             "Set RELAY_UPSTREAM_API_KEY (and RELAY_UPSTREAM_BASE_URL for a provider other than "
                             "OpenAI)."))
-    elif not app_settings.ALLOWED_MODELS:
+    elif not app_settings.ALLOWED_MODELS and not app_settings.PROVIDERS:  # each provider lists its models
         found.append(_error("E011", "A real provider and no RELAY_ALLOWED_MODELS: any user may ask for any model.",
                             "Set RELAY_ALLOWED_MODELS to the model ids users may pick."))
     if any(len(token) < 32 for token in app_settings.API_TOKENS):

@@ -24,6 +24,7 @@ from typing import Any
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+from . import providers as _providers
 from .streaming.assembler import MAX_ITEMS
 
 PREFIX = "RELAY_"
@@ -238,6 +239,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("ALLOWED_MODELS", (), _names,
             "Models a user may ask for; empty allows any (required with a provider under check --deploy).",
             "upstream"),
+    Setting("PROVIDERS", {}, _providers.parse,
+            "Several named upstreams at once: {name: {base_url, api_key, transport, models, supports, label}} "
+            "(or its JSON), each model served by the one that lists it (docs/providers.md). Empty: the one "
+            "upstream of the settings above.", "upstream"),
     Setting("BACKGROUND_DEFAULT", True, _boolean,
             "Ask for background mode, so a dropped stream can be resumed where the provider allows it.",
             "upstream"),
@@ -377,7 +382,33 @@ class AppSettings:
     @property
     def upstream_is_simulator(self) -> bool:
         """No provider configured: the built-in simulator (embedded, or standalone at SIMULATOR_BASE_URL)."""
+        if self.PROVIDERS:
+            return all(p.simulator for p in self.PROVIDERS.values())
         return not self.UPSTREAM_BASE_URL
+
+    def providers(self) -> dict[str, _providers.Provider]:
+        """RELAY_PROVIDERS, or the one implicit provider of the single-upstream settings."""
+        named: dict[str, _providers.Provider] = self.PROVIDERS
+        return dict(named) or {_providers.DEFAULT: self._implicit()}
+
+    def provider(self, name: str) -> _providers.Provider | None:
+        """A provider by the name a request recorded (empty: the implicit one); None if gone."""
+        named: dict[str, _providers.Provider] = self.PROVIDERS
+        return named.get(name) if name else self._implicit()
+
+    def _implicit(self) -> _providers.Provider:
+        cache = self.__dict__["_cache"]
+        if "_implicit" not in cache:
+            cache["_implicit"] = _providers.implicit(
+                base_url=self.UPSTREAM_BASE_URL, api_key=self.UPSTREAM_API_KEY, transport=self.UPSTREAM_TRANSPORT,
+                models=self.ALLOWED_MODELS, simulator_base_url=self.SIMULATOR_BASE_URL,
+                simulator_api_key=self.SIMULATOR_API_KEY)
+        implicit: _providers.Provider = cache["_implicit"]
+        return implicit
+
+    def provider_for(self, model: str) -> _providers.Provider | None:
+        """The provider that serves `model`, or None: no provider does."""
+        return _providers.route(self.providers(), model)
 
     def safety_mode(self, model: str) -> str:
         return str(self.SAFETY_MODES.get(model, self.SAFETY_MODE))

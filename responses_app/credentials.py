@@ -1,6 +1,7 @@
 """The credentials this server holds, so that no text from the upstream shows them.
 
-`known()` is the configured keys (RELAY_UPSTREAM_API_KEY, RELAY_SIMULATOR_API_KEY); `masked(text)`
+`known()` is the configured keys (RELAY_UPSTREAM_API_KEY, RELAY_SIMULATOR_API_KEY, every
+RELAY_PROVIDERS key: one provider's error never shows another's key either); `masked(text)`
 is the core's `mask_secrets` with them. Every upstream error message passes it before it is stored
 or shown: an HTTP error's body (upstream.py), a transport failure (relay/outcomes.py), the relay's
 own errors and every message a request or segment stores (services.py); the core is handed
@@ -15,7 +16,9 @@ from .streaming.masking import MAX_MESSAGE, mask_secrets
 
 
 def known() -> tuple[str, ...]:
-    return tuple(key for key in (app_settings.UPSTREAM_API_KEY, app_settings.SIMULATOR_API_KEY) if key)
+    keys = (app_settings.UPSTREAM_API_KEY, app_settings.SIMULATOR_API_KEY,
+            *(p.api_key for p in app_settings.PROVIDERS.values()))
+    return tuple(dict.fromkeys(key for key in keys if key))
 
 
 def masked(text: str, limit: int = MAX_MESSAGE) -> str:

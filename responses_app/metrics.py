@@ -104,7 +104,7 @@ PATCH_LAG_SAMPLE_S = 0.25
 
 def model_label(model: str) -> str:
     """A bounded label: an allowed model, a simulator scenario, or "other" (a user may send any string)."""
-    if model in app_settings.ALLOWED_MODELS:
+    if model in app_settings.ALLOWED_MODELS or any(model in p.models for p in app_settings.PROVIDERS.values()):
         return model
     if not app_settings.ALLOWED_MODELS and app_settings.upstream_is_simulator:
         from .simulator.scenarios import SCENARIOS

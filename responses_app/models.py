@@ -145,6 +145,8 @@ class ResponseRequest(models.Model):
     parent = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="children")
     client_request_id = models.CharField(max_length=100)
     model = models.CharField(max_length=100)
+    # The RELAY_PROVIDERS name that serves `model`, chosen at submit; empty: the implicit provider.
+    provider = models.CharField(max_length=64, blank=True, default="")
     input = FastJSONField()
     params = FastJSONField(default=dict, blank=True)  # metadata, background, previous_response_id ...
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)

@@ -214,8 +214,14 @@ class RunRequest:
     response_id: str
     created: datetime
     conversation_id: uuid.UUID | None
+    provider: str = ""
 
-    FIELDS = ("pk", "model", "input", "params", "response_id", "created", "conversation_id")
+    FIELDS = ("pk", "model", "input", "params", "response_id", "created", "conversation_id", "provider")
+
+
+def provider_of_response(*, response_id: str) -> str | None:
+    """The provider a response was made by (a request's `provider`), or None: no request has it."""
+    return ResponseRequest.objects.filter(response_id=response_id).values_list("provider", flat=True).first()
 
 
 def request_get(*, request_id: uuid.UUID) -> RunRequest:

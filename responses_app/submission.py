@@ -4,7 +4,7 @@ none can forget a rule:
 
 - the input is validated (forms.SubmitForm: types, sizes, no U+0000, metadata as the API allows);
 - the model is one RELAY_ALLOWED_MODELS allows, checked now (a turn of a model removed since is
-  not regenerated);
+  not regenerated), and one a provider serves: the request records that provider (RELAY_PROVIDERS);
 - the conversation is the user's own and not deleted (404 otherwise);
 - the user is under RELAY_MAX_CONCURRENT_PER_USER and RELAY_SUBMIT_RATE (limits.submit_guard);
 - the output cap (RELAY_MAX_OUTPUT_TOKENS) is applied to every body sent (relay/bodies.py,
@@ -25,6 +25,7 @@ from . import branches, limits, selectors, services, signals
 from .conf import app_settings
 from .forms import SubmitForm
 from .models import Conversation, ResponseRequest
+from .providers import Provider
 from .tools import tool_definitions
 
 
@@ -66,6 +67,7 @@ def submit(*, user: Any, data: Mapping[str, Any], replaces: ResponseRequest | No
         raise Refused(400, "invalid_request", "invalid request",
                       errors={k: [str(m) for m in v] for k, v in form.errors.items()})
     cleaned = form.cleaned_data
+    provider = _provider(cleaned["model"])
     with limits.submit_guard(user=user, client_request_id=cleaned["client_request_id"]) as refusal:
         existing = selectors.request_by_client_id(owner=user, client_request_id=cleaned["client_request_id"])
         if existing is not None:  # a resubmitted form or retried call: the same logical request
@@ -77,11 +79,11 @@ def submit(*, user: Any, data: Mapping[str, Any], replaces: ResponseRequest | No
         turns = branches.tree(conversation.pk)
         parent_id = replaces.parent_id if replaces is not None else turns.leaf(conversation.leaf_id)
         head = branches.branch_head(turns=turns, parent_id=parent_id)
-        params = _params(cleaned, head=head, tools=data.get("tools"))
+        params = _params(cleaned, head=head, tools=data.get("tools"), provider=provider)
         request, created = services.request_create(
             owner=user, input=cleaned["input"], model=cleaned["model"],
             client_request_id=cleaned["client_request_id"], conversation=conversation, params=params,
-            parent_id=parent_id)
+            parent_id=parent_id, provider=provider.name)
     branch: list[str] = []
     if created:
         signals.send(signals.request_started, request=request)
@@ -112,19 +114,40 @@ def _conversation(user: Any, conversation_id: Any) -> Conversation:
     return conversation
 
 
-def _params(cleaned: dict[str, Any], *, head: branches.Head, tools: Any) -> dict[str, Any]:
+def _provider(model: str) -> Provider:
+    """The provider that serves the model (RELAY_PROVIDERS; by default the one upstream)."""
+    provider = app_settings.provider_for(model)
+    if provider is None:
+        served = sorted({m for p in app_settings.providers().values() for m in p.models})
+        message = f"No provider serves the model {model!r}: this server offers {', '.join(served) or 'none'}."
+        raise Refused(400, "model_not_served", message, errors={"model": [message]})
+    return provider
+
+
+def _chains(head: branches.Head, provider: Provider) -> bool:
+    """A turn chains to the last answer only on the provider that made it, and one that keeps it."""
+    if not provider.supports.store:
+        return False
+    made_by = selectors.provider_of_response(response_id=head.previous_response_id)
+    return made_by is None or made_by == provider.name
+
+
+def _params(cleaned: dict[str, Any], *, head: branches.Head, tools: Any, provider: Provider) -> dict[str, Any]:
     background = cleaned["background"]
     params: dict[str, Any] = {
-        "background": app_settings.BACKGROUND_DEFAULT if background is None else background,
+        # A provider without background mode gets none: nothing would resume it.
+        "background": (app_settings.BACKGROUND_DEFAULT if background is None else background)
+        and provider.supports.background,
         "metadata": cleaned["metadata"],
         "tools": _tools(tools),
     }
     if cleaned.get("max_output_tokens"):
         params["max_output_tokens"] = cleaned["max_output_tokens"]
-    if head.previous_response_id:
+    if head.previous_response_id and _chains(head, provider):
         params["previous_response_id"] = head.previous_response_id
     elif head.has_turns:
-        params["full_context"] = True  # no answer to chain to: send the branch so far instead
+        # No answer to chain to (or one this provider cannot know): send the branch so far instead.
+        params["full_context"] = True
     return params
 
 

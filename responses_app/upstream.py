@@ -11,6 +11,10 @@ The httpx API is the same either way, and tests may inject any transport (MockTr
 RELAY_UPSTREAM_TRANSPORT=websocket is the Responses API's WebSocket mode (upstream_ws.py): a
 subclass whose `create_stream` yields `EventFrames` (one event's JSON per item) instead of a
 response body; `stream_reader` hands the runner the matching feed.
+
+With RELAY_PROVIDERS, a client is made per provider (`Upstream(provider=...)`): its base URL, its
+key, its transport, and what it can do (`resumable`, `can_retrieve`, `can_cancel`), which the
+runner asks before it resumes, reconciles or cancels (providers.py).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from httpx_aiohttp.transport import AiohttpResponseStream, map_aiohttp_exception
 from .conf import app_settings
 from .credentials import masked
 from .embedded import EMBEDDED_BASE_URL, ASGIStreamTransport, simulator_app
+from .providers import SSE_TRANSPORTS, Provider, Supports
 from .simulator.app import models_payload
 from .streaming.masking import MAX_CODE
 from .streaming.transcript import Step, Transcript
@@ -80,14 +85,14 @@ def list_models(*, timeout: float = 2.0) -> list[dict[str, Any]]:
     return data if isinstance(data, list) else []
 
 
-def make_transport(base: str) -> httpx.AsyncBaseTransport:
+def make_transport(base: str, kind: str | None = None) -> httpx.AsyncBaseTransport:
     if base == EMBEDDED_BASE_URL:
         return ASGIStreamTransport(simulator_app())
     # One client serves every stream of the process: both transports default to 100 connections,
     # which would queue the 101st concurrent stream.
     size = app_settings.UPSTREAM_MAX_CONNECTIONS
     limits = httpx.Limits(max_connections=size, max_keepalive_connections=min(size, 100))
-    if app_settings.UPSTREAM_TRANSPORT == "aiohttp":
+    if (kind or app_settings.UPSTREAM_TRANSPORT) == "aiohttp":
         from httpx_aiohttp import AiohttpTransport
 
         return AiohttpTransport(limits=limits)
@@ -105,14 +110,24 @@ class Upstream:
     persistent = False  # its pooled connections are released when the process has no runner left
 
     def __init__(self, *, base: str | None = None, api_key: str | None = None,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+                 transport: httpx.AsyncBaseTransport | None = None, provider: Provider | None = None) -> None:
         headers = {"accept": "text/event-stream"}
+        kind = None
+        if provider is not None:  # a named provider's (or the implicit one's) address, key and transport
+            base = base or provider.base_url or EMBEDDED_BASE_URL
+            api_key = provider.api_key if api_key is None else api_key
+            kind = provider.transport if provider.transport in SSE_TRANSPORTS else None
+        self.provider = provider
+        supports = provider.supports if provider is not None else Supports()
+        # What the relay may ask of it: a resume needs both a background response and a retrieve.
+        self.resumable = type(self).resumable and supports.background and supports.retrieve
+        self.can_retrieve, self.can_cancel = supports.retrieve, supports.cancel
         key = upstream_key() if api_key is None else api_key
         if key:
             headers["authorization"] = f"Bearer {key}"
         self.base = (base or base_url()).rstrip("/")
         self.client = httpx.AsyncClient(
-            transport=transport or make_transport(self.base),
+            transport=transport or make_transport(self.base, kind),
             headers=headers,
             # No read timeout on streams: long silent reasoning is legitimate; the runner owns
             # idle detection and tells "no text" from "no activity".

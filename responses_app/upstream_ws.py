@@ -37,6 +37,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketExce
 
 from .conf import app_settings
 from .embedded import EMBEDDED_BASE_URL, EmbeddedClosed, EmbeddedRefused, EmbeddedWebSocket, simulator_app
+from .providers import Provider
 from .upstream import EventFrames, Upstream, UpstreamHTTPError, base_url
 
 logger = logging.getLogger(__name__)
@@ -233,8 +234,9 @@ class WebSocketUpstream(Upstream):
     persistent = True  # kept open between requests: the hub does not close it when idle
 
     def __init__(self, *, base: str | None = None, api_key: str | None = None,
-                 transport: httpx.AsyncBaseTransport | None = None, max_age: float | None = None) -> None:
-        super().__init__(base=base, api_key=api_key, transport=transport)
+                 transport: httpx.AsyncBaseTransport | None = None, max_age: float | None = None,
+                 provider: Provider | None = None) -> None:
+        super().__init__(base=base, api_key=api_key, transport=transport, provider=provider)
         self.max_age = max_age_s() if max_age is None else max_age
         self.connection: Connection | None = None
         self.connections = 0  # opened so far (tests and the benchmark read it)
@@ -329,14 +331,19 @@ class WebSocketUpstream(Upstream):
             raise httpx.ConnectError(f"{type(exc).__name__}: {exc}") from exc
 
 
-def make_upstream() -> Upstream:
-    """The process's upstream client for RELAY_UPSTREAM_TRANSPORT."""
-    if app_settings.UPSTREAM_TRANSPORT == "websocket":
-        return WebSocketUpstream()
-    return Upstream()
+def make_upstream(provider: Provider | None = None) -> Upstream:
+    """The process's upstream client for a provider (by default the implicit one: the
+    RELAY_UPSTREAM_* settings), over its transport."""
+    if provider is None:
+        if app_settings.UPSTREAM_TRANSPORT == "websocket":
+            return WebSocketUpstream()
+        return Upstream()
+    return WebSocketUpstream(provider=provider) if provider.websocket else Upstream(provider=provider)
 
 
-def matches_settings(upstream: Upstream) -> bool:
+def matches_settings(upstream: Upstream, provider: Provider | None = None) -> bool:
     """Still the client the settings ask for (tests and a reloaded configuration change them)."""
+    if provider is not None:
+        return upstream.provider == provider
     websocket = app_settings.UPSTREAM_TRANSPORT == "websocket"
     return upstream.base == base_url().rstrip("/") and isinstance(upstream, WebSocketUpstream) == websocket

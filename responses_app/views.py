@@ -69,9 +69,22 @@ def available_models() -> list[str]:
     return models
 
 
+def model_groups() -> list[tuple[str, list[str]]]:
+    """The picker's models by provider (its label, its models), with RELAY_PROVIDERS: each
+    provider's own list (what the door accepts), within RELAY_ALLOWED_MODELS if set. Without it,
+    one group of the upstream's models, unlabelled."""
+    if not app_settings.PROVIDERS:
+        return [("", available_models())]
+    allowed = app_settings.ALLOWED_MODELS
+    groups = [(p.title, [m for m in p.models if not allowed or m in allowed])
+              for p in app_settings.PROVIDERS.values()]
+    return [(label, models) for label, models in groups if models] or [("", list(allowed) or [DEFAULT_MODEL])]
+
+
 def composer_context(*, conversation: Conversation | None = None, values: dict[str, Any] | None = None,
                      errors: dict[str, list[str]] | None = None) -> dict[str, Any]:
-    models = available_models()
+    groups = model_groups()
+    models = [model for _label, group in groups for model in group]
     values = values or {}
     selected = values.get("model")
     if not selected and conversation is not None:
@@ -81,6 +94,7 @@ def composer_context(*, conversation: Conversation | None = None, values: dict[s
         selected = DEFAULT_MODEL if DEFAULT_MODEL in models else models[0]
     return {
         "models": models,
+        "model_groups": groups if len(groups) > 1 or groups[0][0] else None,  # <optgroup>s by provider
         "selected_model": selected,
         "client_request_id": str(uuid.uuid4()),  # fresh per render: the idempotency key
         "max_input_chars": forms.MAX_INPUT_CHARS,  # the page counts against the form's own limit

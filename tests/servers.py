@@ -39,10 +39,11 @@ def announced_address(proc: subprocess.Popen[Any], timeout_s: float) -> str:
     return found[0]
 
 
-def start_simulator(deadline_s: float = 30.0) -> tuple[subprocess.Popen[str], str]:
-    """Start `python -m responses_app.simulator --port 0`; return the process and its base URL."""
+def start_simulator(deadline_s: float = 30.0, *args: str) -> tuple[subprocess.Popen[str], str]:
+    """Start `python -m responses_app.simulator --port 0` (and `args`, e.g. --stateless); return the
+    process and its base URL."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "responses_app.simulator", "--host", "127.0.0.1", "--port", "0"],
+        [sys.executable, "-m", "responses_app.simulator", "--host", "127.0.0.1", "--port", "0", *args],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -81,7 +81,9 @@ class Endings:
         return self.stopped is not None and self.stopped.ending is Ending.FILTERED
 
     async def _cancel_upstream(self, upstream: Upstream) -> str:
-        if self.transcript.response_id and (self.request.params or {}).get("background"):
+        # Stop already closed the stream; a provider that has no cancel is not asked (it stops
+        # generating when its stream closes, or cannot be stopped at all).
+        if self.transcript.response_id and (self.request.params or {}).get("background") and upstream.can_cancel:
             try:
                 final = await upstream.cancel(self.transcript.response_id)
             except (httpx.HTTPError, OSError):
@@ -100,7 +102,11 @@ class Endings:
         outcome = v.UNKNOWN
         why = ""
         try:
-            final = await upstream.retrieve(response_id)
+            if not upstream.can_retrieve:
+                final = None
+                why = "this provider keeps no responses to ask about (it cannot retrieve one)"
+            else:
+                final = await upstream.retrieve(response_id)
         except UpstreamHTTPError as exc:
             final = None
             outcome = masked(f"unreachable: {exc}", 32)

@@ -45,7 +45,7 @@ class Hub:
         self.worker_task: asyncio.Task[Any] | None = None  # the in-process runner worker (worker.py)
         self.counters = {"takeovers": 0, "lease_expiries": 0}
         self._recent: dict[str, deque[dict[str, Any]]] = {}
-        self._upstream: Upstream | None = None
+        self._upstreams: dict[str, Upstream] = {}  # by provider name ("": the implicit one)
         self.writer = CheckpointWriter(db_writer, gather_s=app_settings.CHECKPOINT_GATHER_MS / 1000)
         self.leases = LeaseKeeper(db)
         self.pacer = Pacer(self.leases)
@@ -78,25 +78,43 @@ class Hub:
     def runner(self, request_id: str) -> Runner | None:
         return self.runners.get(request_id)
 
-    def upstream(self) -> Upstream:
-        """The process's upstream client, shared by its runners (recreated if the base or the
-        transport changes)."""
-        if self._upstream is None or not matches_settings(self._upstream):
-            if self._upstream is not None and self._upstream.persistent:
-                task = self.loop.create_task(self._upstream.aclose())
+    def upstream(self, provider: str = "") -> Upstream:
+        """The process's client of one provider, shared by its runners (recreated if the provider's
+        settings change). Raises LookupError for a provider no longer configured."""
+        current = self._upstreams.get(provider)
+        spec = app_settings.provider(provider) if provider else None
+        if provider and spec is None:
+            raise LookupError(f"the provider {provider!r} that served this request is no longer configured "
+                              "(RELAY_PROVIDERS)")
+        if current is None or not matches_settings(current, spec):
+            if current is not None and current.persistent:
+                task = self.loop.create_task(current.aclose())
                 self.tasks.add(task)
                 task.add_done_callback(self.tasks.discard)
-            self._upstream = make_upstream()
-        return self._upstream
+            current = self._upstreams[provider] = make_upstream(spec)
+        return current
+
+    @property
+    def _upstream(self) -> Upstream | None:
+        """The implicit provider's client (the single-upstream settings'), as tests reach it."""
+        return self._upstreams.get("")
+
+    @_upstream.setter
+    def _upstream(self, upstream: Upstream | None) -> None:
+        if upstream is None:
+            self._upstreams.pop("", None)
+        else:
+            self._upstreams[""] = upstream
 
     async def release_upstream(self, finishing: Runner) -> None:
         """When the last runner here ends, release the pooled connections (reopened on demand);
         WebSocket mode's connection stays for the next request (it rotates by age)."""
-        if self._upstream is None or self._upstream.persistent \
-                or any(r is not finishing for r in self.runners.values()):
+        if any(r is not finishing for r in self.runners.values()):
             return
-        upstream, self._upstream = self._upstream, None
-        await upstream.aclose()
+        for name, upstream in list(self._upstreams.items()):
+            if not upstream.persistent and self._upstreams.get(name) is upstream:
+                del self._upstreams[name]
+                await upstream.aclose()
 
     # --- viewers ------------------------------------------------------------------------------
 

@@ -39,7 +39,7 @@ from ..streaming import vocabulary as v
 from ..streaming.safety import SafetyGate
 from ..streaming.transcript import Step, Transcript
 from ..upstream import EventFrames, Upstream, UpstreamHTTPError, stream_reader
-from .bodies import build_body, continuation_body, full_context_body
+from .bodies import build_body, continuation_body, full_context_body, stateless_continuation_body, stores
 from .dbthreads import db
 from .delivery import Delivery
 from .endings import Endings, Kind
@@ -62,7 +62,7 @@ class StreamRunner(Endings):
     # Slots, not a dict: with this many attributes a runner's __dict__ outweighs a slot per
     # attribute several times (bench/README.md, storage).
     __slots__ = ("request_id", "hub", "_upstream_factory", "finished", "_loop", "tools", "_response_id_saved",
-                 "_last_bytes", "_reader", "_task", "log_context")  # and Endings.__slots__
+                 "_last_bytes", "_reader", "_task", "log_context", "_rounds")  # and Endings.__slots__
 
     def __init__(self, request_id: str, hub: Hub, upstream_factory: Callable[[], Upstream] | None = None) -> None:
         self.request_id = request_id
@@ -94,6 +94,7 @@ class StreamRunner(Endings):
         self.log_context: logcontext.RequestContext | None = None
         self.safety: SafetyChecks | None = None  # a safety mode applies (docs/safety.md)
         self._marks: set[asyncio.Task[None]] = set()  # first_text_at writes a verdict released
+        self._rounds: list[dict[str, Any]] | None = None  # a provider that keeps nothing: the turn's calls, outputs
 
     @property
     def writes(self) -> int:
@@ -110,12 +111,13 @@ class StreamRunner(Endings):
             return  # single-flight: someone else runs it, or it already ended
         self.count_write()
         self.request = request = await db(selectors.request_get)(request_id=self.uuid)
-        # One upstream client per process (pooled connections); a test may bring its own.
-        upstream = self._upstream_factory() if self._upstream_factory else self.hub.upstream()
         self.hub.leases.add(self)  # renewed, with everyone else's, by the hub's lease keeper
         self.hub.pacer.start()
         deadline = self._arm_deadline(request)
         try:
+            # One client per provider per process (pooled connections): the provider that served the
+            # request's model from the start, also after a takeover; a test may bring its own.
+            upstream = self._upstream_factory() if self._upstream_factory else self.hub.upstream(request.provider)
             segments = await db(selectors.segment_count)(request_id=self.uuid)
             self.span = tracing.start(request_id=self.request_id, model=request.model,
                                       takeover=bool(request.response_id or segments))
@@ -307,7 +309,12 @@ class StreamRunner(Endings):
         outputs += answers
         if not outputs or self.transcript.round >= MAX_TOOL_ROUNDS or self.cancel_requested.is_set():
             return ended
-        body = continuation_body(request, self.transcript.response_id or "", outputs)
+        if stores(request):
+            body = continuation_body(request, self.transcript.response_id or "", outputs)
+        else:  # a provider that keeps nothing: no chain, the whole turn again
+            self._rounds = self._rounds or []
+            body = stateless_continuation_body(request, await db(selectors.conversation_context)(request=request),
+                                               self._rounds, self.transcript.function_calls(), outputs)
         self.transcript.next_response()
         return body
 

@@ -41,7 +41,8 @@ class _CutStreamsFilter(logging.Filter):
         return not isinstance(exc, asyncio.CancelledError)
 
 
-def run_uvicorn(host: str, port: int, verbosity: int, api_key: str, ws_max_age_s: float) -> None:
+def run_uvicorn(host: str, port: int, verbosity: int, api_key: str, ws_max_age_s: float,
+                stateless: bool = False) -> None:
     import uvicorn
 
     from .app import create_app
@@ -56,7 +57,7 @@ def run_uvicorn(host: str, port: int, verbosity: int, api_key: str, ws_max_age_s
             self.should_exit = True
 
     config = uvicorn.Config(
-        create_app(api_key=api_key, ws_max_age_s=ws_max_age_s),
+        create_app(api_key=api_key, ws_max_age_s=ws_max_age_s, stateless=stateless),
         host=host,
         port=port,
         http="httptools",
@@ -142,11 +143,16 @@ def main(argv: list[str] | None = None) -> None:
         default=WS_MAX_AGE_S,
         help="WebSocket mode: how long one connection may live (default: the API's 3600)",
     )
+    parser.add_argument(
+        "--stateless",
+        action="store_true",
+        help="keep no responses reachable: retrieve, cancel and delete answer 404 (as Ollama's server)",
+    )
     args = parser.parse_args(argv)
     if args.server == "daphne":
         run_daphne(args.host, args.port, args.verbosity, args.api_key)
     else:
-        run_uvicorn(args.host, args.port, args.verbosity, args.api_key, args.ws_max_age_s)
+        run_uvicorn(args.host, args.port, args.verbosity, args.api_key, args.ws_max_age_s, args.stateless)
     sys.exit(0)
 
 

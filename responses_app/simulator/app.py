@@ -59,8 +59,10 @@ def models_payload() -> dict[str, Any]:
 
 class SimulatorApp:
     def __init__(self, store: Store | None = None, *, api_key: str | None = None,
-                 ws_max_age_s: float = wsmode.WS_MAX_AGE_S) -> None:
+                 ws_max_age_s: float = wsmode.WS_MAX_AGE_S, stateless: bool = False) -> None:
         self.store = store if store is not None else Store()
+        # As a server that keeps no responses (Ollama, llama.cpp's): no retrieve, cancel or delete.
+        self.stateless = stateless
         self.api_key = api_key
         self.ws_max_age_s = ws_max_age_s  # WebSocket mode's connection limit
         self._models = orjson.dumps(models_payload())
@@ -110,6 +112,8 @@ class SimulatorApp:
             await send_json(send, 200, orjson.dumps(model))
         elif parts == ["responses"] and method == "POST":
             await self.create(receive, send)
+        elif self.stateless and len(parts) >= 2 and parts[0] == "responses":
+            raise ApiError(404, f"Invalid URL ({method} /v1/{'/'.join(parts)})", code="unknown_url")
         elif parts == ["moderations"] and method == "POST":
             body = await read_body(receive)
             moderation_id = "modr-" + hashlib.blake2b(body, digest_size=12).hexdigest()
@@ -142,6 +146,9 @@ class SimulatorApp:
     # --- POST /responses ----------------------------------------------------------------------
     async def create(self, receive: Receive, send: Send) -> None:
         request = parse_json(await read_body(receive))
+        if self.stateless and request.get("previous_response_id"):  # it keeps nothing to chain to
+            raise not_found(f"Previous response with id '{request['previous_response_id']}' not found.",
+                            param="previous_response_id", code="previous_response_not_found")
         resp = await start_response(self.store, request)
         ephemeral = not resp.background and request.get("store") is False
         try:
@@ -229,5 +236,5 @@ class SimulatorApp:
 
 
 def create_app(store: Store | None = None, *, api_key: str | None = None,
-               ws_max_age_s: float = wsmode.WS_MAX_AGE_S) -> SimulatorApp:
-    return SimulatorApp(store, api_key=api_key, ws_max_age_s=ws_max_age_s)
+               ws_max_age_s: float = wsmode.WS_MAX_AGE_S, stateless: bool = False) -> SimulatorApp:
+    return SimulatorApp(store, api_key=api_key, ws_max_age_s=ws_max_age_s, stateless=stateless)
