@@ -101,6 +101,7 @@ async def start_response(
         top_logprobs=(top if isinstance(top, int) else 0)
         if "message.output_text.logprobs" in include
         else None,
+        id_length=faults.id_length,
     )
     response_id = emitter.new_id("resp")
     while (same := store.get(response_id)) is not None and not same.finished:

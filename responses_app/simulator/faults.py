@@ -55,6 +55,11 @@ FAULTS: dict[str, tuple[str, str]] = {
         "WebSocket mode: the connection reaches its time limit this many seconds after it opened "
         "(`websocket_connection_limit_reached`).",
     ),
+    "sim.id_length": (
+        "int",
+        "Make every id (response, item, call) this many characters long, as some providers do "
+        "(LiteLLM's proxy: 441).",
+    ),
     "sim.stamp": (
         "bool",
         "Append the emit wall-clock time to each text delta as `⟨time.time()⟩` (for benchmarks).",
@@ -90,6 +95,7 @@ class Faults:
     resume_max_age_s: float | None = None
     ws_max_age_s: float | None = None
     stamp: bool = False
+    id_length: int | None = None
 
 
 _LIMITS: dict[str, tuple[float, float]] = {
@@ -108,6 +114,7 @@ _LIMITS: dict[str, tuple[float, float]] = {
     "sim.error_at": (0, 10_000_000),
     "sim.resume_max_age_s": (0, 86_400 * 365),
     "sim.ws_max_age_s": (0, 86_400),
+    "sim.id_length": (1, 65_536),
 }
 
 
@@ -208,6 +215,7 @@ def parse_faults(metadata: dict[str, str]) -> Faults:
         "error_at",
         "seed",
         "http_error",
+        "id_length",
     ):
         if name in values:
             values[name] = int(values[name])
