@@ -99,7 +99,7 @@ class Utf8TextField(models.TextField):  # type: ignore[type-arg]
 
 class EqualityIndex(models.Index):
     """For `column = value` lookups of a provider's text of any length: a hash index on PostgreSQL
-    (a btree entry holds about 2.7 KB at most), a plain one elsewhere. Provider fields (ids, names,
+    (a btree entry has a size limit of a few kilobytes), a plain one elsewhere. Provider fields (ids, names,
     codes) are text columns, so no provider can make a write fail (LiteLLM's ids: 441 characters);
     in a unique constraint, such a field is compared by its MD5."""
 
@@ -173,6 +173,8 @@ class ResponseRequest(models.Model):
     runner_token = models.UUIDField(null=True, blank=True)
     lease_expires = models.DateTimeField(null=True, blank=True)
     cancel_requested = models.BooleanField(default=False)
+    # Leases taken over after their runner died or crashed: bounded (services.MAX_TAKEOVERS)
+    takeovers = models.PositiveIntegerField(default=0)
 
     created = models.DateTimeField(default=timezone.now)
     upstream_created_at = models.DateTimeField(null=True, blank=True)

@@ -214,8 +214,9 @@ class RunRequest:
     response_id: str
     created: datetime
     conversation_id: uuid.UUID | None
+    takeovers: int = 0
 
-    FIELDS = ("pk", "model", "input", "params", "response_id", "created", "conversation_id")
+    FIELDS = ("pk", "model", "input", "params", "response_id", "created", "conversation_id", "takeovers")
 
 
 def request_get(*, request_id: uuid.UUID) -> RunRequest:

@@ -1,4 +1,5 @@
-"""Provider fields (ids, names, codes) as text of any length; unique and looked-up ones by digest."""
+"""Provider fields (ids, names, codes) as text of any length; unique and looked-up ones by digest.
+A count of takeovers, so a request whose runners keep crashing ends."""
 
 import django.db.models.functions.text
 import responses_app.models
@@ -21,6 +22,11 @@ class Migration(migrations.Migration):
         migrations.RemoveConstraint(
             model_name='toolcall',
             name='toolcall_once_per_request',
+        ),
+        migrations.AddField(
+            model_name='responserequest',
+            name='takeovers',
+            field=models.PositiveIntegerField(default=0),
         ),
         migrations.AlterField(
             model_name='conversation',

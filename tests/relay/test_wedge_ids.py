@@ -85,7 +85,7 @@ async def test_long_call_ids_run_once_and_the_answer_uses_them(owner: Any) -> No
 
 @pytest.mark.parametrize("length", [441, 3000, 20_000])
 async def test_provider_fields_of_any_length_are_stored_and_found(owner: Any, length: int) -> None:
-    """Past a btree entry's limit (about 2.7 KB on PostgreSQL) too: lookups go through digests."""
+    """Past the size limit of a PostgreSQL btree entry too: lookups go through digests."""
     request = await make_request(owner, "sim-text")
     long_id = random.Random(length).randbytes(length).hex()[:length]  # incompressible, as an index entry
 
