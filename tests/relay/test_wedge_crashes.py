@@ -21,7 +21,7 @@ from responses_app.models import ResponseRequest
 from responses_app.relay import worker
 from responses_app.relay.hub import get_hub
 from responses_app.relay.runner import StreamRunner
-from tests.relay.helpers import make_request, reload
+from tests.relay.helpers import Watcher, connect, make_request, reload
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("relay_settings")]
 
@@ -55,8 +55,14 @@ async def test_a_runner_that_cannot_write_its_ending_ends_failed_after_bounded_t
     first = StreamRunner(str(request.pk), get_hub())
     await first.run()
     assert (await reload(request)).status == "streaming", "the first crash is taken over, not final"
+    communicator = await connect(owner, request.pk)  # a viewer, told the outcome when it comes
+    await communicator.connect()
+    watcher = Watcher(communicator)
     worker.ensure_worker()  # the sweep takes it over, again and again, but not for ever
     saved = await wait_ended(request, timeout=30)
+    terminal = await watcher.until_terminal(10)
+    await communicator.disconnect()
+    assert terminal["status"] == "failed" and terminal["error"]["code"] == services.RELAY_CRASHED
     assert saved.status == "failed" and saved.error_code == services.RELAY_CRASHED
     assert "DataError" in saved.error_message and "character varying" in saved.error_message
     assert saved.takeovers == services.MAX_TAKEOVERS
