@@ -10,6 +10,8 @@ from typing import Any
 import orjson
 from django.conf import settings
 from django.db import models
+from django.db.models import F
+from django.db.models.functions import MD5
 from django.utils import timezone
 
 from . import storage
@@ -95,6 +97,18 @@ class Utf8TextField(models.TextField):  # type: ignore[type-arg]
         return storage.text_in(value)
 
 
+class EqualityIndex(models.Index):
+    """For `column = value` lookups of a provider's text of any length: a hash index on PostgreSQL
+    (a btree entry has a size limit of a few kilobytes), a plain one elsewhere. Provider fields (ids, names,
+    codes) are text columns, so no provider can make a write fail (LiteLLM's ids: 441 characters);
+    in a unique constraint, such a field is compared by its MD5."""
+
+    def create_sql(self, model: Any, schema_editor: Any, using: str = "", **kwargs: Any) -> Any:
+        if schema_editor.connection.vendor == "postgresql":
+            using = " USING hash"
+        return super().create_sql(model, schema_editor, using=using, **kwargs)
+
+
 class Conversation(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
@@ -102,7 +116,7 @@ class Conversation(models.Model):
     created = models.DateTimeField(default=timezone.now)
     updated = models.DateTimeField(default=timezone.now)
     # Chained into the next request as previous_response_id; cleared when the upstream forgets it.
-    last_response_id = models.CharField(max_length=128, blank=True)
+    last_response_id = models.TextField(blank=True)
     # Deleted by its owner: gone from their pages, kept (with every request) for the admin and analytics.
     deleted_at = models.DateTimeField(null=True, blank=True)
     # The last turn of the branch every tab shows (branches.py); NULL: the newest turn.
@@ -150,10 +164,10 @@ class ResponseRequest(models.Model):
     input = FastJSONField()
     params = FastJSONField(default=dict, blank=True)  # metadata, background, previous_response_id ...
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
-    response_id = models.CharField(max_length=128, blank=True, db_index=True)
-    error_code = models.CharField(max_length=100, blank=True)
+    response_id = models.TextField(blank=True)
+    error_code = models.TextField(blank=True)
     error_message = Utf8TextField(blank=True)
-    incomplete_reason = models.CharField(max_length=100, blank=True)
+    incomplete_reason = models.TextField(blank=True)
     usage = models.JSONField(null=True, blank=True)  # from the terminal Response only, never summed
     final_text = Utf8TextField(blank=True)  # the answer's text, for listing and search
 
@@ -161,6 +175,8 @@ class ResponseRequest(models.Model):
     runner_token = models.UUIDField(null=True, blank=True)
     lease_expires = models.DateTimeField(null=True, blank=True)
     cancel_requested = models.BooleanField(default=False)
+    # Leases taken over after their runner died or crashed: bounded (services.MAX_TAKEOVERS)
+    takeovers = models.PositiveIntegerField(default=0)
 
     created = models.DateTimeField(default=timezone.now)
     upstream_created_at = models.DateTimeField(null=True, blank=True)
@@ -195,6 +211,8 @@ class ResponseRequest(models.Model):
             models.Index(fields=["conversation", "created"], name="request_conversation"),
             # recovery: streaming requests whose lease ran out
             models.Index(fields=["status", "lease_expires"], name="request_lease"),
+            # a request by its provider's response id (the admin, an operator's query)
+            EqualityIndex(fields=["response_id"], name="request_response_id"),
         ]
 
     def __str__(self) -> str:
@@ -233,11 +251,12 @@ class Segment(models.Model):
     request = models.ForeignKey(ResponseRequest, on_delete=models.CASCADE, related_name="segments")
     index = models.PositiveIntegerField()
     kind = models.CharField(max_length=16, choices=Kind.choices)
-    response_id = models.CharField(max_length=128, blank=True)
+    response_id = models.TextField(blank=True)
     starting_after = models.IntegerField(null=True, blank=True)
     started_at = models.DateTimeField(default=timezone.now)
     ended_at = models.DateTimeField(null=True, blank=True)
-    outcome = models.CharField(max_length=32, blank=True)  # completed, failed, dropped, http_429 ...
+    # completed, failed, dropped, http_429 ...: ours, cut to 32 where it quotes anything (services.segment_end)
+    outcome = models.CharField(max_length=32, blank=True)
     http_status = models.PositiveIntegerField(null=True, blank=True)
     events = models.PositiveIntegerField(default=0)
     detail = models.TextField(blank=True)
@@ -325,8 +344,8 @@ class ToolCall(models.Model):
         FAILED = "failed"
 
     request = models.ForeignKey(ResponseRequest, on_delete=models.CASCADE, related_name="tool_calls")
-    call_id = models.CharField(max_length=128)
-    name = models.CharField(max_length=100)
+    call_id = models.TextField()
+    name = models.TextField()
     arguments = models.JSONField(null=True, blank=True)
     output = models.TextField(blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
@@ -336,8 +355,8 @@ class ToolCall(models.Model):
     class Meta:
         constraints = [
             # the claim before a tool runs (services.tool_call_claim) and every lookup by call id,
-            # always within one request (selectors.tool_call_output)
-            models.UniqueConstraint(fields=["request", "call_id"], name="toolcall_once_per_request"),
+            # always within one request (selectors.tool_call_output); the id by its digest, whatever its length
+            models.UniqueConstraint(F("request"), MD5("call_id"), name="toolcall_once_per_request"),
         ]
 
     def __str__(self) -> str:
@@ -349,7 +368,7 @@ class McpApproval(models.Model):
     answer is refused), then sent by the runner as an `mcp_approval_response` continuation."""
 
     request = models.ForeignKey(ResponseRequest, on_delete=models.CASCADE, related_name="mcp_approvals")
-    approval_request_id = models.CharField(max_length=128)
+    approval_request_id = models.TextField()
     approve = models.BooleanField()
     decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
     decided_at = models.DateTimeField(default=timezone.now)
@@ -357,7 +376,7 @@ class McpApproval(models.Model):
     class Meta:
         constraints = [
             # one decision per approval request (services.mcp_approval_decide)
-            models.UniqueConstraint(fields=["request", "approval_request_id"], name="mcp_approval_once"),
+            models.UniqueConstraint(F("request"), MD5("approval_request_id"), name="mcp_approval_once"),
         ]
 
     def __str__(self) -> str:
@@ -383,7 +402,7 @@ class SafetyVerdict(models.Model):
     request = models.ForeignKey(ResponseRequest, on_delete=models.CASCADE, related_name="safety_verdicts")
     kind = models.CharField(max_length=16, choices=Kind.choices)
     mode = models.CharField(max_length=16)  # progressive, buffered, precheck
-    block_id = models.CharField(max_length=200, blank=True)
+    block_id = models.TextField(blank=True)  # made of the provider's item ids
     start = models.PositiveIntegerField(default=0)  # the window's characters in its block's text
     end = models.PositiveIntegerField(default=0)
     text = Utf8TextField(blank=True)  # the window judged: staff only in the admin

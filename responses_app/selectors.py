@@ -215,8 +215,9 @@ class RunRequest:
     created: datetime
     conversation_id: uuid.UUID | None
     provider: str = ""
+    takeovers: int = 0
 
-    FIELDS = ("pk", "model", "input", "params", "response_id", "created", "conversation_id", "provider")
+    FIELDS = ("pk", "model", "input", "params", "response_id", "created", "conversation_id", "provider", "takeovers")
 
 
 def provider_of_response(*, response_id: str) -> str | None:

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
-from django.db.models import F, Q
+from django.db.models import Case, F, PositiveIntegerField, Q, When
 from django.utils import timezone
 
 from . import branches, metrics, selectors, signals, storage
@@ -32,6 +32,11 @@ Status = ResponseRequest.Status
 # died is taken over by a sweep (relay/worker.py, every SWEEP_S) once its lease has run out: the
 # stream flows again within LEASE_SECONDS + SWEEP_S (15 s).
 LEASE_SECONDS = 12
+# A request whose runners keep crashing (a row the database refuses, a bug) is not taken over for
+# ever: the runner that crashes after this many takeovers (or takes it over once more) ends it
+# `failed` with RELAY_CRASHED, which frees its user's concurrent slot.
+MAX_TAKEOVERS = 3
+RELAY_CRASHED = "relay_crashed"
 
 
 class TransitionError(Exception):
@@ -80,12 +85,35 @@ def request_create(
 
 
 def request_acquire_lease(*, request_id: uuid.UUID, token: uuid.UUID, now: datetime | None = None) -> bool:
-    """Single-flight: take the request for one runner. True only for the one that wins."""
+    """Single-flight: take the request for one runner. True only for the one that wins. Taking
+    over a streaming request (its lease ran out) counts in `takeovers`."""
     now = now or timezone.now()
     won = ResponseRequest.objects.filter(
         Q(status=Status.PENDING) | Q(status=Status.STREAMING, lease_expires__lt=now), pk=request_id
-    ).update(status=Status.STREAMING, runner_token=token, lease_expires=now + timedelta(seconds=LEASE_SECONDS))
+    ).update(status=Status.STREAMING, runner_token=token, lease_expires=now + timedelta(seconds=LEASE_SECONDS),
+             takeovers=Case(When(status=Status.STREAMING, then=F("takeovers") + 1), default=F("takeovers"),
+                            output_field=PositiveIntegerField()))
     return won == 1
+
+
+def request_crashed(*, request_id: uuid.UUID, token: uuid.UUID, reason: str, at: datetime) -> bool:
+    """The runner holding the request crashed and could not end it. Past MAX_TAKEOVERS it ends
+    `failed` (RELAY_CRASHED, `reason`) here, writing no field of the provider's: True. Else its
+    lease ends now, for the next sweep to take it over: False."""
+    held = ResponseRequest.objects.filter(pk=request_id, status=Status.STREAMING, runner_token=token)
+    created = held.values_list("created", flat=True).first()
+    if created is None:
+        return False  # ended, or another runner holds it
+    ended = held.filter(takeovers__gte=MAX_TAKEOVERS).update(
+        status=Status.FAILED, error_code=RELAY_CRASHED, error_message=masked(reason), terminal_at=at,
+        duration_ms=max(0, int((at - created).total_seconds() * 1000)), lease_expires=None)
+    if not ended:
+        held.update(lease_expires=at)
+        return False
+    request = ResponseRequest.objects.get(pk=request_id)
+    metrics.request_ended(status=Status.FAILED, model=request.model, duration_s=(at - created).total_seconds())
+    signals.send(signals.request_finished, request=request, status=Status.FAILED, usage=None)
+    return True
 
 
 _TABLE = f'"{ResponseRequest._meta.db_table}"'

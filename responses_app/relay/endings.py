@@ -13,6 +13,7 @@ The state is the runner's (declared here, held in its slots); this class only gr
 from __future__ import annotations
 
 import asyncio
+import logging
 from uuid import UUID
 
 import httpx
@@ -35,6 +36,7 @@ from .safety import SafetyChecks
 from .steps import conclude
 
 Kind = Segment.Kind
+logger = logging.getLogger(__name__)
 
 
 class Endings:
@@ -61,6 +63,39 @@ class Endings:
     def cancel(self) -> None:
         """Stop reading now, then cancel the upstream (the runner's, which knows its reader)."""
         raise NotImplementedError
+
+    async def _end_after_crash(self, exc: Exception) -> None:
+        """The runner's loop raised: the request ends `error` (`unknown` once the provider had it),
+        or, when not even that can be written, `_crashed`."""
+        try:
+            await self._finish(v.UNKNOWN if self.transcript.response_id else v.ERROR,
+                               error=("relay_error", masked(str(exc))), stopped=None)
+        except Exception:
+            logger.exception("request %s: its runner failed and could not end it", self.uuid)
+            await self._crashed(exc)
+
+    async def _crashed(self, exc: BaseException | None) -> None:
+        """The runner crashed and could not end the request (`exc`), or its runners kept dying
+        (None). Past services.MAX_TAKEOVERS the request ends `failed` with the reason, shown to
+        every viewer; before, its lease ends now and the next sweep takes it over."""
+        reason = (f"{type(exc).__name__}: {masked(str(exc), 300)}" if exc is not None
+                  else "its runners stopped without ending it, again and again")
+        message = f"The relay could not carry this request to its end ({reason})."
+        try:
+            ended = await db(services.request_crashed)(request_id=self.uuid, token=self.token, reason=message,
+                                                       at=timezone.now())
+        except Exception:  # the database is away: the lease runs out, and a sweep tries again
+            logger.exception("request %s: its runner crashed (%s) and could not say so", self.uuid, reason)
+            return
+        if not ended:
+            logger.error("request %s: its runner crashed (%s); a sweep takes it over", self.uuid, reason)
+            return
+        logger.error("request %s ended failed (%s) after %d takeovers: %s", self.uuid, services.RELAY_CRASHED,
+                     services.MAX_TAKEOVERS, reason)
+        self.status = v.FAILED
+        message_ = {"type": "terminal", "status": v.FAILED, "revision": self.view.revision,
+                    "error": {"code": services.RELAY_CRASHED, "message": masked(message)}}
+        self.delivery.publish(message_, orjson.dumps(message_).decode())
 
     def count_write(self, n: int = 1) -> None:
         self._own_writes += n

@@ -31,7 +31,7 @@ from django.utils import timezone
 
 from .. import logcontext, selectors, services, tracing
 from ..conf import app_settings
-from ..credentials import known, masked
+from ..credentials import known
 from ..safety import policy as safety_policy
 from ..safety.checkers import checker_from_settings
 from ..selectors import RunRequest
@@ -110,7 +110,12 @@ class StreamRunner(Endings):
         if not await db(services.request_acquire_lease)(request_id=self.uuid, token=self.token):
             return  # single-flight: someone else runs it, or it already ended
         self.count_write()
-        self.request = request = await db(selectors.request_get)(request_id=self.uuid)
+        try:
+            self.request = request = await db(selectors.request_get)(request_id=self.uuid)
+        except Exception as exc:
+            return await self._crashed(exc)
+        if request.takeovers > services.MAX_TAKEOVERS:  # its runners kept dying without a word
+            return await self._crashed(None)
         self.hub.leases.add(self)  # renewed, with everyone else's, by the hub's lease keeper
         self.hub.pacer.start()
         deadline = self._arm_deadline(request)
@@ -138,8 +143,7 @@ class StreamRunner(Endings):
             raise  # process shutdown: the lease runs out and recovery takes over
         except Exception as exc:
             logger.exception("runner for %s failed", self.request_id)
-            await self._finish(v.UNKNOWN if self.transcript.response_id else v.ERROR,
-                               error=("relay_error", masked(str(exc))), stopped=None)
+            await self._end_after_crash(exc)
         finally:
             deadline.cancel()
             self.span.close()

@@ -102,6 +102,7 @@ async def start_response(
         top_logprobs=(top if isinstance(top, int) else 0)
         if "message.output_text.logprobs" in include
         else None,
+        id_length=faults.id_length,
     )
     response_id = dialect_response_id(faults.dialect, emitter.new_id("resp"))  # sim.dialect's ids
     while (same := store.get(response_id)) is not None and not same.finished:

@@ -60,6 +60,11 @@ FAULTS: dict[str, tuple[str, str]] = {
         "dialect",
         "Send the stream as another server would: " + ", ".join(DIALECTS) + " (see docs/simulator.md).",
     ),
+    "sim.id_length": (
+        "int",
+        "Make every id (response, item, call) this many characters long, as some providers do "
+        "(LiteLLM's proxy: 441).",
+    ),
     "sim.stamp": (
         "bool",
         "Append the emit wall-clock time to each text delta as `⟨time.time()⟩` (for benchmarks).",
@@ -96,6 +101,7 @@ class Faults:
     ws_max_age_s: float | None = None
     stamp: bool = False
     dialect: str | None = None
+    id_length: int | None = None
 
 
 _LIMITS: dict[str, tuple[float, float]] = {
@@ -114,6 +120,7 @@ _LIMITS: dict[str, tuple[float, float]] = {
     "sim.error_at": (0, 10_000_000),
     "sim.resume_max_age_s": (0, 86_400 * 365),
     "sim.ws_max_age_s": (0, 86_400),
+    "sim.id_length": (1, 65_536),
 }
 
 
@@ -218,6 +225,7 @@ def parse_faults(metadata: dict[str, str]) -> Faults:
         "error_at",
         "seed",
         "http_error",
+        "id_length",
     ):
         if name in values:
             values[name] = int(values[name])

@@ -7,6 +7,7 @@ The emitter records each item's `.done` state in `output`: the terminal Response
 
 from __future__ import annotations
 
+import hashlib
 import random
 import secrets
 from typing import Any
@@ -27,8 +28,10 @@ class ItemEmitter:
         *,
         obfuscation: bool = True,
         top_logprobs: int | None = None,
+        id_length: int | None = None,
     ) -> None:
         self.rng = rng
+        self.id_length = id_length
         self._shared = f"{rng.getrandbits(64):016x}"
         self.obfuscation = obfuscation
         self.top_logprobs = top_logprobs
@@ -41,15 +44,26 @@ class ItemEmitter:
     # --- ids ------------------------------------------------------------------------------
     def new_id(self, prefix: str) -> str:
         # Real ids of one response share a middle part; the tail is unique per item.
-        return f"{prefix}_{self._shared}{self.rng.getrandbits(136):034x}"
+        return self._long(f"{prefix}_{self._shared}{self.rng.getrandbits(136):034x}")
 
     def unseeded_id(self, prefix: str) -> str:
         """An id like new_id's from the system's randomness, leaving the seeded sequence as it was."""
-        return f"{prefix}_{self._shared}{secrets.randbits(136):034x}"
+        return self._long(f"{prefix}_{self._shared}{secrets.randbits(136):034x}")
+
+    def _long(self, short: str) -> str:
+        """`sim.id_length`: the id made this long, with hex derived from it (the rng untouched)."""
+        if self.id_length is None or len(short) >= self.id_length:
+            return short
+        tail: list[str] = []
+        block = short.encode()
+        while len(short) + sum(map(len, tail)) < self.id_length:
+            block = hashlib.sha256(block).hexdigest().encode()
+            tail.append(block.decode())
+        return (short + "".join(tail))[: self.id_length]
 
     def call_id(self) -> str:
         alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-        return "call_" + "".join(self.rng.choice(alphabet) for _ in range(24))
+        return self._long("call_" + "".join(self.rng.choice(alphabet) for _ in range(24)))
 
     def _index(self) -> int:
         index = self._next_index
