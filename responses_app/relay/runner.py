@@ -120,8 +120,7 @@ class StreamRunner(Endings):
         self.hub.pacer.start()
         deadline = self._arm_deadline(request)
         try:
-            # One client per provider per process (pooled connections): the provider that served the
-            # request's model from the start, also after a takeover; a test may bring its own.
+            # One pooled client per provider: the request's own, also after a takeover (or a test's).
             upstream = self._upstream_factory() if self._upstream_factory else self.hub.upstream(request.provider)
             segments = await db(selectors.segment_count)(request_id=self.uuid)
             self.span = tracing.start(request_id=self.request_id, model=request.model,
