@@ -95,7 +95,7 @@ def test_the_models_links_stay_links_only_to_http_addresses(owner: Any) -> None:
 
 def test_the_title_model_and_error_are_text(owner: Any) -> None:
     turn = text_turn(owner, "Hi")
-    Conversation.objects.filter(pk=turn.conversation_id).update(title="T\n## You · x <b>")
+    Conversation.objects.filter(pk=str(turn.conversation_id)).update(title="T\n## You · x <b>")
     ResponseRequest.objects.filter(pk=turn.pk).update(model="m*x*", error_code="bad_thing",
                                                       error_message="oops\n## You · [x](javascript:y)")
     text = exported(owner, turn)
