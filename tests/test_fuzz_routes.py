@@ -263,6 +263,9 @@ def known(world: World, route: Route) -> list[tuple[str, str, str, bytes, str, d
         "render-blocks": [("anonymous", "POST", path, b'{"blocks":[{"id":"t","kind":"text","text":[1]}],'
                            b'"entries":["t"]}', "application/json", {})],
         "shared-turn": [("anonymous", "GET", "/s/x/turns/" + own["request_id"] + "/", b"", "", {})],
+        "api-requests": [("owner", "POST", path, json.dumps({"input": "Hi", "model": "sim-text",
+                                                               "max_output_tokens": "9" * 5000}).encode(),
+                          "application/json", {})],
     }
     return by_name.get(route.name, [])
 
