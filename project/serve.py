@@ -47,6 +47,14 @@ def tune_gc() -> None:
     gc.set_threshold(first, second, GC_FULL_AFTER)
 
 
+def ws_max_bytes(max_frame_chars: int) -> int:
+    """The server's own limit on a client's websocket message, in bytes: the app's limit in
+    characters (consumers/guard.py, MAX_FRAME_CHARS) at UTF-8's four bytes each, so every frame
+    the app would read passes and a bigger one is refused (1009) from its header, its payload
+    never read (uvicorn's default reads up to 16 MiB before the app's check could apply)."""
+    return 4 * max_frame_chars
+
+
 class ClientFrameFilter(logging.Filter):
     """uvicorn logs a client's text frame that is not UTF-8 with a traceback, then closes the socket
     with 1007: the client's fault, worth one warning line, as every other bad frame gets none."""
@@ -73,12 +81,16 @@ def main(argv: list[str] | None = None) -> None:
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
     if args.reload:
-        app: object = "project.asgi:application"  # re-imported by each reloaded worker
+        import django
+
+        django.setup()  # for the frame limit below; each reloaded worker imports the app itself
+        app: object = "project.asgi:application"
     else:
         from project.asgi import application
 
         app = application
         tune_gc()
+    from responses_app.consumers.guard import MAX_FRAME_CHARS
     logging.getLogger("uvicorn.error").addFilter(ClientFrameFilter())  # kept when uvicorn configures logging
     uvicorn.run(
         app,  # type: ignore[arg-type]
@@ -93,6 +105,7 @@ def main(argv: list[str] | None = None) -> None:
         # Daphne never negotiated it either: compressing every small patch frame costs CPU per
         # frame per viewer for a few bytes saved.
         ws_per_message_deflate=False,
+        ws_max_size=ws_max_bytes(MAX_FRAME_CHARS),
         proxy_headers=args.proxy_headers,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
         access_log=args.access_log,

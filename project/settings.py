@@ -258,15 +258,22 @@ if not DEVELOPMENT:
 
 # Every line logged while a request is handled names it and its upstream response
 # (responses_app/logcontext.py: set by the runner and the request's websocket consumers).
+# Django's own handler of `django.request` prints only under DEBUG (and mails ADMINS, none here):
+# without DEBUG, an answer of 500 and its traceback go to stderr through `errors` (4xx warnings
+# stay out of it), the app's loggers through `console` (StreamHandler: stderr).
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"request_context": {"()": "responses_app.logcontext.RequestContextFilter"}},
+    "filters": {"request_context": {"()": "responses_app.logcontext.RequestContextFilter"},
+                "require_debug_false": {"()": "django.utils.log.RequireDebugFalse"}},
     "formatters": {"relay": {"format": "%(asctime)s %(levelname)s %(name)s "
                                        "[request=%(request_id)s response=%(response_id)s] %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["request_context"],
-                             "formatter": "relay"}},
-    "loggers": {"responses_app": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")}},
+                             "formatter": "relay"},
+                 "errors": {"class": "logging.StreamHandler", "level": "ERROR",
+                            "filters": ["require_debug_false", "request_context"], "formatter": "relay"}},
+    "loggers": {"responses_app": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+                "django.request": {"handlers": ["errors"]}},
 }
 
 # --- Operations -------------------------------------------------------------------------------

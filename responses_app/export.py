@@ -1,10 +1,20 @@
 """A conversation taken out: the branch shown, each turn's committed view (what every tab shows;
 text a safety policy withheld is in no view), as Markdown to read, paste or print, and as JSON
 to keep or process. Reads only; who may export is the view's business (the owner only).
+
+The Markdown's structure (the title, each turn's `## You` and `## Assistant` headings, tool
+lines, sources) is the export's own: what a user or a model wrote cannot forge it. Their text is
+quoted (`> ` on every line: no heading of theirs is at the top level); raw HTML in it is escaped
+outside code (no `</blockquote>` closes the quote in a renderer that passes HTML); a link of
+theirs stays a link only to an http(s) address, as on the page. Words of theirs inside the
+export's own lines (a title, a model name, a citation's title, an error) are escaped as text, and
+a citation links only its http(s) URL (blockwords.citations), percent-encoded where Markdown
+would end it.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.utils import timezone
@@ -63,25 +73,93 @@ def _quote(text: str) -> str:
     return "\n".join(f"> {line}" if line else ">" for line in text.splitlines())
 
 
+# --- their words in the export's Markdown --------------------------------------------------------
+
+_INLINE_SPECIAL = re.compile(r"[\\`*\[\]<>&~|]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+_URL_UNSAFE = re.compile(r"[\x00-\x20\x7f<>()\[\]\\`\"']")
+
+
+def _inline(text: Any) -> str:
+    """Text inside a line of the export: one line, every character that could start Markdown or
+    HTML escaped (an underscore inside a word means nothing and stays as is)."""
+    return _INLINE_SPECIAL.sub(lambda m: "\\" + m[0], " ".join(str(text).split()))
+
+
+def _link(title: Any, url: str) -> str:
+    """A link to an http(s) `url` (checked by its caller): what would end its destination is
+    percent-encoded."""
+    return f"[{_inline(title)}]({_URL_UNSAFE.sub(lambda m: f'%{ord(m[0]):02X}', url)})"
+
+
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+_TICKS = re.compile(r"`+")
+_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")  # a tag, a comment, a declaration or an autolink
+# A link's or an image's destination, or a link reference definition, whose address is not http(s)
+# (an entity such as `&#106;avascript:` is decoded in a destination: only the literal prefix counts).
+_BAD_DESTINATION = re.compile(r"\]\((?![ \t]*<?[ \t]*https?://)", re.IGNORECASE)
+_BAD_DEFINITION = re.compile(r"^( {0,3})\[(?=(?:[^\]\\]|\\.)*\]:(?![ \t]*<?[ \t]*https?://))", re.IGNORECASE)
+
+
+def _defused(text: str) -> str:
+    """A Markdown text of theirs as written, but for raw HTML (escaped) and links to anything but
+    http(s) (their bracket escaped, so they read as text), outside code blocks and code spans."""
+    out, fence = [], ""
+    for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+        opening = _FENCE.match(line)
+        if fence:
+            out.append(line)
+            if opening and opening[1][0] == fence[0] and len(opening[1]) >= len(fence) and \
+                    not line[opening.end():].strip():
+                fence = ""
+            continue
+        if opening and not (opening[1][0] == "`" and "`" in line[opening.end():]):
+            fence = opening[1]
+            out.append(line)
+            continue
+        out.append(_BAD_DEFINITION.sub(r"\1\\[", _outside_code_spans(line)))
+    return "\n".join(out)
+
+
+def _outside_code_spans(line: str) -> str:
+    out, pos = [], 0
+    while (run := _TICKS.search(line, pos)) is not None:
+        out.append(_plain(line[pos:run.start()]))
+        close = re.compile(f"(?<!`){run[0]}(?!`)").search(line, run.end())
+        end = close.end() if close else run.end()
+        out.append(line[run.start():end])
+        pos = end
+    out.append(_plain(line[pos:]))
+    return "".join(out)
+
+
+def _plain(text: str) -> str:
+    return _BAD_DESTINATION.sub("]\\(", _TAG_START.sub("&lt;", text))
+
+
+def _theirs(text: str) -> str:
+    """A user's or a model's Markdown, quoted and defused: inside the export, never its structure."""
+    return _quote(_defused(text)) if text.strip() else ""
+
+
 def _block(block: dict[str, Any]) -> str:
     kind = block.get("kind")
     if kind == "text":
-        out = block.get("text") or ""
-        sources = [f"{i}. [{c['title']}]({c['url']})" if c["kind"] == "url" else f"{i}. {c['title']}"
+        out = _theirs(str(block.get("text") or ""))
+        sources = [f"{i}. {_link(c['title'], c['url'])}" if c["kind"] == "url" else f"{i}. {_inline(c['title'])}"
                    for i, c in enumerate(citations(block), 1)]
         return out + ("\n\nSources:\n\n" + "\n".join(sources) if sources else "")
     if kind == "refusal":
-        return _quote(f"**Refusal:** {block.get('text') or ''}")
+        return _quote("**Refusal:**\n\n" + _defused(str(block.get("text") or "")))
     if kind == "reasoning":
-        parts = "\n\n".join(p.get("text") or "" for p in block.get("parts") or () if p.get("text"))
-        return _quote(f"*{block.get('title') or 'Thought'}*" + (f"\n\n{parts}" if parts else ""))
+        parts = "\n\n".join(str(p.get("text")) for p in block.get("parts") or () if p.get("text"))
+        return _quote(f"*{_inline(block.get('title') or 'Thought')}*" + (f"\n\n{_defused(parts)}" if parts else ""))
     if kind == "image":
-        return f"*Image generation · {tool_state(block.get('state') or '')}* (the image is in the JSON export)"
+        return f"*Image generation · {_inline(tool_state(block.get('state') or ''))}* (the image is in the JSON export)"
     if kind == "compaction" and block.get("tool") == "content_filter":
-        return _quote(f"**{tool_state(block.get('state') or '')}:** {notice_sentence(block)}")
+        return _quote(f"**{_inline(tool_state(block.get('state') or ''))}:** {_inline(notice_sentence(block))}")
     if kind == "audio":
-        return _quote(f"**Audio transcript:** {block.get('text') or ''}")
-    lines = [f"**{tool_title(block)}** · {tool_state(block.get('state') or '')}"]
+        return _quote("**Audio transcript:**\n\n" + _defused(str(block.get("text") or "")))
+    lines = [f"**{_inline(tool_title(block))}** · {_inline(tool_state(block.get('state') or ''))}"]
     if block.get("text"):
         lines.append(_fence(block["text"]))
     lines.extend(f"{label}:\n\n{_fence(value)}" for label, value in tool_details(block))
@@ -89,14 +167,15 @@ def _block(block: dict[str, Any]) -> str:
 
 
 def conversation_markdown(conversation: Conversation) -> str:
-    out = [f"# {' '.join(str(conversation).split())}", ""]
+    out = [f"# {_inline(conversation)}", ""]
     for request, view, versions in selectors.conversation_turns(conversation=conversation):
         version = f" · version {versions.index} of {versions.count}" if versions.count > 1 else ""
-        out += [f"## You · {timezone.localtime(request.created):%Y-%m-%d %H:%M}{version}", "", request.prompt_text, ""]
-        out += [f"## Assistant · {request.model} · {request.status}", ""]
+        out += [f"## You · {timezone.localtime(request.created):%Y-%m-%d %H:%M}{version}", "",
+                _theirs(request.prompt_text), ""]
+        out += [f"## Assistant · {_inline(request.model)} · {_inline(request.status)}", ""]
         for block in group_blocks(view.get("blocks") or []):
             out += [_block(block), ""]
         error = _error(request, view)
         if error:
-            out += [_quote(f"**{error.get('code') or 'error'}:** {error.get('message') or ''}"), ""]
+            out += [_quote(f"**{_inline(error.get('code') or 'error')}:** {_inline(error.get('message') or '')}"), ""]
     return "\n".join(out).rstrip() + "\n"

@@ -126,8 +126,8 @@ class PositiveIntegerField(_RawField):
     def to_python(self, value: Any) -> int | None:
         if value is None or value == "":
             return None
-        if isinstance(value, str) and value.strip().isdigit():
-            value = int(value.strip())
+        if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit() and len(value.strip()) <= 18:
+            value = int(value.strip())  # ASCII digits, and never a number int() refuses to read
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise forms.ValidationError("must be a positive integer.")
         return value

@@ -43,6 +43,7 @@ from .conf import app_settings
 from .follow import Follow, approvals_asked, asks, current_view
 from .frontends import aisdk
 from .frontends.steps import CursorError, Told
+from .idempotency import client_key
 from .models import Conversation, ResponseRequest
 from .relay.hub import get_hub
 from .relay.worker import cancel_request, start_request
@@ -291,7 +292,7 @@ async def agui_run(http: HttpRequest) -> HttpResponseBase:
     else:
         told = None
         request, refusal = await _new_turn(user, run_input.thread_id, agui.last_user_text(run_input),
-                                           props, f"agui:{run_input.run_id}"[:100])
+                                           props, client_key("agui", run_input.run_id))
     if refusal is not None:
         return refusal
     assert request is not None
@@ -368,8 +369,9 @@ async def aisdk_chat(http: HttpRequest) -> HttpResponseBase:
     else:
         text, user_message_id = aisdk.last_user_text(body["messages"])
         fresh = body.get("trigger") == "regenerate-message" or not user_message_id
-        request, refusal = await _new_turn(user, str(body.get("id") or ""), text, body,
-                                           None if fresh else f"aisdk:{body.get('id')}:{user_message_id}"[:100])
+        chat_id = str(body.get("id") or "")
+        request, refusal = await _new_turn(user, chat_id, text, body,
+                                           None if fresh else client_key("aisdk", chat_id, str(user_message_id)))
     if refusal is not None:
         return refusal
     assert request is not None

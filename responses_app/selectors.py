@@ -10,7 +10,6 @@ from typing import Any
 
 import orjson
 from django.contrib.auth.models import AnonymousUser, User
-from django.core.exceptions import ValidationError
 from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
 
@@ -59,16 +58,27 @@ def request_has_withheld_text(*, request_id: uuid.UUID) -> bool:
     return SafetyVerdict.objects.filter(request_id=request_id, action__in=WITHHOLDING).exists()
 
 
+def parse_id(value: Any) -> uuid.UUID | None:
+    """An id as a client sends it (a path, a form field, a JSON value, a frame): the UUID it
+    spells, or None for anything else (a malformed id names nothing: "not found", never a 500)."""
+    if isinstance(value, uuid.UUID):
+        return value
+    if not isinstance(value, str) or len(value) > 64:
+        return None
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        return None
+
+
 def request_get_for_user(
     *, user: User | AnonymousUser, request_id: uuid.UUID | str
 ) -> ResponseRequest | None:
-    if not user.is_authenticated:
+    pk = parse_id(request_id)
+    if pk is None or not user.is_authenticated:
         return None
-    try:
-        request = ResponseRequest.objects.select_related("conversation").get(pk=request_id)
-    except (ResponseRequest.DoesNotExist, ValueError, TypeError):
-        return None
-    return request if can_view(user, request) else None
+    request = ResponseRequest.objects.select_related("conversation").filter(pk=pk).first()
+    return request if request is not None and can_view(user, request) else None
 
 
 # --- share links ------------------------------------------------------------------------------------
@@ -94,14 +104,12 @@ def request_for_viewer(*, user: User | AnonymousUser, request_id: uuid.UUID | st
     if share is None:
         return request_get_for_user(user=user, request_id=request_id)
     grant = share_open(token=share, user=user)
-    if grant is None:
+    pk = parse_id(request_id)
+    if grant is None or pk is None:
         return None
-    try:
-        request = ResponseRequest.objects.select_related("conversation").get(
-            pk=request_id, conversation_id=grant.conversation_id)
-    except (ResponseRequest.DoesNotExist, ValueError, TypeError, ValidationError):
-        return None
-    return request if grant.request_id in (None, request.pk) else None
+    request = ResponseRequest.objects.select_related("conversation").filter(
+        pk=pk, conversation_id=grant.conversation_id).first()
+    return request if request is not None and grant.request_id in (None, request.pk) else None
 
 
 def conversation_for_viewer(*, user: User | AnonymousUser | None, conversation_id: uuid.UUID | str,
@@ -113,7 +121,7 @@ def conversation_for_viewer(*, user: User | AnonymousUser | None, conversation_i
     if share is None:
         return conversation_get_for_user(user=user, conversation_id=conversation_id) if user.is_authenticated else None  # type: ignore[arg-type]
     grant = share_open(token=share, user=user)
-    if grant is None or grant.request_id is not None or str(grant.conversation_id) != str(conversation_id):
+    if grant is None or grant.request_id is not None or grant.conversation_id != parse_id(conversation_id):
         return None
     return grant.conversation
 
@@ -282,9 +290,9 @@ def conversations_for_user(*, user: User) -> QuerySet[Conversation]:
 
 
 def conversation_get_for_user(*, user: User, conversation_id: uuid.UUID | str) -> Conversation | None:
-    try:
-        conversation = Conversation.objects.get(pk=conversation_id)
-    except (Conversation.DoesNotExist, ValueError, TypeError):
+    pk = parse_id(conversation_id)
+    conversation = Conversation.objects.filter(pk=pk).first() if pk is not None else None
+    if conversation is None:
         return None
     if conversation.owner_id != user.pk and not user.has_perm(VIEW_PERMISSION):
         return None
@@ -401,10 +409,7 @@ def thread_conversation_id(*, user: User | AnonymousUser, thread_id: str) -> uui
 def request_in_flight_for_user(*, user: User | AnonymousUser, key: str) -> ResponseRequest | None:
     """What a front end's resume route names: a request by its id, or a conversation (a thread or
     chat id) by its newest request; only while it is pending or streaming, only for whom may view it."""
-    try:
-        request = request_get_for_user(user=user, request_id=uuid.UUID(key))
-    except ValueError:  # a chat id of the front end's own making
-        request = None
+    request = request_get_for_user(user=user, request_id=key)  # None for a chat id of the front end's own
     if request is None and user.is_authenticated:
         conversation_id = thread_conversation_id(user=user, thread_id=key)
         newest = ResponseRequest.objects.filter(conversation_id=conversation_id).order_by("-created").values_list(

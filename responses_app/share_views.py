@@ -116,7 +116,9 @@ def shared_turn(http: HttpRequest, token: str, request_id: uuid.UUID) -> HttpRes
     """One turn through the link, server-rendered (a new turn, a finished answer swapped in)."""
     share = _open(http, token)
     if isinstance(share, HttpResponse):
-        return HttpResponse(status=401)  # the script's question "may I still see it?"
+        # the script's question "may I still see it?" (follower.js reads the status only)
+        return HttpResponse("This link does not work (any more), or it needs you to sign in.", status=401,
+                            content_type="text/plain")
     request = selectors.request_for_viewer(user=http.user, request_id=request_id, share=token)
     if request is None:
         raise Http404("No such turn")

@@ -23,7 +23,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from . import analytics, branches, forms, selectors, services, submission, upstream
+from . import analytics, branches, forms, idempotency, selectors, services, submission, upstream
 from .branches import Versions
 from .conf import app_settings
 from .conversation_events import announce
@@ -346,7 +346,7 @@ def _resend(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UUID
     source = selectors.request_get_for_user(user=http.user, request_id=request_id)
     if source is None or source.conversation_id != conversation.pk:
         raise Http404("No such request")
-    key = http.POST.get("client_request_id", "").strip()[:100] or str(uuid.uuid4())
+    key = idempotency.fitted(http.POST.get("client_request_id", "").strip()) or str(uuid.uuid4())
     data = submission.resend_data(source, client_request_id=key, input=http.POST.get("prompt", "") if edit else None)
     return submission.submit(user=http.user, data=data, replaces=source)
 

@@ -76,7 +76,10 @@ def render_blocks(http: HttpRequest) -> JsonResponse:
         return _bad("entries: a list of block ids")
     if thought_s is not None and (not isinstance(thought_s, int) or isinstance(thought_s, bool)):
         return _bad("thought_s: a whole number of seconds, or null")
-    order, html = render_entries(blocks, set(entries), thought_s)
+    try:
+        order, html = render_entries(blocks, set(entries), thought_s)
+    except (TypeError, AttributeError, ValueError):  # a field of a block of the wrong JSON type
+        return _bad("blocks: a block has a field of the wrong type")
     notice = None
     meta = data.get("meta")
     if isinstance(meta, dict):

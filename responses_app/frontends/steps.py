@@ -38,8 +38,10 @@ _RESULT_STATES = frozenset({"done", "completed", "failed", "incomplete"})
 
 # A stage: "" nothing more to tell; "t" message open (n characters told); "s" span open;
 # "a" tool call open (n argument characters told); "b" tool call ended, its result not told.
-_CURSOR = re.compile(r"(\d+)(f?)\.(\d+)((?:\.\d+(?:t\d+|s|a\d+|b))*)")
-_ENTRY = re.compile(r"\.(\d+)([tsab])(\d*)")
+# ASCII digits, each number of a bounded length: a cursor is never a number int() refuses or a
+# CPU cost (Python's limit on int() of long digit strings).
+_CURSOR = re.compile(r"([0-9]{1,9})(f?)\.([0-9]{1,9})((?:\.[0-9]{1,9}(?:t[0-9]{1,15}|s|a[0-9]{1,15}|b))*)")
+_ENTRY = re.compile(r"\.([0-9]{1,9})([tsab])([0-9]*)")
 MAX_PARTS = 10_000
 
 

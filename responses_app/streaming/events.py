@@ -15,10 +15,16 @@ server. Unknown types are returned as they are; callers ask `is_known`. Because
 
 Every event type is named once, by its TypedDict in the `KnownEvent` union below;
 `KNOWN_EVENT_TYPES` is derived from the union's `type` literals (the keys of `_SHAPES`).
+
+A lone surrogate escape (`"\\ud800"` with no low half: text some providers cut between the two
+halves of a pair) is not JSON orjson reads; on that error only, the payload is read again by the
+standard library's parser and each lone surrogate becomes U+FFFD: the rest of the delta stays.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import types
 from typing import Any, TypeAlias, Union, cast, get_args, get_origin, get_type_hints, is_typeddict
 
@@ -242,9 +248,7 @@ def parse_event(data: str | bytes) -> StreamEvent:
     try:
         obj = _loads(data)
     except _JSONDecodeError as exc:
-        raise MalformedEvent(
-            f"invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})", _text(data)
-        ) from None
+        obj = _loads_with_lone_surrogates(data, exc)
     # Exact type checks: orjson builds only plain dicts, ints and strs, and bool is an int subclass.
     if type(obj) is not dict:
         raise MalformedEvent(f"not a JSON object but {_json_kind(obj)}", _text(data))
@@ -263,6 +267,35 @@ def parse_event(data: str | bytes) -> StreamEvent:
             expected = " or ".join(_KINDS[t] for t in admitted if t is not int or float not in admitted)
             raise MalformedEvent(f"'{field}' is {_json_kind(value)}, not {expected}", _text(data))
     return cast(StreamEvent, obj)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _loads_with_lone_surrogates(data: str | bytes, error: orjson.JSONDecodeError) -> Any:
+    """The payload orjson refused for a lone surrogate, read by `json` (which keeps one as is;
+    NaN and Infinity refused as orjson does), each lone surrogate then U+FFFD. Any other error is
+    the payload's: MalformedEvent with orjson's words."""
+    if "surrogate" in error.msg:
+        try:
+            return _without_surrogates(json.loads(data, parse_constant=_no_constant))
+        except (ValueError, RecursionError):
+            pass
+    raise MalformedEvent(f"invalid JSON ({error.msg} at line {error.lineno} column {error.colno})", _text(data))
+
+
+def _without_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_without_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {_without_surrogates(key): _without_surrogates(item) for key, item in value.items()}
+    return value
 
 
 def _text(data: str | bytes) -> str:
