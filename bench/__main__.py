@@ -36,6 +36,8 @@ BENCHMARKS = (
     Benchmark("render", "bench.render", "the chat page's render cost per frame in Chromium", "[--quick]"),
     Benchmark("simulator", "bench.simulator_throughput", "the simulator's events per second on one core",
               "[--streams 1000]"),
+    Benchmark("search", "bench.search", "the conversation search over many MB of turns, before and after its index",
+              "[--mb 20]"),
     Benchmark("tool_rounds", "bench.tool_rounds", "a 10-round tool conversation over SSE and over WebSocket mode",
               "[--quick]"),
 )

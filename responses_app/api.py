@@ -70,12 +70,15 @@ def _default_model() -> str:
 
 def submit(user: Any, input: Any, *, model: str | None = None, conversation: Conversation | Any | None = None,
            metadata: dict[str, str] | None = None, tools: list[str] | None = None,
-           client_request_id: str | None = None, max_output_tokens: int | None = None) -> ResponseRequest:
+           client_request_id: str | None = None, max_output_tokens: int | None = None,
+           trusted: bool = True) -> ResponseRequest:
     """Start a request (a new conversation unless `conversation` is given); returns at once, the
     answer streams in a runner. `tools`: the names of registered tools to offer (default all).
-    Raises Refused."""
+    `trusted`: the input is the host's own, so any input item goes (system and developer messages,
+    tool outputs, item references, file ids); False for input a user wrote, which then meets the
+    users' allowlist (input_items.py). Raises Refused."""
     done = _submit(user=user, data=_data(input, model, conversation, metadata, tools, client_request_id,
-                                         max_output_tokens))
+                                         max_output_tokens), trusted=trusted)
     if done.starts:
         from .relay.worker import notify_start
 
@@ -89,9 +92,10 @@ def submit(user: Any, input: Any, *, model: str | None = None, conversation: Con
 
 async def asubmit(user: Any, input: Any, *, model: str | None = None, conversation: Conversation | Any | None = None,
                   metadata: dict[str, str] | None = None, tools: list[str] | None = None,
-                  client_request_id: str | None = None, max_output_tokens: int | None = None) -> ResponseRequest:
+                  client_request_id: str | None = None, max_output_tokens: int | None = None,
+                  trusted: bool = True) -> ResponseRequest:
     done: Submitted = await sync_to_async(_submit)(user=user, data=_data(
-        input, model, conversation, metadata, tools, client_request_id, max_output_tokens))
+        input, model, conversation, metadata, tools, client_request_id, max_output_tokens), trusted=trusted)
     await start(done)
     return done.request
 

@@ -25,6 +25,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from . import providers as _providers
+from .input_items import KINDS as INPUT_KINDS
 from .streaming.assembler import MAX_ITEMS
 
 PREFIX = "RELAY_"
@@ -178,6 +179,14 @@ def _api_tokens(raw: Any) -> dict[str, str]:
     return dict(raw)
 
 
+def _input_kinds(raw: Any) -> tuple[str, ...]:
+    names = _names(raw)
+    unknown = [name for name in names if name not in INPUT_KINDS]
+    if unknown:
+        raise ValueError(f"names no kind of input item {unknown[0]!r} (one of {', '.join(sorted(INPUT_KINDS))})")
+    return names
+
+
 def _optional_text(raw: Any) -> str | None:
     return None if raw is None else _text(raw)
 
@@ -262,6 +271,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("SEARCH_CONFIG", "english", _text,
             "PostgreSQL: the text search configuration of the conversation search (simple, english, "
             "german ...); SQLite searches words as they are written.", "pages"),
+    Setting("SEARCH_RATE", "30/m", _rate, "Searches per user per window: N/s, N/m, N/h or N/d.", "pages"),
     Setting("TOOLS", ("responses_app.tools.get_weather", "responses_app.tools.get_time"), _dotted_paths,
             "Dotted paths of the function tools offered to the model (functions decorated with "
             "responses_app.api.tool), imported when tools are offered. Default: the two built-in ones.", "tools"),
@@ -319,6 +329,10 @@ SETTINGS: tuple[Setting, ...] = (
     # limits
     Setting("MAX_CONCURRENT_PER_USER", 4, _integer(), "Requests in flight per user.", "limits"),
     Setting("SUBMIT_RATE", "20/m", _rate, "New requests per user per window: N/s, N/m, N/h or N/d.", "limits"),
+    Setting("USER_INPUT_ITEMS", (), _input_kinds,
+            "Kinds of input item users may send beyond user messages of text and public https images "
+            "(responses_app/input_items.py): system, developer, assistant, item_reference, function_call_output, "
+            "mcp_approval_response, input_file, file_id ... Server code (api.submit) sends any.", "limits"),
     Setting("MAX_SOCKETS_PER_USER", 16, _integer(), "Open websockets per user, across processes.", "limits"),
     Setting("WS_FRAME_RATE", 10, _integer(), "Frames a socket may send per second…", "limits"),
     Setting("WS_FRAME_BURST", 30, _integer(), "…and in a burst; beyond it dropped, then closed.", "limits"),

@@ -53,9 +53,15 @@ def in_flight(*, user_id: int) -> int:
 
 def _rate_check(*, user_id: int, now: float) -> Refusal | None:
     """Count this submit in the current window; a Refusal once the window is full."""
-    count, window = app_settings.SUBMIT_RATE
+    return rate_check(name="submit", rate=app_settings.SUBMIT_RATE, user_id=user_id, now=now)
+
+
+def rate_check(*, name: str, rate: tuple[int, int], user_id: int, now: float, what: str = "requests") -> Refusal | None:
+    """Count one `name` action of the user in the current fixed window of `rate` (count, seconds);
+    a Refusal (429, Retry-After) once the window is full."""
+    count, window = rate
     start = int(now // window) * window
-    key = f"relay:submit-rate:{user_id}:{window}:{start}"
+    key = f"relay:{name}-rate:{user_id}:{window}:{start}"
     cache.add(key, 0, timeout=window + 1)
     try:
         used = cache.incr(key)
@@ -65,7 +71,7 @@ def _rate_check(*, user_id: int, now: float) -> Refusal | None:
     if used <= count:
         return None
     retry = max(1, math.ceil(start + window - now))
-    return Refusal("rate_limited", f"Too many requests: at most {count} per {_window(window)}. "
+    return Refusal("rate_limited", f"Too many {what}: at most {count} per {_window(window)}. "
                    f"Try again in {retry} s.", retry)
 
 

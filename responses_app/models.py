@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 from django.conf import settings
+from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.db.models import F
 from django.db.models.functions import MD5
@@ -444,3 +445,22 @@ class Share(models.Model):
     def __str__(self) -> str:
         what = "turn" if self.request_id else "conversation"
         return f"share of a {what}{' (revoked)' if self.revoked_at else ''}"
+
+
+class SearchDocumentField(SearchVectorField):
+    """tsvector (PostgreSQL); its `@@` lookup needs no django.contrib.postgres in INSTALLED_APPS."""
+
+    def _check_postgres_installed(self, *args: Any) -> list[Any]:
+        return []
+
+    def db_type(self, connection: Any) -> str:
+        return "tsvector" if connection.vendor == "postgresql" else "text"
+
+
+class SearchDocument(models.Model):
+    """PostgreSQL: a turn's search document, GIN-indexed, kept by search.py; a row of its own, so
+    the request's row (updated while it streams) never carries it into an index."""
+
+    request = models.OneToOneField(ResponseRequest, on_delete=models.CASCADE, primary_key=True,
+                                   related_name="search_document")
+    vector = SearchDocumentField()

@@ -3,32 +3,55 @@ text shown), and a conversation's title for its first turn (not every turn of a 
 whose title matches); only the user's own turns, never a deleted conversation.
 
 On PostgreSQL: full-text search (RELAY_SEARCH_CONFIG; `websearch_to_tsquery`, so words,
-"a phrase", -not and `or` work as people type them), ranked, with `ts_headline` excerpts. On
-another database (SQLite): every word must appear as written, case-insensitively (`icontains`),
-newest first. Either way a hit names its turn, so a link opens it (branch_views.chat_show).
+"a phrase", -not and `or` work as people type them), ranked, with `ts_headline` excerpts. Each
+turn's document is stored (`SearchDocument`, GIN-indexed): written when the turn is created,
+again once when its answer ends (services.request_mark_terminal, after the final text is stored;
+never while it streams) and when its conversation is renamed; a query reads the index, never the
+texts. A document holds the first PROMPT_CHARS of the prompt and
+ANSWER_CHARS of the answer (PostgreSQL's tsvector holds at most 1 MB). On another database
+(SQLite): every word must appear as written, case-insensitively (`icontains`), newest first.
+Either way a hit names its turn, so a link opens it (branch_views.chat_show); queries are capped
+(MAX_QUERY_CHARS, MAX_RESULTS) and rate limited per user (RELAY_SEARCH_RATE, search_views.py).
 """
 
 from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import connection
-from django.db.models import Case, F, Func, Q, QuerySet, TextField, When
+from django.db import connection, transaction
+from django.db.models import F, Func, Q, QuerySet, TextField
+from django.db.models.expressions import RawSQL
+from django.db.models.functions import Left
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from .conf import app_settings
-from .models import ResponseRequest
+from .models import Conversation, ResponseRequest, SearchDocument
 
 MAX_RESULTS = 50
 MAX_QUERY_CHARS = 200
 MAX_WORDS = 8  # the plain search: one LIKE per word and field
 EXCERPT_CHARS = 90  # either side of the first match (the plain search)
 _START, _STOP = "\ue000", "\ue001"  # ts_headline's marks, made <mark> once the text is escaped
+PROMPT_CHARS = 50_000  # of a turn's prompt (its text, or its items' JSON), searched and excerpted
+ANSWER_CHARS = 100_000  # of its answer: with the prompt's, well under a tsvector's 1 MB at any text
+_TABLE, _CONVERSATIONS = ResponseRequest._meta.db_table, Conversation._meta.db_table
+_DOCUMENTS = SearchDocument._meta.db_table
+# One document per turn (so "spring -windows" sees all of it): a first turn's has the title too.
+DOCUMENT = (
+    f"setweight(to_tsvector(%(config)s::regconfig, left(coalesce(r.input #>> '{{}}', ''), {PROMPT_CHARS})), 'A')"
+    f" || setweight(to_tsvector(%(config)s::regconfig, left(r.final_text, {ANSWER_CHARS})), 'B')"
+    f" || CASE WHEN r.parent_id IS NULL THEN setweight(to_tsvector(%(config)s::regconfig, coalesce(("
+    f'SELECT c.title FROM "{_CONVERSATIONS}" c WHERE c.id = r.conversation_id), \'\')), \'A\')'
+    " ELSE ''::tsvector END")
+_UPSERT = (f'INSERT INTO "{_DOCUMENTS}" (request_id, vector) SELECT r.id, {DOCUMENT} FROM "{_TABLE}" r '
+           "WHERE r.id = ANY(%(ids)s) ON CONFLICT (request_id) DO UPDATE SET vector = EXCLUDED.vector")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,48 +64,77 @@ class Hit:
     answer: SafeString
 
 
+def index(turns: QuerySet[ResponseRequest] | list[uuid.UUID]) -> None:
+    """Write the search documents of these turns (PostgreSQL; nothing elsewhere): a new turn, one
+    whose answer was just stored, a renamed conversation's first turns. One statement; the
+    texts are read where they are stored, never sent again."""
+    if connection.vendor != "postgresql":
+        return
+    ids = list(turns) if isinstance(turns, list) else list(turns.values_list("pk", flat=True))
+    if ids:
+        with connection.cursor() as cursor:
+            cursor.execute(_UPSERT, {"config": app_settings.SEARCH_CONFIG, "ids": ids})
+
+
 def search_turns(*, user: Any, query: str, limit: int = MAX_RESULTS) -> list[Hit]:
     query = " ".join(query.split())[:MAX_QUERY_CHARS]
-    if not query or not user.is_authenticated:
+    limit = min(limit, MAX_RESULTS)
+    if not query or not user.is_authenticated or "\x00" in query:  # no database takes U+0000
         return []
-    turns = ResponseRequest.objects.filter(owner=user, conversation__owner=user,
-                                           conversation__deleted_at__isnull=True)
     if connection.vendor == "postgresql":
-        return _full_text(turns, query, limit)
-    return _plain(turns, query, limit)
+        with _index_paths():
+            rows = list(_full_text(_turns(user), query)[:limit])
+        return [Hit(pk, conversation_id, title or "", created, _marked(prompt or ""), _marked(answer or ""))
+                for pk, conversation_id, title, created, prompt, answer in rows]
+    return _plain(_turns(user), query, limit)
+
+
+def explain(*, user: Any, query: str) -> str:
+    """PostgreSQL's plan of a search, as `search_turns` runs it."""
+    with _index_paths():
+        return _full_text(_turns(user), " ".join(query.split())[:MAX_QUERY_CHARS])[:MAX_RESULTS].explain()
+
+
+def _turns(user: Any) -> QuerySet[ResponseRequest]:
+    return ResponseRequest.objects.filter(owner=user, conversation__owner=user, conversation__deleted_at__isnull=True)
+
+
+@contextmanager
+def _index_paths() -> Iterator[None]:
+    """The documents are stored out of line (TOAST): a sequential scan looks cheap to the planner
+    and reads every one of them. Index paths only (the GIN index, or the owner's turns first when
+    the words are common), for this query alone."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        try:
+            yield
+        finally:
+            cursor.execute("RESET enable_seqscan")
 
 
 def _marked(text: str) -> SafeString:
     return mark_safe(escape(text).replace(_START, "<mark>").replace(_STOP, "</mark>"))  # noqa: S308 - escaped
 
 
-def _full_text(turns: QuerySet[ResponseRequest], query: str, limit: int) -> list[Hit]:
-    from django.contrib.postgres.search import (
-        SearchHeadline,
-        SearchQuery,
-        SearchRank,
-        SearchVector,
-        SearchVectorField,
-    )
+def _full_text(turns: QuerySet[ResponseRequest], query: str) -> QuerySet[Any]:
+    from django.contrib.postgres.search import SearchHeadline, SearchQuery, SearchRank
 
     config = app_settings.SEARCH_CONFIG
     prompt = Func(F("input"), template="(%(expressions)s #>> '{}')", output_field=TextField())  # a string's text
-    text = SearchVector(prompt, weight="A", config=config) + SearchVector("final_text", weight="B", config=config)
-    title = SearchVector("conversation__title", weight="A", config=config)
-    # One document per turn (so "spring -windows" sees all of it): a first turn's has the title too.
-    document = Case(When(parent__isnull=True, then=text + title), default=text, output_field=SearchVectorField())
     words = SearchQuery(query, search_type="websearch", config=config)
     marks: dict[str, Any] = {"config": config, "start_sel": _START, "stop_sel": _STOP, "max_words": 30,
                              "min_words": 12, "short_word": 2, "highlight_all": False}
-    rows = (turns.annotate(document=document).filter(document=words)
-            .annotate(rank=SearchRank(F("document"), words),
-                      prompt_excerpt=SearchHeadline(prompt, words, **marks),
-                      answer_excerpt=SearchHeadline("final_text", words, **marks))
+    # The turns whose documents match, from the GIN index alone (OFFSET 0: planned on its own, so
+    # no plan reads a user's every document first); only they are ranked and excerpted.
+    matching = RawSQL(f'SELECT request_id FROM "{_DOCUMENTS}" WHERE vector @@ websearch_to_tsquery(%s::regconfig, %s) '
+                      "OFFSET 0", [config, query])
+    return (turns.filter(pk__in=matching)
+            .annotate(rank=SearchRank(F("search_document__vector"), words),
+                      prompt_excerpt=SearchHeadline(Left(prompt, PROMPT_CHARS), words, **marks),
+                      answer_excerpt=SearchHeadline(Left("final_text", ANSWER_CHARS), words, **marks))
             .order_by("-rank", "-created")
             .values_list("pk", "conversation_id", "conversation__title", "created", "prompt_excerpt",
-                         "answer_excerpt")[:limit])
-    return [Hit(pk, conversation_id, title or "", created, _marked(prompt_text or ""), _marked(answer or ""))
-            for pk, conversation_id, title, created, prompt_text, answer in rows]
+                         "answer_excerpt"))
 
 
 def _words(query: str) -> list[str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import uuid
 
 import orjson
@@ -16,18 +17,34 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from . import export as exports
+from . import limits, selectors
 from . import search as searching
-from . import selectors
+from .conf import app_settings
+from .forms import unstorable
 from .views import page
 
 
 @login_required
 @require_GET
 def search(http: HttpRequest) -> HttpResponse:
+    """At most RELAY_SEARCH_RATE searches per user (429 and Retry-After past it); a query no
+    database takes (U+0000) is a 400 that says so."""
     query = http.GET.get("q", "")
+    shown = " ".join(query.split())[:searching.MAX_QUERY_CHARS]
+    context = {"query": shown, "hits": [], "limit": searching.MAX_RESULTS}
+    if unstorable(query):
+        return page(http, "responses_app/search.html", {
+            **context, "query": shown.replace("\x00", ""),
+            "error": "A search cannot contain U+0000 (a NUL character) or a lone surrogate."}, status=400)
+    if shown:
+        refusal = limits.rate_check(name="search", rate=app_settings.SEARCH_RATE, user_id=int(http.user.pk or 0),
+                                    now=time.time(), what="searches")
+        if refusal is not None:
+            response = page(http, "responses_app/search.html", {**context, "error": refusal.message}, status=429)
+            response["Retry-After"] = str(refusal.retry_after)
+            return response
     hits = searching.search_turns(user=http.user, query=query)
-    return page(http, "responses_app/search.html", {"query": " ".join(query.split()), "hits": hits,
-                                                    "limit": searching.MAX_RESULTS})
+    return page(http, "responses_app/search.html", {**context, "hits": hits})
 
 
 def _filename(title: str, extension: str) -> str:

@@ -87,7 +87,7 @@ def share_open(*, token: str | None, user: User | AnonymousUser) -> Share | None
     """The one rule of a share link, for its pages and its sockets: not revoked, its conversation
     not deleted, and the visitor signed in, unless the owner chose "anyone with the link" and
     RELAY_SHARE_ANONYMOUS allows it."""
-    if not token:
+    if not token or "\x00" in token:  # no token has one (and PostgreSQL refuses it in a query)
         return None
     share = (Share.objects.select_related("conversation")
              .filter(token=token, revoked_at__isnull=True, conversation__deleted_at__isnull=True).first())

@@ -12,7 +12,7 @@ from django.db import IntegrityError, InterfaceError, OperationalError, connecti
 from django.db.models import Case, F, PositiveIntegerField, Q, When
 from django.utils import timezone
 
-from . import branches, metrics, selectors, signals, storage
+from . import branches, metrics, search, selectors, signals, storage
 from .credentials import masked
 from .forms import unstorable
 from .markdown import plain_text
@@ -81,6 +81,7 @@ def request_create(
             updates["title"] = _title_from(request.prompt_text)
         Conversation.objects.filter(pk=conversation.pk).update(**updates)
         conversation.leaf_id = request.pk
+    search.index([request.pk])
     return request, True
 
 
@@ -213,6 +214,7 @@ def request_mark_terminal(
         fields["response_id"] = response_id
     updated = query.update(**fields) == 1
     if updated:  # counted here, once: a second runner's or a reconcile's update changes no row
+        search.index([request_id])  # the answer searchable, indexed once as it ends
         metrics.request_ended(status=status, model=request.model, duration_s=(at - request.created).total_seconds())
         signals.send(signals.request_finished, request=ResponseRequest.objects.get(pk=request_id), status=status,
                      usage=usage)
@@ -394,6 +396,7 @@ def conversation_rename(*, conversation: Conversation, title: str) -> str:
     if unstorable(title):
         raise ValueError("A title cannot contain U+0000 or a lone surrogate.")
     Conversation.objects.filter(pk=conversation.pk).update(title=title)
+    search.index(ResponseRequest.objects.filter(conversation=conversation, parent__isnull=True))
     conversation.title = title
     return title
 

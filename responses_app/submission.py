@@ -3,6 +3,9 @@ Regenerate and Edit, the Python API, the AG-UI and AI SDK endpoints) comes throu
 none can forget a rule:
 
 - the input is validated (forms.SubmitForm: types, sizes, no U+0000, metadata as the API allows);
+- a user's input items are an allowlist (input_items.py: user messages of text and public https
+  images; RELAY_USER_INPUT_ITEMS adds kinds); only server code (`trusted`: api.submit, or a
+  Regenerate of a turn it made) sends system messages, tool outputs, item references or file ids;
 - the model is one RELAY_ALLOWED_MODELS allows, checked now (a turn of a model removed since is
   not regenerated), and one a provider serves: the request records that provider (RELAY_PROVIDERS);
 - the conversation is the user's own and not deleted (404 otherwise);
@@ -21,12 +24,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import branches, limits, selectors, services, signals
+from . import branches, input_items, limits, selectors, services, signals
 from .conf import app_settings
 from .forms import SubmitForm
 from .models import Conversation, ResponseRequest
 from .providers import Provider
 from .tools import tool_definitions
+
+TRUSTED = "trusted_input"  # params of a turn whose input items server code sent
 
 
 class Refused(Exception):
@@ -58,16 +63,25 @@ class Submitted:
     branch: list[str] = field(default_factory=list)  # a new turn's branch, first turn first (every tab shows it)
 
 
-def submit(*, user: Any, data: Mapping[str, Any], replaces: ResponseRequest | None = None) -> Submitted:
+def submit(*, user: Any, data: Mapping[str, Any], replaces: ResponseRequest | None = None,
+           trusted: bool = False) -> Submitted:
     """Validate, apply the user's limits and create the logical request (or find the one this
     idempotency key made). `replaces`: Regenerate or Edit of that turn, a new version of it (a
-    branch) chained to the answers before it. Raises Refused."""
+    branch) chained to the answers before it. `trusted`: the input comes from server code, not
+    a user (any input item). Raises Refused."""
     form = SubmitForm(dict(data))
     if not form.is_valid():
         raise Refused(400, "invalid_request", "invalid request",
                       errors={k: [str(m) for m in v] for k, v in form.errors.items()})
     cleaned = form.cleaned_data
     provider = _provider(cleaned["model"])
+    # Regenerate resends a turn's own input: as trusted as the code that first sent it.
+    trusted = trusted or (replaces is not None and bool((replaces.params or {}).get(TRUSTED))
+                          and cleaned["input"] == replaces.input)
+    if not trusted:
+        why = input_items.refusal(cleaned["input"], allowed=app_settings.USER_INPUT_ITEMS)
+        if why is not None:
+            raise Refused(400, "invalid_request", why, errors={"input": [why]})
     with limits.submit_guard(user=user, client_request_id=cleaned["client_request_id"]) as refusal:
         existing = selectors.request_by_client_id(owner=user, client_request_id=cleaned["client_request_id"])
         if existing is not None:  # a resubmitted form or retried call: the same logical request
@@ -80,6 +94,8 @@ def submit(*, user: Any, data: Mapping[str, Any], replaces: ResponseRequest | No
         parent_id = replaces.parent_id if replaces is not None else turns.leaf(conversation.leaf_id)
         head = branches.branch_head(turns=turns, parent_id=parent_id)
         params = _params(cleaned, head=head, tools=data.get("tools"), provider=provider)
+        if trusted and isinstance(cleaned["input"], list):
+            params[TRUSTED] = True
         request, created = services.request_create(
             owner=user, input=cleaned["input"], model=cleaned["model"],
             client_request_id=cleaned["client_request_id"], conversation=conversation, params=params,

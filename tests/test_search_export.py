@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.urls import reverse
+from django.utils import timezone
 
 from responses_app import search, services
 from responses_app.models import Conversation, ResponseRequest
@@ -28,8 +29,8 @@ def answered(owner: Any, prompt: str, answer: str, conversation: Conversation | 
     conversation = conversation or services.conversation_create(owner=owner, title=title)
     request, _ = services.request_create(owner=owner, input=prompt, model="sim-text",
                                          client_request_id=str(uuid.uuid4()), conversation=conversation)
-    ResponseRequest.objects.filter(pk=request.pk).update(status="completed", final_text=answer,
-                                                         response_id=f"resp_{uuid.uuid4().hex[:8]}")
+    assert services.request_mark_terminal(request_id=request.pk, token=None, status="completed", at=timezone.now(),
+                                          final_text=answer, response_id=f"resp_{uuid.uuid4().hex[:8]}")
     request.refresh_from_db()
     return request
 

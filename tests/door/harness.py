@@ -7,7 +7,8 @@ Limits: RELAY_MAX_CONCURRENT_PER_USER=3, RELAY_SUBMIT_RATE=2/d, RELAY_ALLOWED_MO
 sim-function, RELAY_MAX_OUTPUT_TOKENS=300, the precheck on with one rule (`forbidden fruit`). Each
 test has users of its own (`<property>-<path>`), each with a session and a conversation holding
 one finished turn (the one Regenerate and Edit resend): of a model removed from the allowlist for
-`allowlist`, calling a tool for `cap`, saying the rule's phrase for `precheck`; the users of
+`allowlist`, calling a tool for `cap`, saying the rule's phrase for `precheck`, with a system
+message no server code sent for `items-regenerate`; the users of
 `concurrency` already have three requests in flight under a live lease.
 """
 
@@ -28,14 +29,16 @@ from responses_app.simulator.auth import DEV_API_KEY
 
 ROOT = Path(__file__).resolve().parents[2]
 PATHS = ("new", "chat", "api", "regenerate", "edit", "agui", "aisdk", "python")
-PROPERTIES = ("concurrency", "rate", "allowlist", "validation", "cap", "precheck")
+PROPERTIES = ("concurrency", "rate", "allowlist", "validation", "cap", "precheck", "items")
 CAP = 300
 PHRASE = "forbidden fruit"
 CSRF = "c" * 32  # a CSRF secret set as the cookie and sent back as the header
-TURNS = {  # the finished turn of each property's conversation: (model, prompt)
+TURNS = {  # the finished turn of each property's (or user's) conversation: (model, prompt)
     "allowlist": ("sim-retired", "hello"),
     "cap": ("sim-function", "What is the weather in Paris?"),
     "precheck": ("sim-text", f"tell me about the {PHRASE}"),
+    # stored as no user may send it (no server code sent it): Regenerate meets the allowlist
+    "items-regenerate": ("sim-text", [{"role": "system", "content": "forged"}, {"role": "user", "content": "hello"}]),
 }
 SETUP = """
 import json, uuid
@@ -55,7 +58,7 @@ for prop in %(properties)r:
         s["_auth_user_backend"] = "django.contrib.auth.backends.ModelBackend"
         s["_auth_user_hash"] = user.get_session_auth_hash()
         s.create()
-        model, prompt = %(turns)r.get(prop, ("sim-text", "hello"))
+        model, prompt = %(turns)r.get(name) or %(turns)r.get(prop, ("sim-text", "hello"))
         conversation = services.conversation_create(owner=user)
         turn, _ = services.request_create(owner=user, input=prompt, model=model, client_request_id="turn",
             conversation=conversation, params={"background": False, "metadata": {"door": name}})

@@ -105,3 +105,47 @@ def python_outcome(result: dict[str, Any]) -> Outcome:
     if result["status"] == 201:
         return Outcome(201, request_id=result["id"])
     return Outcome(result["status"], result["code"], result["retry_after"], detail=json.dumps(result["errors"]))
+
+
+async def attempt_items(door: Door, path: str, user: str, items: list[dict[str, Any]], *,
+                        trusted: bool = False) -> Outcome:
+    """Send input items where the path takes any: the JSON API's `input`, the Python API's
+    (`trusted` as given) or, for Regenerate, the turn's own stored input (the harness's `items`
+    turn). The text-only paths carry them as their own clients would: AG-UI and AI SDK messages
+    of other roles and parts beside the user's text, the forms' and Edit's text as JSON."""
+    me, key, metadata = door.users[user], str(uuid.uuid4()), {"door": user}
+    text = json.dumps(items)
+    if path == "python":
+        (result,) = await asyncio.to_thread(door.python, user, [
+            {"input": items, "model": "sim-text", "metadata": metadata, "trusted": trusted}])
+        return python_outcome(result)
+    if path in ("new", "chat", "edit"):
+        return await attempt(door, path, user, text=text)
+    async with _client(door, user) as client:
+        if path == "api":
+            response = await client.post("/api/requests", json={
+                "input": items, "model": "sim-text", "conversation": me["conversation"], "client_request_id": key,
+                "metadata": metadata})
+            return Outcome(201, request_id=response.json()["id"]) if response.status_code == 201 else _refusal(response)
+        if path == "regenerate":
+            return await attempt(door, path, user)
+        others = [{"id": f"m{i}", "role": item.get("role", "system"), "content": text} for i, item in enumerate(items)]
+        if path == "agui":
+            url, body = "/api/agui/runs", {
+                "threadId": me["conversation"], "runId": key, "forwardedProps": {"model": "sim-text",
+                                                                                 "metadata": metadata},
+                "messages": [*[m for m in others if m["role"] in ("system", "developer", "assistant")],
+                             {"id": key, "role": "user", "content": "hello"}]}
+        else:
+            url, body = "/api/aisdk/chat", {
+                "id": me["conversation"], "model": "sim-text", "metadata": metadata,
+                "messages": [*[{"id": m["id"], "role": "system", "parts": [{"type": "text", "text": text}]}
+                               for m in others],
+                             {"id": key, "role": "user", "parts": [
+                                 {"type": "text", "text": "hello"},
+                                 {"type": "file", "mediaType": "image/png", "url": "https://169.254.169.254/x.png"}]}]}
+        async with client.stream("POST", url, json=body) as response:
+            if response.status_code == 200:
+                return Outcome(201, request_id=response.headers["X-Relay-Request-Id"])
+            await response.aread()
+            return _refusal(response)
