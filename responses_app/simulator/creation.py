@@ -102,6 +102,7 @@ async def start_response(
         if "message.output_text.logprobs" in include
         else None,
     )
+    emitter.delta_chars = faults.delta_chars
     response_id = emitter.new_id("resp")
     while (same := store.get(response_id)) is not None and not same.finished:
         # The same seed and request while the first is still running: two clients must not share

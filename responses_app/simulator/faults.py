@@ -55,6 +55,11 @@ FAULTS: dict[str, tuple[str, str]] = {
         "WebSocket mode: the connection reaches its time limit this many seconds after it opened "
         "(`websocket_connection_limit_reached`).",
     ),
+    "sim.delta_chars": (
+        "int",
+        "Make every answer text delta this many characters long (its token repeated): a huge answer "
+        "in few events.",
+    ),
     "sim.stamp": (
         "bool",
         "Append the emit wall-clock time to each text delta as `⟨time.time()⟩` (for benchmarks).",
@@ -89,6 +94,7 @@ class Faults:
     error_at: int | None = None
     resume_max_age_s: float | None = None
     ws_max_age_s: float | None = None
+    delta_chars: int | None = None
     stamp: bool = False
 
 
@@ -108,6 +114,7 @@ _LIMITS: dict[str, tuple[float, float]] = {
     "sim.error_at": (0, 10_000_000),
     "sim.resume_max_age_s": (0, 86_400 * 365),
     "sim.ws_max_age_s": (0, 86_400),
+    "sim.delta_chars": (1, 8_000_000),
 }
 
 
@@ -208,6 +215,7 @@ def parse_faults(metadata: dict[str, str]) -> Faults:
         "error_at",
         "seed",
         "http_error",
+        "delta_chars",
     ):
         if name in values:
             values[name] = int(values[name])

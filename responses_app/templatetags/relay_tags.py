@@ -67,6 +67,7 @@ REASON_SENTENCES = {
     "content_filter": "Part of this answer was withheld by the safety policy.",
     "content_filter:retracted": "Part of this answer was retracted by the safety policy.",
     "max_output_items": "The answer had more parts than this server shows; the rest was dropped.",
+    "max_answer_chars": "The answer was longer than this server keeps; the rest was dropped.",
 }
 _CALLER_TOOLS = frozenset({"function_call", "custom_tool_call"})
 _VISIBLE = frozenset({"text", "refusal", "image", "audio"})
