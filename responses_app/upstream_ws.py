@@ -229,7 +229,7 @@ class Connection:
 class WebSocketUpstream(Upstream):
     """`Upstream` with `create_stream` over WebSocket mode; everything else over HTTP."""
 
-    resumable = False
+    resumable = True  # a background request goes over HTTP (below), and resumes there
     persistent = True  # kept open between requests: the hub does not close it when idle
 
     def __init__(self, *, base: str | None = None, api_key: str | None = None,
@@ -250,6 +250,12 @@ class WebSocketUpstream(Upstream):
 
     @asynccontextmanager
     async def create_stream(self, body: dict[str, Any]) -> AsyncIterator[httpx.Response | EventFrames]:
+        if body.get("background"):
+            # WebSocket mode has no background mode: a request that asks for it (to survive a
+            # dropped connection) is POSTed over HTTP, and resumed there after a drop.
+            async with super().create_stream(body) as response:
+                yield response
+            return
         request = {key: value for key, value in body.items() if key not in ("stream", "background")}
         for attempt in range(MAX_ROTATIONS + 1):
             conn = await self._connection()
@@ -276,11 +282,6 @@ class WebSocketUpstream(Upstream):
             yield lane
         finally:
             await conn.close_lane(lane)
-
-    @asynccontextmanager
-    async def resume_stream(self, response_id: str, starting_after: int | None) -> AsyncIterator[httpx.Response]:
-        raise UpstreamHTTPError(400, b'{"error":{"message":"WebSocket mode has no resume."}}', None)
-        yield  # pragma: no cover  (an async generator)
 
     async def _connection(self) -> Connection:
         async with self._opening:

@@ -13,6 +13,7 @@ The state is the runner's (declared here, held in its slots); this class only gr
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 from uuid import UUID
 
 import httpx
@@ -35,6 +36,16 @@ from .safety import SafetyChecks
 from .steps import conclude
 
 Kind = Segment.Kind
+LOST_CODE = "upstream_connection_lost"
+
+
+def lost_with_connection(final: dict[str, Any]) -> dict[str, Any]:
+    """The provider's `cancelled` for a response the relay never cancelled: its connection was
+    lost and the response with it. It ends `failed`, naming the lost connection (never `cancelled`,
+    which is a Stop), keeping the output the provider has."""
+    message = ("The connection to the model provider was lost mid-answer and the provider ended the "
+               "response with it. What arrived is shown; Regenerate to ask again.")
+    return dict(final, status=v.FAILED, error={"code": LOST_CODE, "message": message})
 
 
 class Endings:
@@ -110,6 +121,10 @@ class Endings:
             final = None
             outcome = masked(f"unreachable: {exc}", 32)
             why = f"it could not be reached ({type(exc).__name__})"
+        if final and final.get("status") == v.CANCELLED and not (self.request.params or {}).get("background"):
+            # Nobody pressed Stop: a foreground response ends with the connection that carried it.
+            final = lost_with_connection(final)
+            self._error = (LOST_CODE, final["error"]["message"])
         if final and final.get("status") in v.RESPONSE_FINAL_STATUSES:
             self.delivery.changed(self.transcript.apply_final(final), boundary=True)
             outcome = self.transcript.status or v.UNKNOWN

@@ -61,6 +61,7 @@ TERMINAL_BADGES = {status: status for status in sorted(ENDED_STATUSES)}
 ERROR_LABELS = {
     "input_flagged": "Not sent",  # RELAY_SAFETY_PRECHECK: no upstream request was made
     "outcome_unknown": "Connection lost",  # the stream broke off and nobody can say how it ended
+    "upstream_connection_lost": "Connection lost",  # the provider ended the response with its connection
 }
 # "<reason>:<notice state>" words the line as the safety notice in the view stands (see reason_key).
 REASON_SENTENCES = {
