@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from typing import Any, Protocol
@@ -48,6 +49,19 @@ _END = object()
 _TERMINALS = ('"type":"response.completed"', '"type":"response.failed"', '"type":"response.incomplete"',
               '"type":"response.cancelled"')
 _lane_numbers = itertools.count(1)
+MAX_QUEUE = 4  # frames the websockets client buffers before it stops reading the socket
+LANE_WAIT_S = 5.0  # how long the connection's reader waits for a full lane before ending it
+
+
+def max_frame_bytes() -> int:
+    """The largest frame read (a larger one closes the connection, 1009): four events' bound, so an
+    oversized event reaches its lane and is skipped there."""
+    return 4 * int(app_settings.MAX_EVENT_BYTES)
+
+
+def lane_max_chars() -> int:
+    """Characters of frames a lane holds unread before the connection's reader waits for it."""
+    return int(app_settings.MAX_EVENT_BYTES)
 
 
 def max_age_s() -> float:
@@ -107,30 +121,92 @@ def _refusal(payload: dict[str, Any]) -> UpstreamHTTPError | _Rotate | None:
 
 
 class Lane:
-    """One stream's frames on a shared connection; iterate it for the events' JSON."""
+    """One stream's frames on a shared connection; iterate it for the events' JSON.
 
-    __slots__ = ("stream_id", "_frames", "_first", "closed")
+    Bounded: the connection's reader waits (`room`) while the frames not yet read hold
+    `max_pending` characters or more (one frame always fits), so the provider is slowed through
+    the socket rather than buffered without end; a lane that stays full past LANE_WAIT_S is ended
+    for its response alone (`overflow`): the other lanes only wait that long once."""
 
-    def __init__(self, stream_id: str) -> None:
+    __slots__ = ("stream_id", "_frames", "_pending", "_max_pending", "_wake", "_room", "_first", "closed",
+                 "overflowed")
+
+    def __init__(self, stream_id: str, max_pending: int | None = None) -> None:
         self.stream_id = stream_id
-        self._frames: asyncio.Queue[Any] = asyncio.Queue()
+        self._frames: deque[Any] = deque()
+        self._pending = 0  # characters of the frames not read yet
+        self._max_pending = lane_max_chars() if max_pending is None else max_pending
+        self._wake: asyncio.Future[None] | None = None  # the runner waits for a frame
+        self._room: asyncio.Future[None] | None = None  # the connection's reader waits for room
         self._first: str | None = None
         self.closed: tuple[int | None, str] | None = None  # the connection's close, if it came first
+        self.overflowed = False  # ended because it was not read in time
+
+    @property
+    def full(self) -> bool:
+        return self._pending >= self._max_pending
 
     def put(self, frame: str) -> None:
-        self._frames.put_nowait(frame)
+        self._frames.append(frame)
+        self._pending += len(frame)
+        self._notify()
 
     def end(self, code: int | None, reason: str) -> None:
-        self.closed = (code, reason)
-        self._frames.put_nowait(_END)
+        if self.closed is None:
+            self.closed = (code, reason)
+        self._frames.append(_END)
+        self._notify()
+        if self._room is not None and not self._room.done():
+            self._room.set_result(None)  # nothing more goes in: the connection's reader goes on
+
+    def overflow(self) -> None:
+        """Not read in time: what it holds is read, then its stream ends without a terminal event
+        (a drop: the runner reconciles over HTTP); later frames of its response are dropped."""
+        self.overflowed = True
+        self.end(None, "lane overflow")
+
+    async def room(self, timeout: float) -> bool:
+        """Wait until the runner read enough of the lane, at most `timeout` seconds; False when
+        it stayed full."""
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(timeout):
+                while self.full and self.closed is None:
+                    self._room = loop.create_future()
+                    await self._room
+        except TimeoutError:
+            return False
+        finally:
+            self._room = None
+        return True
+
+    def _notify(self) -> None:
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
+
+    async def _get(self) -> Any:
+        frames = self._frames
+        while not frames:
+            self._wake = asyncio.get_running_loop().create_future()
+            try:
+                await self._wake
+            finally:
+                self._wake = None
+        frame = frames.popleft()
+        if frame is not _END:
+            self._pending -= len(frame)
+            room = self._room
+            if room is not None and not room.done() and not self.full:
+                room.set_result(None)
+        return frame
 
     async def start(self) -> None:
         """Wait for the first frame: raise if it refuses the request; keep it for the reader."""
-        frame = await self._frames.get()
+        frame = await self._get()
         if frame is _END:
             if self.closed is not None and self.closed[1] == LIMIT_CODE:
                 raise _Rotate()
-            self._frames.put_nowait(_END)  # closed before any event: the reader sees a drop
+            self._frames.append(_END)  # closed before any event: the reader sees a drop
             return
         if frame.startswith('{"type":"error"') or '"type":"error"' in frame[:64]:
             with suppress(orjson.JSONDecodeError):
@@ -143,25 +219,24 @@ class Lane:
         return self._iterate()
 
     async def _iterate(self) -> AsyncIterator[str]:
-        frames = self._frames
         frame: Any = self._first
         self._first = None
         if frame is None:
-            frame = await frames.get()
+            frame = await self._get()
         while frame is not _END:
             yield frame
             head = frame[:160]
             if any(kind in head for kind in _TERMINALS):
                 # The end of the response, as a closed SSE body is: what came with it is read, then
                 # the stream ends (a terminal event held behind a gap that never fills is released).
-                while not frames.empty():
-                    frame = frames.get_nowait()
+                while self._frames:
+                    frame = await self._get()
                     if frame is _END:
                         break
                     yield frame
                 return
-            frame = await frames.get()
-        frames.put_nowait(_END)  # the socket closed: the stream ends without a terminal event (a drop)
+            frame = await self._get()
+        self._frames.append(_END)  # the socket closed: the stream ends without a terminal event (a drop)
 
 
 class Connection:
@@ -174,6 +249,7 @@ class Connection:
         self.expired = False  # takes no new lane
         self.closed: tuple[int | None, str] | None = None
         self.orphans = 0  # frames of no open lane (a stopped stream's rest, connection-level errors)
+        self.overflows = 0  # lanes ended because their runner did not read them in time
         self._reader = asyncio.get_running_loop().create_task(self._read(), name="upstream-ws-reader")
 
     async def _read(self) -> None:
@@ -185,10 +261,19 @@ class Connection:
                 received = await self.socket.recv()
                 frame = received if isinstance(received, str) else received.decode("utf-8", "replace")
                 lane = _lane_of(frame, lanes)
-                if lane is not None:
-                    lane.put(frame)
-                else:
+                if lane is None:
                     self._orphan(frame)
+                    continue
+                if lane.full and not await lane.room(LANE_WAIT_S) and lane.closed is None:
+                    # Its runner is stuck: end that response's lane alone, not every lane's wait.
+                    lanes.pop(lane.stream_id, None)
+                    lane.overflow()
+                    self.overflows += 1
+                    logger.warning("upstream websocket lane %s not read for %ss; ended for its response",
+                                   lane.stream_id, LANE_WAIT_S)
+                    continue
+                if lane.closed is None:  # (its runner may have let it go meanwhile)
+                    lane.put(frame)
         except ConnectionClosed as exc:
             close = exc.rcvd or exc.sent
             code, reason = (close.code, close.reason) if close is not None else (1006, "")
@@ -214,6 +299,7 @@ class Connection:
 
     async def close_lane(self, lane: Lane) -> None:
         self.lanes.pop(lane.stream_id, None)
+        lane.end(None, "closed")  # a reader waiting for room in it goes on
         if self.expired and not self.lanes:
             await self.close()
 
@@ -310,13 +396,13 @@ class WebSocketUpstream(Upstream):
                     [(key.encode(), value.encode()) for key, value in headers.items()])
             except EmbeddedRefused as exc:
                 raise UpstreamHTTPError(exc.status, exc.body, None) from exc
-        event_bytes = int(app_settings.MAX_EVENT_BYTES)
         try:
             return await connect(
                 _ws_url(self.base), additional_headers=headers, compression=None, open_timeout=10,
-                # An oversized event is counted and skipped by the core; only one far past the limit
-                # ends the connection.
-                max_size=2 * event_bytes, max_queue=None,
+                # An oversized event reaches its own lane, where the core counts and skips it; only
+                # one far past the limit ends the connection (every lane on it). At most MAX_QUEUE
+                # frames wait in the client before it stops reading the socket (TCP backpressure).
+                max_size=max_frame_bytes(), max_queue=MAX_QUEUE,
             )
         except InvalidStatus as exc:
             response = exc.response

@@ -114,7 +114,7 @@ _LIMITS: dict[str, tuple[float, float]] = {
     "sim.error_at": (0, 10_000_000),
     "sim.resume_max_age_s": (0, 86_400 * 365),
     "sim.ws_max_age_s": (0, 86_400),
-    "sim.delta_chars": (1, 8_000_000),
+    "sim.delta_chars": (1, 100_000_000),
 }
 
 
