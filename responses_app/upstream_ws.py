@@ -11,8 +11,13 @@ inherited `Upstream`), so a dropped socket is reconciled as over SSE.
 Outcomes, as the SSE clients give them: a connection that cannot be opened raises
 `httpx.ConnectError` (nothing was sent), a handshake or a `response.create` refused with an HTTP
 status raises `UpstreamHTTPError`, and a socket that closes mid-response just ends the lane's
-frames (a drop: the runner reconciles). There is no resume: `resumable` is false, and a request
-asking for background mode runs in the foreground.
+frames (a drop: the runner reconciles). WebSocket mode has no background mode and no resume: a
+request asking for background mode is POSTed over HTTP instead, and resumed there after a drop.
+
+Bounded: frames of at most four events' bound (a larger one closes the connection), at most
+MAX_QUEUE frames buffered by the client, and per lane at most an event's bound of unread frames;
+the connection's reader waits for a full lane's runner at most LANE_WAIT_S, then ends that lane
+alone. A fault in one response (an oversized or broken frame, an error event) stays in its lane.
 
 The connection is rotated without losing a turn: once older than RELAY_UPSTREAM_WS_MAX_AGE_S it
 takes no new lane (its streams finish on it, then it closes) and a new one opens; a

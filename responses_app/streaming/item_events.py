@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .items import Item, Part
+from .items import PART_TEXT_FIELD, Item, Part
 from .projection import add_item_block, add_part_block, item_block_id, part_block_id, sync_item, sync_part
 from .view import ViewModel
 
@@ -151,6 +151,34 @@ class ItemEvents:
             self.limited, self.limit_reason = True, CHARS_REASON
             self._anomaly("more streamed text than the answer's bound; the rest is dropped")
         return delta[:max(len(delta) + room, 0)]
+
+    def _bounded_output(self, output: list[Any]) -> list[Any]:
+        """A final Response's output (a terminal event, a reconcile) within the answer's bound:
+        what its part texts add to the streamed ones is spent from `room`, and a text past it is
+        cut to what fits."""
+        room = self.room
+        for data in output:
+            if not isinstance(data, dict):
+                continue
+            item_id = data.get("id")
+            streamed = self._by_id.get(item_id) if isinstance(item_id, str) else None
+            for key, summary in (("content", False), ("summary", True)):
+                parts = data.get(key)
+                if not isinstance(parts, list):
+                    continue
+                for index, part in enumerate(parts):
+                    field = PART_TEXT_FIELD.get(part.get("type", ""), "text") if isinstance(part, dict) else ""
+                    text = part.get(field) if field else None
+                    if not isinstance(text, str):
+                        continue
+                    known = (streamed.summary if summary else streamed.parts).get(index) if streamed else None
+                    extra = len(text) - (len(known.text.value) if known is not None else 0)
+                    if extra > room:
+                        parts[index] = dict(part, **{field: self._over_chars(text, room - extra)})
+                        extra = room
+                    room -= max(extra, 0)
+        self.room = room
+        return output
 
     def _spend(self, delta: Any) -> Any:
         """A delta off the text path (summaries, arguments, commands, diffs, transcripts),

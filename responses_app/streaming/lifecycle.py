@@ -66,7 +66,7 @@ class ResponseEvents(ItemEvents):
             self._take_response(response)
             output = response.get("output")
             if isinstance(output, list) and output:  # authoritative, unless it omits output
-                self._replace_output(output)
+                self._replace_output(self._bounded_output(output))
         else:
             self._anomaly(f"{event['type']} without a response object")
             response = {}

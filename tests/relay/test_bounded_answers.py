@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
+from responses_app.checks import settings_check
 from responses_app.relay.hub import get_hub
 from responses_app.relay.runner import StreamRunner
 from responses_app.streaming.transcript import Transcript
@@ -89,3 +90,21 @@ def test_the_bound_spans_rounds_and_every_kind_of_delta() -> None:
              "content_index": 0, "delta": "more"}
     transcript.feed_event(orjson.dumps(later).decode())
     assert "more" not in transcript.final_text(), "the next round has no room left either"
+
+
+@pytest.mark.parametrize("value", ["0", "many", 30_000_000])
+def test_a_bad_bound_is_a_system_check_error(settings: Any, value: Any) -> None:
+    settings.RELAY_MAX_ANSWER_CHARS = value
+    errors = [m for m in settings_check() if "RELAY_MAX_ANSWER_CHARS" in m.msg]
+    assert [m.id for m in errors] == ["responses_app.E002"]
+
+
+def test_a_final_response_brings_no_more_than_the_bound() -> None:
+    transcript = Transcript(max_answer_chars=10)
+    transcript.feed_event(orjson.dumps({"type": "response.created", "sequence_number": 0,
+                                        "response": {"id": "resp_1", "status": "in_progress"}}).decode())
+    message = {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
+               "content": [{"type": "output_text", "text": "x" * 50, "annotations": []}]}
+    transcript.apply_final({"id": "resp_1", "status": "completed", "output": [message]})
+    assert transcript.final_text() == "x" * 10
+    assert transcript.limited and transcript.limit_reason == "max_answer_chars"

@@ -45,7 +45,9 @@ async def test_a_hostile_response_ends_only_itself(owner: Any, teammate: Any, hu
     innocent, hostile = await asyncio.gather(run(owner, "sim-text", INNOCENT), run(teammate, model, metadata))
     assert innocent.status == "completed", f"{fault} ended another user's answer: {innocent.error_code}"
     assert innocent.final_text == alone.final_text
-    assert hostile.status in ("completed", "failed", "unknown", "error")
+    if fault == "a 20 MB frame":  # skipped as oversized; the reconcile's Response is bounded too
+        assert (hostile.status, hostile.incomplete_reason) == ("incomplete", "max_answer_chars")
+        assert len(hostile.final_text) <= 2_000_000
     assert hub_upstream().connections == 1, "the shared connection stayed open"
 
 
