@@ -13,6 +13,7 @@ The state is the runner's (declared here, held in its slots); this class only gr
 from __future__ import annotations
 
 import asyncio
+from contextlib import suppress
 from typing import Any
 from uuid import UUID
 
@@ -37,6 +38,8 @@ from .steps import conclude
 
 Kind = Segment.Kind
 LOST_CODE = "upstream_connection_lost"
+RECONCILE_WAIT_S = 60.0  # how long a reconcile waits for a response the provider still runs
+_RUNNING = frozenset({"queued", "in_progress"})
 
 
 def lost_with_connection(final: dict[str, Any]) -> dict[str, Any]:
@@ -111,7 +114,7 @@ class Endings:
         outcome = v.UNKNOWN
         why = ""
         try:
-            final = await upstream.retrieve(response_id)
+            final = await self._retrieve_settled(upstream, response_id)
         except UpstreamHTTPError as exc:
             final = None
             outcome = masked(f"unreachable: {exc}", 32)
@@ -135,10 +138,27 @@ class Endings:
         self.count_write(2)
         if self.transcript.terminal:
             return self.transcript.status or v.UNKNOWN
+        if self.cancel_requested.is_set():  # Stop (or the deadline) while it still ran
+            return await self._cancel_upstream(upstream)
         self._error = ("outcome_unknown", "The stream from the model provider broke off before the response ended, "
                        f"and the provider cannot say how it ended: {why or 'no answer'}. What arrived is shown; "
                        "it may be cut short.")
         return v.UNKNOWN
+
+    async def _retrieve_settled(self, upstream: Upstream, response_id: str) -> dict[str, Any]:
+        """The response as the provider has it, asked again while it is still running (it can
+        finish without us: a background response, or a provider that keeps one after its
+        connection dropped), for at most RECONCILE_WAIT_S; a Stop or the deadline ends the wait."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + RECONCILE_WAIT_S
+        delay = 0.5
+        while True:
+            final = await upstream.retrieve(response_id)
+            if final.get("status") not in _RUNNING or self.cancel_requested.is_set() or loop.time() >= give_up:
+                return final
+            with suppress(TimeoutError):
+                await asyncio.wait_for(self.cancel_requested.wait(), min(delay, max(give_up - loop.time(), 0)))
+            delay = min(delay * 2, 4.0)
 
     async def _finish(self, status: str, error: tuple[str, str] | None = None, *, stopped: Stopped | None) -> None:
         """End the request (`stopped`: why the relay stopped it, as the loop ended; None if it raised)."""

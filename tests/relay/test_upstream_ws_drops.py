@@ -5,6 +5,7 @@ with `upstream_connection_lost`, and the page offers Regenerate for it."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -64,3 +65,31 @@ async def test_the_page_offers_regenerate_for_a_lost_connection(owner: Any, simu
     assert page.status_code == 200
     assert "<strong>Connection lost</strong>" in html
     assert "regenerate-form" in html and ">Regenerate</button>" in html
+
+
+async def test_a_response_that_cannot_be_streamed_again_is_awaited_to_its_full_answer(
+        owner: Any, simulator_url: str) -> None:
+    # Background, but the provider refuses to stream it again: the reconcile finds it still
+    # running and asks again until it ends, rather than giving up at once (`unknown`).
+    metadata = {"sim.drop_after": "12", "sim.resume_max_age_s": "0", "sim.tokens": "400",
+                "sim.tokens_per_s": "60"}
+    saved, _ = await relay(owner, "sse", simulator_url, "sim-long", metadata, background=True)
+    whole, _ = await relay(owner, "sse", simulator_url, "sim-long", {"sim.tokens": "400"}, background=True)
+    assert saved.status == "completed", saved.error_message
+    assert saved.final_text == whole.final_text
+    assert [s.kind for s in await segments_of(saved)][-1] == "reconcile"
+
+
+async def test_stop_while_the_reconcile_waits_cancels_at_once(owner: Any, simulator_url: str) -> None:
+    metadata = {"sim.drop_after": "12", "sim.resume_max_age_s": "0", "sim.tokens": "3000",
+                "sim.tokens_per_s": "60"}
+    request = await make_request(owner, "sim-long", metadata, background=True)
+    runner = StreamRunner(str(request.pk), get_hub())
+    task = asyncio.get_running_loop().create_task(runner.run())
+    async with asyncio.timeout(20):
+        while "reconcile" not in [s.kind for s in await segments_of(request)]:
+            await asyncio.sleep(0.05)
+        runner.cancel()
+        await task
+    saved = await reload(request)
+    assert saved.status == "cancelled", "Stop pressed while the relay waited for the provider"
