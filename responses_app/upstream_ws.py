@@ -15,9 +15,10 @@ frames (a drop: the runner reconciles). WebSocket mode has no background mode an
 request asking for background mode is POSTed over HTTP instead, and resumed there after a drop.
 
 Bounded: frames of at most four events' bound (a larger one closes the connection), at most
-MAX_QUEUE frames buffered by the client, and per lane at most an event's bound of unread frames;
-the connection's reader waits for a full lane's runner at most LANE_WAIT_S, then ends that lane
-alone. A fault in one response (an oversized or broken frame, an error event) stays in its lane.
+MAX_QUEUE frames buffered by the client, and per lane (upstream_lane.py) at most an event's bound of
+unread frames; the connection's reader waits for a full lane's runner at most LANE_WAIT_S, then
+ends that lane alone; frames nobody reads past `orphan_max_chars` close the connection once no lane
+is open. A fault in one response (an oversized or broken frame, an error event) stays in its lane.
 
 The connection is rotated without losing a turn: once older than RELAY_UPSTREAM_WS_MAX_AGE_S it
 takes no new lane (its streams finish on it, then it closes) and a new one opens; a
@@ -31,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from typing import Any, Protocol
@@ -44,15 +44,11 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketExce
 from .conf import app_settings
 from .embedded import EMBEDDED_BASE_URL, EmbeddedClosed, EmbeddedRefused, EmbeddedWebSocket, simulator_app
 from .upstream import EventFrames, Upstream, UpstreamHTTPError, base_url
+from .upstream_lane import LIMIT_CODE, Lane, Rotate, lane_of
 
 logger = logging.getLogger(__name__)
 
-LIMIT_CODE = "websocket_connection_limit_reached"
 MAX_ROTATIONS = 3  # a response.create sent again on a fresh connection at most this often
-_END = object()
-# A response's last event: its lane carries nothing more for it (looked for near the frame's start).
-_TERMINALS = ('"type":"response.completed"', '"type":"response.failed"', '"type":"response.incomplete"',
-              '"type":"response.cancelled"')
 _lane_numbers = itertools.count(1)
 MAX_QUEUE = 4  # frames the websockets client buffers before it stops reading the socket
 LANE_WAIT_S = 5.0  # how long the connection's reader waits for a full lane before ending it
@@ -64,9 +60,8 @@ def max_frame_bytes() -> int:
     return 4 * int(app_settings.MAX_EVENT_BYTES)
 
 
-def lane_max_chars() -> int:
-    """Characters of frames a lane holds unread before the connection's reader waits for it."""
-    return int(app_settings.MAX_EVENT_BYTES)
+def orphan_max_chars() -> int:  # frames of no open lane a connection takes before it is closed
+    return 8 * int(app_settings.MAX_EVENT_BYTES)
 
 
 def max_age_s() -> float:
@@ -81,167 +76,9 @@ class _Socket(Protocol):
     async def close(self) -> None: ...
 
 
-class _Rotate(Exception):
-    """This connection reached its time limit before the request started: use another."""
-
-
 def _ws_url(base: str) -> str:
     scheme, rest = base.split("://", 1)
     return ("wss" if scheme == "https" else "ws") + "://" + rest + "/responses"
-
-
-def _lane_of(frame: str, lanes: dict[str, Lane]) -> Lane | None:
-    """The lane a frame belongs to, from its `"stream_id"` (ours: no escapes), without parsing the
-    JSON a second time; only a value naming one of this connection's lanes counts."""
-    start = 0
-    while (key := frame.find('"stream_id"', start)) >= 0:
-        quote = frame.find('"', frame.find(":", key + 11) + 1)
-        end = frame.find('"', quote + 1)
-        if quote < 0 or end < 0:
-            return None
-        lane = lanes.get(frame[quote + 1:end])
-        if lane is not None:
-            return lane
-        start = end
-    return None
-
-
-def _refusal(payload: dict[str, Any]) -> UpstreamHTTPError | _Rotate | None:
-    """A first frame that is WebSocket mode's answer to a refused request: an `error` with the
-    HTTP status and no sequence number (an error during a response has one)."""
-    if payload.get("type") != "error" or "sequence_number" in payload or not isinstance(payload.get("status"), int):
-        return None
-    raw_error = payload.get("error")
-    error: dict[str, Any] = raw_error if isinstance(raw_error, dict) else {}
-    if error.get("code") == LIMIT_CODE:
-        return _Rotate()
-    raw_headers = error.get("headers")
-    headers: dict[str, Any] = raw_headers if isinstance(raw_headers, dict) else {}
-    try:
-        retry_after = float(headers["retry-after"]) if "retry-after" in headers else None
-    except (TypeError, ValueError):
-        retry_after = None
-    body = {key: value for key, value in error.items() if key != "headers"}
-    return UpstreamHTTPError(payload["status"], orjson.dumps({"error": body}), retry_after)
-
-
-class Lane:
-    """One stream's frames on a shared connection; iterate it for the events' JSON.
-
-    Bounded: the connection's reader waits (`room`) while the frames not yet read hold
-    `max_pending` characters or more (one frame always fits), so the provider is slowed through
-    the socket rather than buffered without end; a lane that stays full past LANE_WAIT_S is ended
-    for its response alone (`overflow`): the other lanes only wait that long once."""
-
-    __slots__ = ("stream_id", "_frames", "_pending", "_max_pending", "_wake", "_room", "_first", "closed",
-                 "overflowed")
-
-    def __init__(self, stream_id: str, max_pending: int | None = None) -> None:
-        self.stream_id = stream_id
-        self._frames: deque[Any] = deque()
-        self._pending = 0  # characters of the frames not read yet
-        self._max_pending = lane_max_chars() if max_pending is None else max_pending
-        self._wake: asyncio.Future[None] | None = None  # the runner waits for a frame
-        self._room: asyncio.Future[None] | None = None  # the connection's reader waits for room
-        self._first: str | None = None
-        self.closed: tuple[int | None, str] | None = None  # the connection's close, if it came first
-        self.overflowed = False  # ended because it was not read in time
-
-    @property
-    def full(self) -> bool:
-        return self._pending >= self._max_pending
-
-    def put(self, frame: str) -> None:
-        self._frames.append(frame)
-        self._pending += len(frame)
-        self._notify()
-
-    def end(self, code: int | None, reason: str) -> None:
-        if self.closed is None:
-            self.closed = (code, reason)
-        self._frames.append(_END)
-        self._notify()
-        if self._room is not None and not self._room.done():
-            self._room.set_result(None)  # nothing more goes in: the connection's reader goes on
-
-    def overflow(self) -> None:
-        """Not read in time: what it holds is read, then its stream ends without a terminal event
-        (a drop: the runner reconciles over HTTP); later frames of its response are dropped."""
-        self.overflowed = True
-        self.end(None, "lane overflow")
-
-    async def room(self, timeout: float) -> bool:
-        """Wait until the runner read enough of the lane, at most `timeout` seconds; False when
-        it stayed full."""
-        loop = asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout(timeout):
-                while self.full and self.closed is None:
-                    self._room = loop.create_future()
-                    await self._room
-        except TimeoutError:
-            return False
-        finally:
-            self._room = None
-        return True
-
-    def _notify(self) -> None:
-        if self._wake is not None and not self._wake.done():
-            self._wake.set_result(None)
-
-    async def _get(self) -> Any:
-        frames = self._frames
-        while not frames:
-            self._wake = asyncio.get_running_loop().create_future()
-            try:
-                await self._wake
-            finally:
-                self._wake = None
-        frame = frames.popleft()
-        if frame is not _END:
-            self._pending -= len(frame)
-            room = self._room
-            if room is not None and not room.done() and not self.full:
-                room.set_result(None)
-        return frame
-
-    async def start(self) -> None:
-        """Wait for the first frame: raise if it refuses the request; keep it for the reader."""
-        frame = await self._get()
-        if frame is _END:
-            if self.closed is not None and self.closed[1] == LIMIT_CODE:
-                raise _Rotate()
-            self._frames.append(_END)  # closed before any event: the reader sees a drop
-            return
-        if frame.startswith('{"type":"error"') or '"type":"error"' in frame[:64]:
-            with suppress(orjson.JSONDecodeError):
-                refused = _refusal(orjson.loads(frame))
-                if refused is not None:
-                    raise refused
-        self._first = frame
-
-    def __aiter__(self) -> AsyncIterator[str]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[str]:
-        frame: Any = self._first
-        self._first = None
-        if frame is None:
-            frame = await self._get()
-        while frame is not _END:
-            yield frame
-            head = frame[:160]
-            if any(kind in head for kind in _TERMINALS):
-                # The end of the response, as a closed SSE body is: what came with it is read, then
-                # the stream ends (a terminal event held behind a gap that never fills is released).
-                while self._frames:
-                    frame = await self._get()
-                    if frame is _END:
-                        break
-                    yield frame
-                return
-            frame = await self._get()
-        self._frames.append(_END)  # the socket closed: the stream ends without a terminal event (a drop)
 
 
 class Connection:
@@ -255,6 +92,7 @@ class Connection:
         self.closed: tuple[int | None, str] | None = None
         self.orphans = 0  # frames of no open lane (a stopped stream's rest, connection-level errors)
         self.overflows = 0  # lanes ended because their runner did not read them in time
+        self.orphan_chars = 0
         self._reader = asyncio.get_running_loop().create_task(self._read(), name="upstream-ws-reader")
 
     async def _read(self) -> None:
@@ -265,17 +103,21 @@ class Connection:
             while True:
                 received = await self.socket.recv()
                 frame = received if isinstance(received, str) else received.decode("utf-8", "replace")
-                lane = _lane_of(frame, lanes)
+                lane = lane_of(frame, lanes)
                 if lane is None:
-                    self._orphan(frame)
+                    if self._orphan(frame):
+                        logger.warning("upstream websocket: %s characters nobody reads; closed", self.orphan_chars)
+                        with suppress(Exception):
+                            await self.socket.close()
+                        code, reason = 1000, "orphan frames"
+                        break
                     continue
                 if lane.full and not await lane.room(LANE_WAIT_S) and lane.closed is None:
                     # Its runner is stuck: end that response's lane alone, not every lane's wait.
                     lanes.pop(lane.stream_id, None)
                     lane.overflow()
                     self.overflows += 1
-                    logger.warning("upstream websocket lane %s not read for %ss; ended for its response",
-                                   lane.stream_id, LANE_WAIT_S)
+                    logger.warning("upstream websocket lane %s not read for %ss; ended", lane.stream_id, LANE_WAIT_S)
                     continue
                 if lane.closed is None:  # (its runner may have let it go meanwhile)
                     lane.put(frame)
@@ -292,10 +134,15 @@ class Connection:
             for lane in list(lanes.values()):
                 lane.end(code, reason)
 
-    def _orphan(self, frame: str) -> None:
+    def _orphan(self, frame: str) -> bool:
+        """Count a frame of no open lane. Past `orphan_max_chars` of them (the rest of responses
+        nobody reads: WebSocket mode cannot cancel one) the connection takes no new lane, and is
+        closed once none is open (True: now), which ends them."""
         self.orphans += 1
-        if LIMIT_CODE in frame:
-            self.expired = True
+        self.orphan_chars += len(frame)
+        over = self.orphan_chars > orphan_max_chars()
+        self.expired = self.expired or over or LIMIT_CODE in frame
+        return over and not self.lanes
 
     def open_lane(self) -> Lane:
         lane = Lane(f"relay-{next(_lane_numbers)}")
@@ -356,9 +203,9 @@ class WebSocketUpstream(Upstream):
                     await conn.socket.send(orjson.dumps({"type": "response.create", **request,
                                                          "stream_id": lane.stream_id}).decode())
                 except (ConnectionClosed, EmbeddedClosed):
-                    raise _Rotate() from None  # it closed while idle: the request never left
+                    raise Rotate() from None  # it closed while idle: the request never left
                 await lane.start()
-            except _Rotate:
+            except Rotate:
                 conn.expired = True
                 await conn.close_lane(lane)
                 if attempt == MAX_ROTATIONS:  # nothing started: as certain as a refused connection
