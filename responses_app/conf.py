@@ -57,6 +57,16 @@ def _integer(*, minimum: int = 1) -> Callable[[Any], int]:
     return parse
 
 
+MAX_ANSWER_CHARS_CAP = 20_000_000  # ×6 bytes (a \uXXXX escape each) stays far under jsonb's 255 MB
+
+
+def _answer_chars(raw: Any) -> int:
+    value = _integer()(raw)
+    if value > MAX_ANSWER_CHARS_CAP:
+        raise ValueError(f"must be at most {MAX_ANSWER_CHARS_CAP:,}, got {value:,}")
+    return value
+
+
 def _seconds(raw: Any) -> float:
     """A positive number of seconds (an int, a float, or their text)."""
     if isinstance(raw, bool):
@@ -291,6 +301,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("MAX_OUTPUT_ITEMS", MAX_ITEMS, _integer(),
             "Output items (and content parts) of one upstream response; past it the request ends incomplete "
             "(max_output_items).", "relay"),
+    Setting("MAX_ANSWER_CHARS", 2_000_000, _answer_chars,
+            "Streamed characters of one answer (every round and kind of delta together); past it the "
+            "upstream is stopped and the request ends incomplete (max_answer_chars). At most 20,000,000, "
+            "so a checkpoint always fits the database.", "relay"),
     Setting("REDACT_FIELDS", _default_redact_fields, _names,
             "Tool payloads redacted in the raw event log (relay/redact.py).", "relay"),
     Setting("IDLE_TIMEOUT_S", 120, _integer(), "No bytes from upstream this long: the stream is stalled.",

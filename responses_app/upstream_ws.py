@@ -11,8 +11,14 @@ inherited `Upstream`), so a dropped socket is reconciled as over SSE.
 Outcomes, as the SSE clients give them: a connection that cannot be opened raises
 `httpx.ConnectError` (nothing was sent), a handshake or a `response.create` refused with an HTTP
 status raises `UpstreamHTTPError`, and a socket that closes mid-response just ends the lane's
-frames (a drop: the runner reconciles). There is no resume: `resumable` is false, and a request
-asking for background mode runs in the foreground.
+frames (a drop: the runner reconciles). WebSocket mode has no background mode and no resume: a
+request asking for background mode is POSTed over HTTP instead, and resumed there after a drop.
+
+Bounded: frames of at most four events' bound (a larger one closes the connection), at most
+MAX_QUEUE frames buffered by the client, and per lane (upstream_lane.py) at most an event's bound of
+unread frames; the connection's reader waits for a full lane's runner at most LANE_WAIT_S, then
+ends that lane alone; frames nobody reads past `orphan_max_chars` close the connection once no lane
+is open. A fault in one response (an oversized or broken frame, an error event) stays in its lane.
 
 The connection is rotated without losing a turn: once older than RELAY_UPSTREAM_WS_MAX_AGE_S it
 takes no new lane (its streams finish on it, then it closes) and a new one opens; a
@@ -39,16 +45,24 @@ from .conf import app_settings
 from .embedded import EMBEDDED_BASE_URL, EmbeddedClosed, EmbeddedRefused, EmbeddedWebSocket, simulator_app
 from .providers import Provider
 from .upstream import EventFrames, Upstream, UpstreamHTTPError, base_url
+from .upstream_lane import LIMIT_CODE, Lane, Rotate, lane_of
 
 logger = logging.getLogger(__name__)
 
-LIMIT_CODE = "websocket_connection_limit_reached"
 MAX_ROTATIONS = 3  # a response.create sent again on a fresh connection at most this often
-_END = object()
-# A response's last event: its lane carries nothing more for it (looked for near the frame's start).
-_TERMINALS = ('"type":"response.completed"', '"type":"response.failed"', '"type":"response.incomplete"',
-              '"type":"response.cancelled"')
 _lane_numbers = itertools.count(1)
+MAX_QUEUE = 4  # frames the websockets client buffers before it stops reading the socket
+LANE_WAIT_S = 5.0  # how long the connection's reader waits for a full lane before ending it
+
+
+def max_frame_bytes() -> int:
+    """The largest frame read (a larger one closes the connection, 1009): four events' bound, so an
+    oversized event reaches its lane and is skipped there."""
+    return 4 * int(app_settings.MAX_EVENT_BYTES)
+
+
+def orphan_max_chars() -> int:  # frames of no open lane a connection takes before it is closed
+    return 8 * int(app_settings.MAX_EVENT_BYTES)
 
 
 def max_age_s() -> float:
@@ -63,106 +77,9 @@ class _Socket(Protocol):
     async def close(self) -> None: ...
 
 
-class _Rotate(Exception):
-    """This connection reached its time limit before the request started: use another."""
-
-
 def _ws_url(base: str) -> str:
     scheme, rest = base.split("://", 1)
     return ("wss" if scheme == "https" else "ws") + "://" + rest + "/responses"
-
-
-def _lane_of(frame: str, lanes: dict[str, Lane]) -> Lane | None:
-    """The lane a frame belongs to, from its `"stream_id"` (ours: no escapes), without parsing the
-    JSON a second time; only a value naming one of this connection's lanes counts."""
-    start = 0
-    while (key := frame.find('"stream_id"', start)) >= 0:
-        quote = frame.find('"', frame.find(":", key + 11) + 1)
-        end = frame.find('"', quote + 1)
-        if quote < 0 or end < 0:
-            return None
-        lane = lanes.get(frame[quote + 1:end])
-        if lane is not None:
-            return lane
-        start = end
-    return None
-
-
-def _refusal(payload: dict[str, Any]) -> UpstreamHTTPError | _Rotate | None:
-    """A first frame that is WebSocket mode's answer to a refused request: an `error` with the
-    HTTP status and no sequence number (an error during a response has one)."""
-    if payload.get("type") != "error" or "sequence_number" in payload or not isinstance(payload.get("status"), int):
-        return None
-    raw_error = payload.get("error")
-    error: dict[str, Any] = raw_error if isinstance(raw_error, dict) else {}
-    if error.get("code") == LIMIT_CODE:
-        return _Rotate()
-    raw_headers = error.get("headers")
-    headers: dict[str, Any] = raw_headers if isinstance(raw_headers, dict) else {}
-    try:
-        retry_after = float(headers["retry-after"]) if "retry-after" in headers else None
-    except (TypeError, ValueError):
-        retry_after = None
-    body = {key: value for key, value in error.items() if key != "headers"}
-    return UpstreamHTTPError(payload["status"], orjson.dumps({"error": body}), retry_after)
-
-
-class Lane:
-    """One stream's frames on a shared connection; iterate it for the events' JSON."""
-
-    __slots__ = ("stream_id", "_frames", "_first", "closed")
-
-    def __init__(self, stream_id: str) -> None:
-        self.stream_id = stream_id
-        self._frames: asyncio.Queue[Any] = asyncio.Queue()
-        self._first: str | None = None
-        self.closed: tuple[int | None, str] | None = None  # the connection's close, if it came first
-
-    def put(self, frame: str) -> None:
-        self._frames.put_nowait(frame)
-
-    def end(self, code: int | None, reason: str) -> None:
-        self.closed = (code, reason)
-        self._frames.put_nowait(_END)
-
-    async def start(self) -> None:
-        """Wait for the first frame: raise if it refuses the request; keep it for the reader."""
-        frame = await self._frames.get()
-        if frame is _END:
-            if self.closed is not None and self.closed[1] == LIMIT_CODE:
-                raise _Rotate()
-            self._frames.put_nowait(_END)  # closed before any event: the reader sees a drop
-            return
-        if frame.startswith('{"type":"error"') or '"type":"error"' in frame[:64]:
-            with suppress(orjson.JSONDecodeError):
-                refused = _refusal(orjson.loads(frame))
-                if refused is not None:
-                    raise refused
-        self._first = frame
-
-    def __aiter__(self) -> AsyncIterator[str]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[str]:
-        frames = self._frames
-        frame: Any = self._first
-        self._first = None
-        if frame is None:
-            frame = await frames.get()
-        while frame is not _END:
-            yield frame
-            head = frame[:160]
-            if any(kind in head for kind in _TERMINALS):
-                # The end of the response, as a closed SSE body is: what came with it is read, then
-                # the stream ends (a terminal event held behind a gap that never fills is released).
-                while not frames.empty():
-                    frame = frames.get_nowait()
-                    if frame is _END:
-                        break
-                    yield frame
-                return
-            frame = await frames.get()
-        frames.put_nowait(_END)  # the socket closed: the stream ends without a terminal event (a drop)
 
 
 class Connection:
@@ -175,6 +92,8 @@ class Connection:
         self.expired = False  # takes no new lane
         self.closed: tuple[int | None, str] | None = None
         self.orphans = 0  # frames of no open lane (a stopped stream's rest, connection-level errors)
+        self.overflows = 0  # lanes ended because their runner did not read them in time
+        self.orphan_chars = 0
         self._reader = asyncio.get_running_loop().create_task(self._read(), name="upstream-ws-reader")
 
     async def _read(self) -> None:
@@ -185,11 +104,24 @@ class Connection:
             while True:
                 received = await self.socket.recv()
                 frame = received if isinstance(received, str) else received.decode("utf-8", "replace")
-                lane = _lane_of(frame, lanes)
-                if lane is not None:
+                lane = lane_of(frame, lanes)
+                if lane is None:
+                    if self._orphan(frame):
+                        logger.warning("upstream websocket: %s characters nobody reads; closed", self.orphan_chars)
+                        with suppress(Exception):
+                            await self.socket.close()
+                        code, reason = 1000, "orphan frames"
+                        break
+                    continue
+                if lane.full and not await lane.room(LANE_WAIT_S) and lane.closed is None:
+                    # Its runner is stuck: end that response's lane alone, not every lane's wait.
+                    lanes.pop(lane.stream_id, None)
+                    lane.overflow()
+                    self.overflows += 1
+                    logger.warning("upstream websocket lane %s not read for %ss; ended", lane.stream_id, LANE_WAIT_S)
+                    continue
+                if lane.closed is None:  # (its runner may have let it go meanwhile)
                     lane.put(frame)
-                else:
-                    self._orphan(frame)
         except ConnectionClosed as exc:
             close = exc.rcvd or exc.sent
             code, reason = (close.code, close.reason) if close is not None else (1006, "")
@@ -203,10 +135,15 @@ class Connection:
             for lane in list(lanes.values()):
                 lane.end(code, reason)
 
-    def _orphan(self, frame: str) -> None:
+    def _orphan(self, frame: str) -> bool:
+        """Count a frame of no open lane. Past `orphan_max_chars` of them (the rest of responses
+        nobody reads: WebSocket mode cannot cancel one) the connection takes no new lane, and is
+        closed once none is open (True: now), which ends them."""
         self.orphans += 1
-        if LIMIT_CODE in frame:
-            self.expired = True
+        self.orphan_chars += len(frame)
+        over = self.orphan_chars > orphan_max_chars()
+        self.expired = self.expired or over or LIMIT_CODE in frame
+        return over and not self.lanes
 
     def open_lane(self) -> Lane:
         lane = Lane(f"relay-{next(_lane_numbers)}")
@@ -215,6 +152,7 @@ class Connection:
 
     async def close_lane(self, lane: Lane) -> None:
         self.lanes.pop(lane.stream_id, None)
+        lane.end(None, "closed")  # a reader waiting for room in it goes on
         if self.expired and not self.lanes:
             await self.close()
 
@@ -230,7 +168,7 @@ class Connection:
 class WebSocketUpstream(Upstream):
     """`Upstream` with `create_stream` over WebSocket mode; everything else over HTTP."""
 
-    resumable = False
+    resumable = True  # a background request goes over HTTP (below), and resumes there
     persistent = True  # kept open between requests: the hub does not close it when idle
 
     def __init__(self, *, base: str | None = None, api_key: str | None = None,
@@ -252,6 +190,12 @@ class WebSocketUpstream(Upstream):
 
     @asynccontextmanager
     async def create_stream(self, body: dict[str, Any]) -> AsyncIterator[httpx.Response | EventFrames]:
+        if body.get("background"):
+            # WebSocket mode has no background mode: a request that asks for it (to survive a
+            # dropped connection) is POSTed over HTTP, and resumed there after a drop.
+            async with super().create_stream(body) as response:
+                yield response
+            return
         request = {key: value for key, value in body.items() if key not in ("stream", "background")}
         for attempt in range(MAX_ROTATIONS + 1):
             conn = await self._connection()
@@ -261,9 +205,9 @@ class WebSocketUpstream(Upstream):
                     await conn.socket.send(orjson.dumps({"type": "response.create", **request,
                                                          "stream_id": lane.stream_id}).decode())
                 except (ConnectionClosed, EmbeddedClosed):
-                    raise _Rotate() from None  # it closed while idle: the request never left
+                    raise Rotate() from None  # it closed while idle: the request never left
                 await lane.start()
-            except _Rotate:
+            except Rotate:
                 conn.expired = True
                 await conn.close_lane(lane)
                 if attempt == MAX_ROTATIONS:  # nothing started: as certain as a refused connection
@@ -278,11 +222,6 @@ class WebSocketUpstream(Upstream):
             yield lane
         finally:
             await conn.close_lane(lane)
-
-    @asynccontextmanager
-    async def resume_stream(self, response_id: str, starting_after: int | None) -> AsyncIterator[httpx.Response]:
-        raise UpstreamHTTPError(400, b'{"error":{"message":"WebSocket mode has no resume."}}', None)
-        yield  # pragma: no cover  (an async generator)
 
     async def _connection(self) -> Connection:
         async with self._opening:
@@ -311,13 +250,13 @@ class WebSocketUpstream(Upstream):
                     [(key.encode(), value.encode()) for key, value in headers.items()])
             except EmbeddedRefused as exc:
                 raise UpstreamHTTPError(exc.status, exc.body, None) from exc
-        event_bytes = int(app_settings.MAX_EVENT_BYTES)
         try:
             return await connect(
                 _ws_url(self.base), additional_headers=headers, compression=None, open_timeout=10,
-                # An oversized event is counted and skipped by the core; only one far past the limit
-                # ends the connection.
-                max_size=2 * event_bytes, max_queue=None,
+                # An oversized event reaches its own lane, where the core counts and skips it; only
+                # one far past the limit ends the connection (every lane on it). At most MAX_QUEUE
+                # frames wait in the client before it stops reading the socket (TCP backpressure).
+                max_size=max_frame_bytes(), max_queue=MAX_QUEUE,
             )
         except InvalidStatus as exc:
             response = exc.response

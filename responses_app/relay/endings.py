@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from contextlib import suppress
+from typing import Any
 from uuid import UUID
 
 import httpx
@@ -37,6 +39,18 @@ from .steps import conclude
 
 Kind = Segment.Kind
 logger = logging.getLogger(__name__)
+LOST_CODE = "upstream_connection_lost"
+RECONCILE_WAIT_S = 60.0  # how long a reconcile waits for a response the provider still runs
+_RUNNING = frozenset({"queued", "in_progress"})
+
+
+def lost_with_connection(final: dict[str, Any]) -> dict[str, Any]:
+    """The provider's `cancelled` for a response the relay never cancelled: its connection was
+    lost and the response with it. It ends `failed`, naming the lost connection (never `cancelled`,
+    which is a Stop), keeping the output the provider has."""
+    message = ("The connection to the model provider was lost mid-answer and the provider ended the "
+               "response with it. What arrived is shown; Regenerate to ask again.")
+    return dict(final, status=v.FAILED, error={"code": LOST_CODE, "message": message})
 
 
 class Endings:
@@ -141,7 +155,7 @@ class Endings:
                 final = None
                 why = "this provider keeps no responses to ask about (it cannot retrieve one)"
             else:
-                final = await upstream.retrieve(response_id)
+                final = await self._retrieve_settled(upstream, response_id)
         except UpstreamHTTPError as exc:
             final = None
             outcome = masked(f"unreachable: {exc}", 32)
@@ -151,6 +165,10 @@ class Endings:
             final = None
             outcome = masked(f"unreachable: {exc}", 32)
             why = f"it could not be reached ({type(exc).__name__})"
+        if final and final.get("status") == v.CANCELLED and not (self.request.params or {}).get("background"):
+            # Nobody pressed Stop: a foreground response ends with the connection that carried it.
+            final = lost_with_connection(final)
+            self._error = (LOST_CODE, final["error"]["message"])
         if final and final.get("status") in v.RESPONSE_FINAL_STATUSES:
             self.delivery.changed(self.transcript.apply_final(final), boundary=True)
             outcome = self.transcript.status or v.UNKNOWN
@@ -161,10 +179,27 @@ class Endings:
         self.count_write(2)
         if self.transcript.terminal:
             return self.transcript.status or v.UNKNOWN
+        if self.cancel_requested.is_set():  # Stop (or the deadline) while it still ran
+            return await self._cancel_upstream(upstream)
         self._error = ("outcome_unknown", "The stream from the model provider broke off before the response ended, "
                        f"and the provider cannot say how it ended: {why or 'no answer'}. What arrived is shown; "
                        "it may be cut short.")
         return v.UNKNOWN
+
+    async def _retrieve_settled(self, upstream: Upstream, response_id: str) -> dict[str, Any]:
+        """The response as the provider has it, asked again while it is still running (it can
+        finish without us: a background response, or a provider that keeps one after its
+        connection dropped), for at most RECONCILE_WAIT_S; a Stop or the deadline ends the wait."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + RECONCILE_WAIT_S
+        delay = 0.5
+        while True:
+            final = await upstream.retrieve(response_id)
+            if final.get("status") not in _RUNNING or self.cancel_requested.is_set() or loop.time() >= give_up:
+                return final
+            with suppress(TimeoutError):
+                await asyncio.wait_for(self.cancel_requested.wait(), min(delay, max(give_up - loop.time(), 0)))
+            delay = min(delay * 2, 4.0)
 
     async def _finish(self, status: str, error: tuple[str, str] | None = None, *, stopped: Stopped | None) -> None:
         """End the request (`stopped`: why the relay stopped it, as the loop ended; None if it raised)."""

@@ -27,6 +27,7 @@ class Ending(enum.Enum):
     STOPPED_WAITING = "stopped_waiting"  # Stop while an approval was awaited: cancelled
     DEADLINE = "deadline"  # RELAY_REQUEST_DEADLINE_S: incomplete (deadline)
     OVER_LIMIT = "max_output_items"  # RELAY_MAX_OUTPUT_ITEMS: incomplete (max_output_items)
+    OVER_SIZE = "max_answer_chars"  # RELAY_MAX_ANSWER_CHARS: incomplete (max_answer_chars)
     FILTERED = "content_filter"  # the safety policy flagged its output: incomplete (content_filter)
     WRITE_FAILED = "checkpoint_failed"  # the database refused its rows for good: error
     ABANDONED = "abandoned"  # another runner took it over: this one writes nothing more
@@ -35,8 +36,8 @@ class Ending(enum.Enum):
 # The gravest reason to stop a request stands: a request the relay cannot store ends `error`
 # whatever else happened; one another runner holds is never written by this one at all.
 _GRAVITY = {ending: rank for rank, ending in enumerate((
-    Ending.STALLED, Ending.STOPPED_WAITING, Ending.DEADLINE, Ending.OVER_LIMIT, Ending.FILTERED,
-    Ending.WRITE_FAILED, Ending.ABANDONED))}
+    Ending.STALLED, Ending.STOPPED_WAITING, Ending.DEADLINE, Ending.OVER_LIMIT, Ending.OVER_SIZE,
+    Ending.FILTERED, Ending.WRITE_FAILED, Ending.ABANDONED))}
 
 
 @dataclass(frozen=True, slots=True)

@@ -75,9 +75,9 @@ class StreamRunner(Endings):
         self.finished = Flag()
         self.status: str = v.STREAMING
         self._loop = asyncio.get_running_loop()
-        self.transcript = Transcript(max_event_bytes=app_settings.MAX_EVENT_BYTES,
-                                     hold_window=app_settings.HOLD_WINDOW,
-                                     max_output_items=app_settings.MAX_OUTPUT_ITEMS, secrets=known())
+        self.transcript = Transcript(max_event_bytes=app_settings.MAX_EVENT_BYTES, hold_window=app_settings.HOLD_WINDOW,
+                                     max_output_items=app_settings.MAX_OUTPUT_ITEMS, secrets=known(),
+                                     max_answer_chars=app_settings.MAX_ANSWER_CHARS)
         self.view = self.transcript.view
         self.delivery = Delivery(request_id, hub, self.transcript, self._on_write_failure)
         self.tools = ToolRound(self.uuid, lambda change: self.delivery.changed(change, boundary=True))
@@ -133,7 +133,7 @@ class StreamRunner(Endings):
             else:
                 status = await self._steps(upstream, Kind.INITIAL, await self._first_body(request), None)
             if self.transcript.limited:  # also when a final Response brought too many items
-                self._stop(Ending.OVER_LIMIT, cancel=False)
+                self._stop(Ending(self.transcript.limit_reason), cancel=False)
             await self._finish(status, stopped=self.stopped)
         except asyncio.CancelledError:
             if self.stopped is not None and self.stopped.ending is Ending.ABANDONED:
@@ -408,8 +408,8 @@ class StreamRunner(Endings):
 
     async def _after_step(self, step: Step, behind: bool) -> None:
         """What a chunk's step asks of the database, after the delivery took it."""
-        if step.limited:  # past RELAY_MAX_OUTPUT_ITEMS: the rest is not read
-            self._stop(Ending.OVER_LIMIT)
+        if step.limited:  # past RELAY_MAX_OUTPUT_ITEMS or RELAY_MAX_ANSWER_CHARS: the rest is not read
+            self._stop(Ending(self.transcript.limit_reason))
         response_id = self.transcript.response_id
         if response_id and response_id != self._response_id_saved:
             # Stored the moment response.created arrives: a crash after this can be reconciled.

@@ -112,7 +112,8 @@ class Conclusion:
 
 
 # Stops after which the request's status is the relay's even over a response that settled.
-_OVER = frozenset({Ending.STOPPED_WAITING, Ending.OVER_LIMIT, Ending.FILTERED, Ending.WRITE_FAILED})
+_OVER = frozenset({Ending.STOPPED_WAITING, Ending.OVER_LIMIT, Ending.OVER_SIZE, Ending.FILTERED,
+                   Ending.WRITE_FAILED})
 
 
 def conclude(status: str, error: tuple[str, str] | None, *, stopped: Stopped | None,
@@ -124,7 +125,7 @@ def conclude(status: str, error: tuple[str, str] | None, *, stopped: Stopped | N
     ending = stopped.ending if stopped is not None else None
     if stopped is not None and ending is Ending.WRITE_FAILED:
         status, error = v.ERROR, stopped.error
-    elif ending is Ending.FILTERED or ending is Ending.OVER_LIMIT:
+    elif ending is Ending.FILTERED or ending is Ending.OVER_LIMIT or ending is Ending.OVER_SIZE:
         status, reason = v.INCOMPLETE, ending.value
     elif ending is Ending.DEADLINE and status == v.CANCELLED:
         status, reason = v.INCOMPLETE, ending.value

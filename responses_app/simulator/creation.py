@@ -104,6 +104,7 @@ async def start_response(
         else None,
         id_length=faults.id_length,
     )
+    emitter.delta_chars = faults.delta_chars
     response_id = dialect_response_id(faults.dialect, emitter.new_id("resp"))  # sim.dialect's ids
     while (same := store.get(response_id)) is not None and not same.finished:
         # The same seed and request while the first is still running: two clients must not share

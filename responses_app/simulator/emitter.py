@@ -15,6 +15,7 @@ __all__ = ["Emitter", "Event", "Step"]
 
 
 class Emitter(ToolEmitter):
+    delta_chars: int | None = None  # sim.delta_chars: every answer text delta this long
     def message(
         self,
         text: str,
@@ -55,13 +56,18 @@ class Emitter(ToolEmitter):
             0,
         )
         kind = "response.refusal.delta" if refusal else "response.output_text.delta"
+        tokens = tokenize(text)
+        if self.delta_chars:  # each token repeated to the size asked for
+            size = self.delta_chars
+            tokens = [(token * (size // len(token) + 1))[:size] for token in tokens if token]
+            text = "".join(tokens)
         pending = sorted(annotations, key=lambda pair: pair[0])
         emitted: list[dict[str, Any]] = []
         all_logprobs: list[dict[str, Any]] = []
         offset = 0
         obf = self.obfuscation
         with_logprobs = self.top_logprobs is not None and not refusal
-        for token in tokenize(text):
+        for token in tokens:
             event: Event = {
                 "type": kind,
                 "sequence_number": 0,

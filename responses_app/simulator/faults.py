@@ -65,6 +65,11 @@ FAULTS: dict[str, tuple[str, str]] = {
         "Make every id (response, item, call) this many characters long, as some providers do "
         "(LiteLLM's proxy: 441).",
     ),
+    "sim.delta_chars": (
+        "int",
+        "Make every answer text delta this many characters long (its token repeated): a huge answer "
+        "in few events.",
+    ),
     "sim.stamp": (
         "bool",
         "Append the emit wall-clock time to each text delta as `⟨time.time()⟩` (for benchmarks).",
@@ -99,6 +104,7 @@ class Faults:
     error_at: int | None = None
     resume_max_age_s: float | None = None
     ws_max_age_s: float | None = None
+    delta_chars: int | None = None
     stamp: bool = False
     dialect: str | None = None
     id_length: int | None = None
@@ -121,6 +127,7 @@ _LIMITS: dict[str, tuple[float, float]] = {
     "sim.resume_max_age_s": (0, 86_400 * 365),
     "sim.ws_max_age_s": (0, 86_400),
     "sim.id_length": (1, 65_536),
+    "sim.delta_chars": (1, 100_000_000),
 }
 
 
@@ -226,6 +233,7 @@ def parse_faults(metadata: dict[str, str]) -> Faults:
         "seed",
         "http_error",
         "id_length",
+        "delta_chars",
     ):
         if name in values:
             values[name] = int(values[name])

@@ -178,6 +178,7 @@ class Assembler(ResponseEvents):
         ops = self.view.ops  # the view's op list cannot change during a run
         text_deltas = PART_TEXT_DELTAS
         applied = 0
+        room = self.room  # streamed characters still accepted
         try:
             for event in events:
                 if sequenced:
@@ -185,8 +186,9 @@ class Assembler(ResponseEvents):
                     if type(seq) is int:  # legacy streams carry none: applied in arrival order
                         if seq != expected:  # the first event, a gap, a repeat or a restart
                             self._sync(expected)
+                            self.room = room  # a gap given up on applies held events (a nested run)
                             admitted = self._admit(event, seq, expected)
-                            expected = self._next_seq
+                            expected, room = self._next_seq, self.room
                             if not admitted:
                                 continue
                         else:
@@ -207,6 +209,9 @@ class Assembler(ResponseEvents):
                     elif type(delta) is not str:
                         self._anomaly(f"{event_type} with a delta that is not a string")
                     else:
+                        room -= len(delta)
+                        if room < 0:  # past the bound of streamed text: what fits, then nothing
+                            delta, room = self._over_chars(delta, room), 0
                         target[3](delta)
                         logprobs = event.get("logprobs")
                         if logprobs:
@@ -215,14 +220,18 @@ class Assembler(ResponseEvents):
                             target[5](delta)
                             ops.append(["append", target[6], delta])
                 else:
+                    self.room = room  # other deltas spend it too (item_events.py)
                     self._structural(event, event_type)
+                    room = self.room
                 if held and sequenced and expected in held:
                     self._sync(expected)
+                    self.room = room
                     self._drain()
-                    expected = self._next_seq
+                    expected, room = self._next_seq, self.room
         finally:
             self._sync(expected)
             self.stats.events += applied
+            self.room = room
 
     def _sync(self, expected: int | None) -> None:
         """Store where a run's local sequence stands."""

@@ -8,6 +8,9 @@ path and the response lifecycle live in assembler.py.
 A response holds at most `max_items` output items and as many content and summary parts (each is
 a view block): what would pass that bound raises `OverLimit` where it would be added, the event is
 dropped, and `limited` says so, so a hostile upstream costs bounded memory and linear time.
+Streamed text is bounded the same way: `room` characters of deltas (every kind: answer, reasoning,
+arguments, commands) are kept, the rest of the delta that passes it is cut and later ones dropped,
+and `limited` says so with `limit_reason` "max_answer_chars".
 
 Pure: no Django, no I/O.
 """
@@ -17,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .items import Item, Part
+from .items import PART_TEXT_FIELD, Item, Part
 from .projection import add_item_block, add_part_block, item_block_id, part_block_id, sync_item, sync_part
 from .view import ViewModel
 
@@ -60,6 +63,10 @@ BUFFER_DONES = {
 
 
 
+MAX_ANSWER_CHARS = 2_000_000  # streamed characters per answer, unless the caller says otherwise
+ITEMS_REASON, CHARS_REASON = "max_output_items", "max_answer_chars"
+
+
 class OverLimit(Exception):
     """An item or part past the response's bound: the event that would add it is dropped."""
 
@@ -86,7 +93,9 @@ class ItemEvents:
         self.view = view
         self.block_prefix = block_prefix
         self.max_items = max_items
-        self.limited = False  # an item or part past `max_items` was dropped
+        self.limited = False  # an item or part past `max_items`, or text past `room`, was dropped
+        self.limit_reason = ""  # which bound: ITEMS_REASON or CHARS_REASON
+        self.room = MAX_ANSWER_CHARS  # streamed characters still accepted (the owner sets the bound)
         self.stats = AssemblerStats()
         self._items: dict[int, Item] = {}
         self._by_id: dict[str, Item] = {}
@@ -133,10 +142,56 @@ class ItemEvents:
         """Count `items` more items and `parts` more parts, or raise OverLimit past the bound."""
         if len(self._items) + items > self.max_items or self._parts + parts > self.max_items:
             if not self.limited:
-                self.limited = True
+                self.limited, self.limit_reason = True, ITEMS_REASON
                 self._anomaly(f"more than {self.max_items} output items or parts; the rest is dropped")
             raise OverLimit
         self._parts += parts
+
+    def _over_chars(self, delta: str, room: int) -> str:
+        """A delta that passed the bound of streamed characters by `-room`: the part that fits."""
+        if not self.limited:
+            self.limited, self.limit_reason = True, CHARS_REASON
+            self._anomaly("more streamed text than the answer's bound; the rest is dropped")
+        return delta[:max(len(delta) + room, 0)]
+
+    def _bounded_output(self, output: list[Any]) -> list[Any]:
+        """A final Response's output (a terminal event, a reconcile) within the answer's bound:
+        what its part texts add to the streamed ones is spent from `room`, and a text past it is
+        cut to what fits."""
+        room = self.room
+        for data in output:
+            if not isinstance(data, dict):
+                continue
+            item_id = data.get("id")
+            streamed = self._by_id.get(item_id) if isinstance(item_id, str) else None
+            for key, summary in (("content", False), ("summary", True)):
+                parts = data.get(key)
+                if not isinstance(parts, list):
+                    continue
+                for index, part in enumerate(parts):
+                    field = PART_TEXT_FIELD.get(part.get("type", ""), "text") if isinstance(part, dict) else ""
+                    text = part.get(field) if field else None
+                    if not isinstance(text, str):
+                        continue
+                    known = (streamed.summary if summary else streamed.parts).get(index) if streamed else None
+                    extra = len(text) - (len(known.text.value) if known is not None else 0)
+                    if extra > room:
+                        parts[index] = dict(part, **{field: self._over_chars(text, room - extra)})
+                        extra = room
+                    room -= max(extra, 0)
+        self.room = room
+        return output
+
+    def _spend(self, delta: Any) -> Any:
+        """A delta off the text path (summaries, arguments, commands, diffs, transcripts),
+        counted against `room`: what fits of it."""
+        if type(delta) is not str:
+            return delta
+        room = self.room - len(delta)
+        if room < 0:
+            delta, room = self._over_chars(delta, room), 0
+        self.room = room
+        return delta
 
     # --- items and parts ------------------------------------------------------------------
 
@@ -266,7 +321,7 @@ class ItemEvents:
     def _on_summary_delta(self, event: dict[str, Any]) -> None:
         item, index, part = self._part(event, summary=True)
         self._unshared[item.index] = item
-        delta = event.get("delta", "")
+        delta = self._spend(event.get("delta", ""))
         part.text.append(delta)
         self.view.append(part_block_id(item, index, True), delta)
 
@@ -279,9 +334,10 @@ class ItemEvents:
 
     def _on_buffer_delta(self, event: dict[str, Any]) -> None:
         item = self._item(event)
-        item.buffer(BUFFER_DELTAS[event["type"]]).append(event.get("delta", ""))
+        delta = self._spend(event.get("delta", ""))
+        item.buffer(BUFFER_DELTAS[event["type"]]).append(delta)
         if event["type"] == "response.code_interpreter_call_code.delta":
-            self.view.append(item_block_id(item), event.get("delta", ""))
+            self.view.append(item_block_id(item), delta)
 
     def _on_buffer_done(self, event: dict[str, Any]) -> None:
         item = self._item(event)
@@ -314,7 +370,7 @@ class ItemEvents:
         index = event.get("command_index", 0)
         kind = event["type"].rsplit(".", 1)[1]
         if kind == "delta":
-            item.command(index).append(event.get("delta", ""))
+            item.command(index).append(self._spend(event.get("delta", "")))
         else:
             item.command(index).replace(event.get("command") or "")
         if kind == "done":
@@ -330,7 +386,7 @@ class ItemEvents:
         item = self._item(event)
         operation = dict(item.data.get("operation") or {})
         if event["type"].endswith(".delta"):
-            item.buffer("_diff").append(event.get("delta", ""))
+            item.buffer("_diff").append(self._spend(event.get("delta", "")))
             return
         diff = event.get("diff")
         item.buffers.pop("_diff", None)
@@ -342,7 +398,7 @@ class ItemEvents:
         if event["type"] == "response.audio.transcript.delta":
             if not self.view.has("audio"):
                 self.view.add({"id": "audio", "kind": "audio", "state": "in_progress"})
-            self.view.append("audio", event.get("delta", ""))
+            self.view.append("audio", self._spend(event.get("delta", "")))
         elif event["type"] == "response.audio.transcript.done" and self.view.has("audio"):
             self.view.set("audio", {"state": "completed"})
 

@@ -87,7 +87,7 @@ class ResponseEvents(ItemEvents):
                 # retry) does not replace it, nor add to it.
                 self._anomaly(f"{event['type']} with an error: its output does not replace what streamed")
             elif isinstance(output, list) and output:  # authoritative, unless it omits output
-                self._replace_output(output)
+                self._replace_output(self._bounded_output(output))
         else:
             self._anomaly(f"{event['type']} without a response object")
             response = {}

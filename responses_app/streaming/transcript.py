@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .assembler import MAX_ITEMS, Applied, Assembler, AssemblerStats
+from .item_events import MAX_ANSWER_CHARS
 from .pipeline import StreamPipeline
 from .safety import SafetyGate, Window
 from .sse import SSEDecoder
@@ -47,7 +48,7 @@ class Step(NamedTuple):
     first_tool: bool  # the request's first tool event
     terminal: bool  # the current response is in a terminal state
     raw: list[str]  # each event's `data` as it came (the event log stores these, not a re-encoding)
-    limited: bool = False  # the current response just passed its bound of output items
+    limited: bool = False  # the current response just passed its bound of output items or of text
 
 
 class Verdicted(NamedTuple):
@@ -58,8 +59,10 @@ class Verdicted(NamedTuple):
 
 class Transcript:
     def __init__(self, *, max_event_bytes: int = 8 * 1024 * 1024, hold_window: int = 8,
-                 max_output_items: int = MAX_ITEMS, secrets: tuple[str, ...] = ()) -> None:
-        """`secrets`: masked wherever the upstream's error messages reach the view (masking.py)."""
+                 max_output_items: int = MAX_ITEMS, secrets: tuple[str, ...] = (),
+                 max_answer_chars: int = MAX_ANSWER_CHARS) -> None:
+        """`secrets`: masked wherever the upstream's error messages reach the view (masking.py).
+        `max_answer_chars`: streamed characters of the whole answer, every round together."""
         self.view = ViewModel()  # what viewers see
         self._inner = self.view  # what the upstream said: the same view unless a safety gate sits between
         self.gate: SafetyGate | None = None
@@ -73,6 +76,7 @@ class Transcript:
         self._usage_total: dict[str, int] = {}
         self._text_seen = self._tool_seen = False
         self.assembler = Assembler(hold_window=hold_window, view=self.view, max_items=max_output_items, secrets=secrets)
+        self.assembler.room = max_answer_chars
         self.pipeline = StreamPipeline(max_event_bytes=max_event_bytes, assembler=self.assembler)
 
     def guard(self, gate: SafetyGate) -> None:
@@ -81,8 +85,10 @@ class Transcript:
         self.gate = gate
         gate.view = self.view
         self._inner = ViewModel()
+        room = self.assembler.room
         self.assembler = Assembler(hold_window=self._hold_window, view=self._inner, max_items=self._max_items,
                                    secrets=self.secrets)
+        self.assembler.room = room
         self.pipeline = StreamPipeline(max_event_bytes=self._max_event_bytes, assembler=self.assembler)
 
     # --- the current response ---------------------------------------------------------------
@@ -103,6 +109,11 @@ class Transcript:
     def limited(self) -> bool:
         """The current response passed its bound of output items: what came after was dropped."""
         return self.assembler.limited
+
+    @property
+    def limit_reason(self) -> str:
+        """Which bound `limited` passed: "max_output_items" or "max_answer_chars"."""
+        return self.assembler.limit_reason
 
     @property
     def judged(self) -> bool:
@@ -205,8 +216,10 @@ class Transcript:
         self._malformed_before += self.pipeline.malformed + self.pipeline.oversized
         self._add_usage(self._inner.meta.get("usage"))
         self.round = self.round + 1 if round_ is None else round_
+        room = self.assembler.room  # the bound of streamed text is the whole answer's
         self.assembler = Assembler(hold_window=self._hold_window, view=self._inner, block_prefix=f"r{self.round}-",
                                    max_items=self._max_items, secrets=self.secrets)
+        self.assembler.room = room
         self.pipeline = StreamPipeline(max_event_bytes=self._max_event_bytes, assembler=self.assembler)
 
     def function_calls(self) -> list[dict[str, Any]]:

@@ -61,12 +61,14 @@ TERMINAL_BADGES = {status: status for status in sorted(ENDED_STATUSES)}
 ERROR_LABELS = {
     "input_flagged": "Not sent",  # RELAY_SAFETY_PRECHECK: no upstream request was made
     "outcome_unknown": "Connection lost",  # the stream broke off and nobody can say how it ended
+    "upstream_connection_lost": "Connection lost",  # the provider ended the response with its connection
 }
 # "<reason>:<notice state>" words the line as the safety notice in the view stands (see reason_key).
 REASON_SENTENCES = {
     "content_filter": "Part of this answer was withheld by the safety policy.",
     "content_filter:retracted": "Part of this answer was retracted by the safety policy.",
     "max_output_items": "The answer had more parts than this server shows; the rest was dropped.",
+    "max_answer_chars": "The answer was longer than this server keeps; the rest was dropped.",
 }
 _CALLER_TOOLS = frozenset({"function_call", "custom_tool_call"})
 _VISIBLE = frozenset({"text", "refusal", "image", "audio"})

@@ -142,13 +142,14 @@ async def test_tool_rounds_continue_on_the_same_connection(owner: Any, simulator
     assert upstream.connections == 1
 
 
-async def test_a_background_request_runs_in_the_foreground_and_a_drop_is_reconciled(owner: Any,
-                                                                                   simulator_url: str) -> None:
+async def test_a_background_request_goes_over_http_and_resumes_after_a_drop(owner: Any,
+                                                                           simulator_url: str) -> None:
+    upstream = WebSocketUpstream(base=simulator_url)
     saved, _ = await relay(owner, "websocket", simulator_url, "sim-text", {"sim.drop_after": "12", **PACED},
-                           background=True)
+                           background=True, upstream=upstream)
     kinds = [(s.kind, s.outcome) for s in await segments_of(saved)]
-    assert kinds[0] == ("initial", "dropped") and kinds[-1][0] == "reconcile", "no resume in WebSocket mode"
-    assert saved.status == "cancelled", "a foreground response dies with its connection"
+    assert kinds == [("initial", "dropped"), ("resume", "completed")], "WebSocket mode has no background mode"
+    assert saved.status == "completed" and upstream.connections == 0
 
 
 async def test_the_connection_limit_rotates_the_connection_without_losing_a_turn(

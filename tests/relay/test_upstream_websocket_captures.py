@@ -54,7 +54,7 @@ async def test_a_capture_sent_as_frames_ends_as_its_sse_bytes(owner: Any, path: 
 async def test_the_embedded_simulator_is_reached_in_process(owner: Any, settings: Any) -> None:
     settings.SIMULATOR_BASE_URL = ""  # the embedded simulator, whatever address the server has
     upstream = WebSocketUpstream()
-    request = await make_request(owner, "sim-function", background=True)
+    request = await make_request(owner, "sim-function", background=False)
     runner = StreamRunner(str(request.pk), get_hub(), upstream_factory=lambda: upstream)
     await runner.run()
     saved = await reload(request)
