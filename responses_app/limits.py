@@ -51,11 +51,12 @@ def in_flight(*, user_id: int) -> int:
     return ResponseRequest.objects.filter(live, owner_id=user_id).count()
 
 
-def _rate_check(*, user_id: int, now: float) -> Refusal | None:
-    """Count this submit in the current window; a Refusal once the window is full."""
-    count, window = app_settings.SUBMIT_RATE
+def rate_check(*, key: str, rate: tuple[int, int], now: float) -> Refusal | None:
+    """Count one use under `key` in the current window of `rate` (count, seconds); a Refusal once
+    the window is full."""
+    count, window = rate
     start = int(now // window) * window
-    key = f"relay:submit-rate:{user_id}:{window}:{start}"
+    key = f"relay:{key}:{window}:{start}"
     cache.add(key, 0, timeout=window + 1)
     try:
         used = cache.incr(key)
@@ -67,6 +68,11 @@ def _rate_check(*, user_id: int, now: float) -> Refusal | None:
     retry = max(1, math.ceil(start + window - now))
     return Refusal("rate_limited", f"Too many requests: at most {count} per {_window(window)}. "
                    f"Try again in {retry} s.", retry)
+
+
+def _rate_check(*, user_id: int, now: float) -> Refusal | None:
+    """Count this submit in the current window; a Refusal once the window is full."""
+    return rate_check(key=f"submit-rate:{user_id}", rate=app_settings.SUBMIT_RATE, now=now)
 
 
 def _window(seconds: int) -> str:
