@@ -40,23 +40,25 @@ _LINE_BREAK = re.compile("\n")
 
 
 class _Delimiter(NamedTuple):
-    """An emphasis marker: where one may open, where one may close (zero-width, so every position
-    is found, overlapping ones too), and its width."""
+    """An emphasis marker: where one may open, where one may close (each match starts there and is
+    one character wide, so overlapping ones are found too), and its width. Each pattern starts with
+    its literal character: the regex engine skips to it instead of trying every position in one
+    long call that would hold the interpreter (and a server's event loop) meanwhile."""
 
     opens: re.Pattern[str]
     closes: re.Pattern[str]
     width: int
 
 
-_BOLD = _Delimiter(re.compile(r"(?=\*\*\S)"), re.compile(r"(?<=\S)(?=\*\*)"), 2)
-_EM_STAR = _Delimiter(re.compile(r"(?<![*\w])(?=\*[^\s*])"), re.compile(r"(?<=[^\s*])(?=\*(?![*\w]))"), 1)
-_EM_UNDER = _Delimiter(re.compile(r"(?<![_\w])(?=_[^\s_])"), re.compile(r"(?<=[^\s_])(?=_(?![_\w]))"), 1)
+_BOLD = _Delimiter(re.compile(r"\*(?=\*\S)"), re.compile(r"\*(?<=\S\*)(?=\*)"), 2)
+_EM_STAR = _Delimiter(re.compile(r"\*(?<![*\w]\*)(?=[^\s*])"), re.compile(r"\*(?<=[^\s*]\*)(?![*\w])"), 1)
+_EM_UNDER = _Delimiter(re.compile(r"_(?<![_\w]_)(?=[^\s_])"), re.compile(r"_(?<=[^\s_]_)(?![_\w])"), 1)
 # What a partial last line may be in the middle of: a fence being typed, a link, an emphasis.
 _FENCE_TYPED = re.compile(r"(?:(?:```|~~~)\s*[\w+#.-]*|`{1,2}|~{1,2})")
 _OPEN_LINK = re.compile(r"\[([^\[\]\n]*)(?:\](?:\([^()\s]*)?)?$")
 _BOLD_OPEN = re.compile(r"\*\*(?=\S)")
-_EM_STAR_OPEN = re.compile(r"(?<![*\w])\*(?=[^\s*])")
-_EM_UNDER_OPEN = re.compile(r"(?<![_\w])_(?=[^\s_])")
+_EM_STAR_OPEN = _EM_STAR.opens
+_EM_UNDER_OPEN = _EM_UNDER.opens
 _COPY_BUTTON = '<button type="button" class="copy" data-copy="code" aria-label="Copy code"></button>'
 
 
