@@ -330,3 +330,73 @@ def test_a_code_interpreter_shows_logs_as_text_and_files_as_links() -> None:
     odd = dict(block, outputs=[{"type": "image", "url": "javascript:alert(1)"}])
     assert code_outputs(odd) == [] and "javascript:alert" not in draw([odd], ["ci"]).json()["entries"]["ci"] \
         or "&quot;javascript:alert(1)&quot;" in draw([odd], ["ci"]).json()["entries"]["ci"]
+
+
+SESSION = """
+import json
+from django.contrib.auth import get_user_model
+from django.contrib.sessions.backends.db import SessionStore
+user = get_user_model().objects.create_user("attacker")
+s = SessionStore()
+s["_auth_user_id"] = str(user.pk)
+s["_auth_user_backend"] = "django.contrib.auth.backends.ModelBackend"
+s["_auth_user_hash"] = user.get_session_auth_hash()
+s.create()
+print("SETUP " + json.dumps({"session": s.session_key}))
+"""
+HEALTH_BOUND_S = 0.2
+
+
+def hostile_bodies() -> list[bytes]:
+    """The body from the report, then the costliest cases at half the cap, each a block still being written."""
+    report = {"blocks": [{"id": "t", "kind": "text", "text": "**a " * 8000, "state": "done"}], "entries": ["t"]}
+    bodies = [json.dumps(report).encode()]
+    for unit in ("**a ", "*", "_a ", "# a" + " " * 1000, "[" * 1000 + "]" * 1000):
+        text = (unit * (256_000 // len(unit)))[:256_000]
+        bodies.append(json.dumps({"blocks": [{"id": "t", "kind": "text", "text": text, "state": "streaming"}],
+                                  "entries": ["t"]}).encode())
+    return bodies
+
+
+@pytest.mark.timeout(240)
+def test_hostile_markdown_through_the_real_server_never_stalls_it(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    import httpx
+
+    from tests.test_security_websocket import served
+
+    with served(tmp_path, SESSION) as server:
+        url = server["url"] + URL
+        bodies = hostile_bodies()
+        json_type = {"Content-Type": "application/json"}
+        started = time.perf_counter()
+        refused = httpx.post(url, content=bodies[0], headers=json_type, timeout=30)
+        assert refused.status_code == 403 and time.perf_counter() - started < 1, "refused before any work"
+        token = "a" * 32
+        signed = httpx.Client(cookies={"sessionid": server["users"]["session"], "csrftoken": token},
+                              headers={**json_type, "X-CSRFToken": token}, timeout=60)
+        statuses: list[int] = []
+        attacking = threading.Event()
+
+        def attack() -> None:
+            attacking.set()
+            for body in bodies * 2:
+                statuses.append(signed.post(url, content=body).status_code)
+
+        attacker = threading.Thread(target=attack)
+        attacker.start()
+        attacking.wait()
+        waits: list[float] = []
+        with httpx.Client(timeout=10) as probe:
+            while attacker.is_alive():
+                asked = time.perf_counter()
+                assert probe.get(server["url"] + "/healthz").status_code == 200
+                waits.append(time.perf_counter() - asked)
+                time.sleep(0.02)
+        attacker.join()
+        signed.close()
+        assert statuses == [200] * len(bodies) * 2
+        assert len(waits) >= 5, "the attack ended before the probe could measure it"
+        assert max(waits) < HEALTH_BOUND_S, sorted(waits)[-5:]
