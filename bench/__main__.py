@@ -33,6 +33,8 @@ BENCHMARKS = (
     Benchmark("writer", "bench.writer", "a checkpoint round's CPU on PostgreSQL, COPY beside INSERT", "[--rounds 60]"),
     Benchmark("metrics", "bench.metrics", "what the live metrics add to the per-event work", ""),
     Benchmark("safety", "bench.safety", "the latency and CPU each safety mode adds", "[--quick] [--pace 50]"),
+    Benchmark("markdown", "bench.markdown", "seconds per render of hostile Markdown as it grows, both renderers",
+              "[--sizes N,...] [--baseline REF]"),
     Benchmark("render", "bench.render", "the chat page's render cost per frame in Chromium", "[--quick]"),
     Benchmark("simulator", "bench.simulator_throughput", "the simulator's events per second on one core",
               "[--streams 1000]"),

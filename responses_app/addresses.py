@@ -63,6 +63,7 @@ def share_url_templates(token: str) -> dict[str, str]:
         "conversations": _reverse("shared", token=token),  # where a tab goes when the conversation is deleted
         "turn": turn,
         "apiRequest": turn,  # "may I still see it?": the link's answer
+        "renderBlocks": _reverse("shared-render-blocks", token=token),
         "wsRequest": socket_path("ws-share-request").replace("{share}", token),
         "wsConversation": socket_path("ws-share-conversation").replace("{share}", token),
     }

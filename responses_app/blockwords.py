@@ -149,7 +149,7 @@ def tool_details(block: dict[str, Any]) -> list[tuple[str, str]]:
         if isinstance(value, str):
             try:
                 value = json.dumps(json.loads(value), indent=2, ensure_ascii=False)
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested too deep to show as such
                 pass
         else:
             value = json.dumps(value, indent=2, ensure_ascii=False)

@@ -51,17 +51,12 @@ def in_flight(*, user_id: int) -> int:
     return ResponseRequest.objects.filter(live, owner_id=user_id).count()
 
 
-def _rate_check(*, user_id: int, now: float) -> Refusal | None:
-    """Count this submit in the current window; a Refusal once the window is full."""
-    return rate_check(name="submit", rate=app_settings.SUBMIT_RATE, user_id=user_id, now=now)
-
-
-def rate_check(*, name: str, rate: tuple[int, int], user_id: int, now: float, what: str = "requests") -> Refusal | None:
-    """Count one `name` action of the user in the current fixed window of `rate` (count, seconds);
-    a Refusal (429, Retry-After) once the window is full."""
+def rate_check(*, key: str, rate: tuple[int, int], now: float, what: str = "requests") -> Refusal | None:
+    """Count one use under `key` in the current fixed window of `rate` (count, seconds); a Refusal
+    (429, Retry-After) once the window is full. `what` names the uses in its message."""
     count, window = rate
     start = int(now // window) * window
-    key = f"relay:{name}-rate:{user_id}:{window}:{start}"
+    key = f"relay:{key}:{window}:{start}"
     cache.add(key, 0, timeout=window + 1)
     try:
         used = cache.incr(key)
@@ -73,6 +68,11 @@ def rate_check(*, name: str, rate: tuple[int, int], user_id: int, now: float, wh
     retry = max(1, math.ceil(start + window - now))
     return Refusal("rate_limited", f"Too many {what}: at most {count} per {_window(window)}. "
                    f"Try again in {retry} s.", retry)
+
+
+def _rate_check(*, user_id: int, now: float) -> Refusal | None:
+    """Count this submit in the current window; a Refusal once the window is full."""
+    return rate_check(key=f"submit-rate:{user_id}", rate=app_settings.SUBMIT_RATE, now=now)
 
 
 def _window(seconds: int) -> str:

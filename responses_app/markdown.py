@@ -20,30 +20,45 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-_FENCE = re.compile(r"^\s*(```|~~~)\s*([\w+#.-]*)\s*$")
+_FENCE_OPEN = re.compile(r"\s*(```|~~~)")
+_LANG = re.compile(r"[\w+#.-]*")
 _BULLET = re.compile(r"^\s*[-*+]\s+(.*)$")
 _NUMBER = re.compile(r"^\s*\d{1,9}[.)]\s+(.*)$")
-_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+_HEADING_OPEN = re.compile(r"\s{0,3}(#{1,6})\s+")
 _CODE = re.compile(r"`([^`\n]+)`")
 # Applied to escaped text: the URL cannot contain a quote or `<` any more (they became entities).
 _LINK = re.compile(r"\[([^\[\]\n]+)\]\((https?://[^\s()<>]+)\)", re.IGNORECASE)
-_BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")
-_EM_STAR = re.compile(r"(?<![*\w])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![*\w])")
-_EM_UNDER = re.compile(r"(?<![_\w])_(?=[^\s_])(.+?)(?<=[^\s_])_(?![_\w])")
 _TOKEN = re.compile("\x00(\\d+)\x00")
 _SAFE_URL = re.compile(r"^https?://[^\s\"'<>`]+$", re.IGNORECASE)
+_WORD = re.compile(r"\w")
+_LINE_BREAK = re.compile("\n")
+
+
+class _Delimiter(NamedTuple):
+    """An emphasis marker: where one may open, where one may close (each match starts there and is
+    one character wide, so overlapping ones are found too), and its width. Each pattern starts with
+    its literal character: the regex engine skips to it instead of trying every position in one
+    long call that would hold the interpreter (and a server's event loop) meanwhile."""
+
+    opens: re.Pattern[str]
+    closes: re.Pattern[str]
+    width: int
+
+
+_BOLD = _Delimiter(re.compile(r"\*(?=\*\S)"), re.compile(r"\*(?<=\S\*)(?=\*)"), 2)
+_EM_STAR = _Delimiter(re.compile(r"\*(?<![*\w]\*)(?=[^\s*])"), re.compile(r"\*(?<=[^\s*]\*)(?![*\w])"), 1)
+_EM_UNDER = _Delimiter(re.compile(r"_(?<![_\w]_)(?=[^\s_])"), re.compile(r"_(?<=[^\s_]_)(?![_\w])"), 1)
 # What a partial last line may be in the middle of: a fence being typed, a link, an emphasis.
-_FENCE_TYPED = re.compile(r"^\s*(?:(?:```|~~~)\s*[\w+#.-]*|`{1,2}|~{1,2})\s*$")
+_FENCE_TYPED = re.compile(r"(?:(?:```|~~~)\s*[\w+#.-]*|`{1,2}|~{1,2})")
 _OPEN_LINK = re.compile(r"\[([^\[\]\n]*)(?:\](?:\([^()\s]*)?)?$")
 _BOLD_OPEN = re.compile(r"\*\*(?=\S)")
-_EM_STAR_OPEN = re.compile(r"(?<![*\w])\*(?=[^\s*])")
-_EM_UNDER_OPEN = re.compile(r"(?<![_\w])_(?=[^\s_])")
-_TRAILING_MARKS = re.compile(r"(?:\*+|(?<!\w)_+)$")
+_EM_STAR_OPEN = _EM_STAR.opens
+_EM_UNDER_OPEN = _EM_UNDER.opens
 _COPY_BUTTON = '<button type="button" class="copy" data-copy="code" aria-label="Copy code"></button>'
 
 
@@ -77,38 +92,113 @@ def render_inline(text: str) -> str:
     return out
 
 
+def _spans(text: str, mark: _Delimiter) -> list[tuple[int, int]]:
+    """Where `mark` pairs up, as `open(.+?)close` substituted left to right pairs it (a closer is the
+    first one after the opener, on the same line), found in one pass: (opener, closer) offsets."""
+    closers = [m.start() for m in mark.closes.finditer(text)]
+    if not closers:
+        return []
+    breaks = [m.start() for m in _LINE_BREAK.finditer(text)]
+    found: list[tuple[int, int]] = []
+    c = b = end = 0
+    for m in mark.opens.finditer(text):
+        start = m.start()
+        if start < end:
+            continue
+        while c < len(closers) and closers[c] <= start + mark.width:  # at least one character inside
+            c += 1
+        if c == len(closers):
+            break
+        while b < len(breaks) and breaks[b] < start:
+            b += 1
+        if b < len(breaks) and breaks[b] < closers[c]:
+            continue  # the first closer is on a later line: this opener stays text
+        found.append((start, closers[c]))
+        end = closers[c] + mark.width
+    return found
+
+
+def _wrap(text: str, mark: _Delimiter, tag: str) -> str:
+    pieces: list[str] = []
+    at = 0
+    for start, close in _spans(text, mark):
+        pieces += (text[at:start], f"<{tag}>", text[start + mark.width:close], f"</{tag}>")
+        at = close + mark.width
+    return "".join(pieces) + text[at:] if pieces else text
+
+
 def _emphasis(html: str) -> str:
-    html = _BOLD.sub(r"<strong>\1</strong>", html)
-    html = _EM_STAR.sub(r"<em>\1</em>", html)
-    return _EM_UNDER.sub(r"<em>\1</em>", html)
+    return _wrap(_wrap(_wrap(html, _BOLD, "strong"), _EM_STAR, "em"), _EM_UNDER, "em")
 
 
-def _mask(text: str, pattern: re.Pattern[str]) -> str:
-    return pattern.sub(lambda m: "\x01" * len(m.group(0)), text)
+def _mask(text: str, spans: list[tuple[int, int]]) -> str:
+    pieces: list[str] = []
+    at = 0
+    for start, end in spans:
+        pieces += (text[at:start], "\x01" * (end - start))
+        at = end
+    return "".join(pieces) + text[at:] if pieces else text
+
+
+def _matches(text: str, pattern: re.Pattern[str]) -> list[tuple[int, int]]:
+    return [m.span() for m in pattern.finditer(text)]
+
+
+def _closed(text: str, mark: _Delimiter) -> list[tuple[int, int]]:
+    return [(start, close + mark.width) for start, close in _spans(text, mark)]
+
+
+def _trailing_marks(masked: str) -> int:
+    """Where a run of markers that may yet open something ends the line (its length if none)."""
+    if masked.endswith("*"):
+        return len(masked.rstrip("*"))
+    if masked.endswith("_"):
+        start = len(masked.rstrip("_"))
+        if start == 0 or not _WORD.match(masked[start - 1]):
+            return start
+    return len(masked)
 
 
 def tidy_partial(line: str) -> str:
     """The last line of a text still being written, without the markers of what has not closed."""
-    masked = _mask(line, _CODE)
+    masked = _mask(line, _matches(line, _CODE))
     tick = masked.find("`")
     if tick >= 0:  # a code span still open: held back whole
         line, masked = line[:tick], masked[:tick]
-    masked = _mask(masked, _LINK)
+    masked = _mask(masked, _matches(masked, _LINK))
     link = _OPEN_LINK.search(masked)
     if link is not None:  # a link still open: its label as text, its address held back
         line = line[:link.start()] + line[link.start(1):link.end(1)]
         masked = masked[:link.start()] + masked[link.start(1):link.end(1)]
-    drop: set[int] = set()
+    drop = bytearray(len(masked))  # 1 where a marker is dropped
     for closed, opener, width in ((_BOLD, _BOLD_OPEN, 2), (_EM_STAR, _EM_STAR_OPEN, 1),
                                   (_EM_UNDER, _EM_UNDER_OPEN, 1)):
-        masked = _mask(masked, closed)
-        for m in opener.finditer(masked):
-            drop.update(range(m.start(), m.start() + width))
-        masked = "".join("\x01" if i in drop else c for i, c in enumerate(masked))
-    trailing = _TRAILING_MARKS.search(masked)  # a marker that may yet open something
-    if trailing is not None:
-        drop.update(range(trailing.start(), len(masked)))
-    return "".join(c for i, c in enumerate(line) if i not in drop)
+        masked = _mask(masked, _closed(masked, closed))
+        hits = [m.start() for m in opener.finditer(masked)]
+        for start in hits:
+            drop[start:start + width] = b"\x01" * width
+        if hits:
+            masked = "".join(["\x01" if dropped else c for c, dropped in zip(masked, drop, strict=True)])
+    trailing = _trailing_marks(masked)
+    drop[trailing:] = b"\x01" * (len(drop) - trailing)
+    return "".join([c for c, dropped in zip(line, drop, strict=True) if not dropped])
+
+
+def _fence(line: str) -> tuple[str, str] | None:
+    """A fence line's marker and language: the marker, then at most a language word, both padded."""
+    opened = _FENCE_OPEN.match(line)
+    if opened is None:
+        return None
+    lang = line[opened.end():].strip()
+    return (opened.group(1), lang) if _LANG.fullmatch(lang) else None
+
+
+def _heading(line: str) -> tuple[int, str] | None:
+    """A heading's level and text, without a closing run of `#` (`# Title ##`)."""
+    opened = _HEADING_OPEN.match(line)
+    if opened is None:
+        return None
+    return len(opened.group(1)), line[opened.end():].rstrip().rstrip("#").rstrip()
 
 
 def render_html(text: str, partial: bool = False) -> str:
@@ -136,12 +226,12 @@ def render_html(text: str, partial: bool = False) -> str:
     while i < len(lines):
         line = lines[i]
         if partial and i == last:
-            line = "" if _FENCE_TYPED.match(line) else tidy_partial(line)
-        fence = _FENCE.match(line)
+            line = "" if _FENCE_TYPED.fullmatch(line.strip()) else tidy_partial(line)
+        fence = _fence(line)
         if fence:
             flush_paragraph()
             flush_list()
-            marker, lang = fence.group(1), fence.group(2)
+            marker, lang = fence
             code: list[str] = []
             i += 1
             while i < len(lines) and not lines[i].strip().startswith(marker):
@@ -164,11 +254,11 @@ def render_html(text: str, partial: bool = False) -> str:
         elif not line.strip():
             flush_paragraph()
             flush_list()
-        elif (heading := _HEADING.match(line)) is not None:
+        elif (heading := _heading(line)) is not None:
             flush_paragraph()
             flush_list()
-            level = min(len(heading.group(1)) + 2, 6)
-            out.append(f'<h{level} class="md-h">{render_inline(heading.group(2))}</h{level}>')
+            level = min(heading[0] + 2, 6)
+            out.append(f'<h{level} class="md-h">{render_inline(heading[1])}</h{level}>')
         elif items and line.startswith(("  ", "\t")):
             items[-1] += " " + render_inline(line.strip())  # a continuation line of a list item
         else:

@@ -37,7 +37,7 @@ def search(http: HttpRequest) -> HttpResponse:
             **context, "query": shown.replace("\x00", ""),
             "error": "A search cannot contain U+0000 (a NUL character) or a lone surrogate."}, status=400)
     if shown:
-        refusal = limits.rate_check(name="search", rate=app_settings.SEARCH_RATE, user_id=int(http.user.pk or 0),
+        refusal = limits.rate_check(key=f"search-rate:{http.user.pk}", rate=app_settings.SEARCH_RATE,
                                     now=time.time(), what="searches")
         if refusal is not None:
             response = page(http, "responses_app/search.html", {**context, "error": refusal.message}, status=429)

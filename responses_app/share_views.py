@@ -19,6 +19,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET, require_POST
 
 from . import addresses, branches, selectors, shares, views
@@ -90,6 +91,7 @@ def _open(http: HttpRequest, token: str) -> Share | HttpResponse:
     raise Http404("This link does not work (any more).")
 
 
+@ensure_csrf_cookie  # the script's POST render/blocks sends it; a read-only page has no form to hold it
 @require_GET
 def shared(http: HttpRequest, token: str) -> HttpResponse:
     """The committed view of what the link shares, then followed live by the page's script."""

@@ -37,4 +37,5 @@ urlpatterns = [
     path("c/<uuid:conversation_id>/shares/<uuid:share_id>/revoke", share_views.share_revoke, name="share-revoke"),
     path("s/<str:token>/", share_views.shared, name="shared"),
     path("s/<str:token>/turns/<uuid:request_id>/", share_views.shared_turn, name="shared-turn"),
+    path("s/<str:token>/render/blocks", views_render.shared_render_blocks, name="shared-render-blocks"),
 ]

@@ -6,8 +6,11 @@ HTML through the templates the page itself is rendered with (`responses_app/bloc
 block kind's markup is written once; the script then only appends text and changes state. The
 live view is the client's to send: the committed one (the turn partial) lags behind it.
 
-It renders only what it is sent and reads no stored data, so it changes nothing and needs no
-login: any page that shows a live answer can use it, a shared page without an account too.
+It renders only what it is sent and reads no stored data, but rendering costs CPU, so it answers
+only the page's own session: a signed-in user (`render/blocks`), or a viewer of an open share link
+(`s/<token>/render/blocks`, the shared page's address for it), with the page's CSRF token. Before
+any work it refuses a body over MAX_BODY_BYTES (413) and more than RENDER_RATE requests per
+window for one user, or one link and address (429 with Retry-After).
 
     request   {"blocks": [view blocks], "entries": [block ids], "thought_s": n | null,
                "meta": {"error": ..., "incomplete_reason": ...}  (optional)}
@@ -19,17 +22,23 @@ A reasoning summary part is drawn inside its item's entry; asking for the part d
 
 from __future__ import annotations
 
+import hashlib
 import json
+import time
 from typing import Any
 
 from django.http import HttpRequest, JsonResponse
 from django.template.loader import render_to_string
-from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
+from . import limits, selectors
 from .templatetags.relay_tags import group_blocks, turn_notice
 
 MAX_BLOCKS = 5000
+# The page sends no Markdown text (its box holds it) and an image's first characters only: what
+# is left is the blocks' fields, tool calls' arguments and outputs the largest.
+MAX_BODY_BYTES = 512 * 1024
+RENDER_RATE = (120, 60)  # requests per seconds: one in flight per turn, a few per second at most
 
 
 def _bad(message: str) -> JsonResponse:
@@ -58,13 +67,43 @@ def render_entries(blocks: list[dict[str, Any]], wanted: set[str], thought_s: in
     return order, html
 
 
-@csrf_exempt  # renders what it is sent, changes nothing: as safe as a GET
 @require_POST
 def render_blocks(http: HttpRequest) -> JsonResponse:
+    if not http.user.is_authenticated:
+        return JsonResponse({"error": "Sign in to draw blocks."}, status=403)
+    return _render(http, f"user:{http.user.pk}")
+
+
+@require_POST
+def shared_render_blocks(http: HttpRequest, token: str) -> JsonResponse:
+    """The same, for a page open through a share link while the link is open."""
+    if selectors.share_open(token=token, user=http.user) is None:
+        return JsonResponse({"error": "This link does not work (any more)."}, status=403)
+    who = f"user:{http.user.pk}" if http.user.is_authenticated else \
+        f"share:{hashlib.sha256(token.encode()).hexdigest()[:32]}:{http.META.get('REMOTE_ADDR', '')}"
+    return _render(http, who)
+
+
+def _too_big(http: HttpRequest) -> bool:
+    try:
+        declared = int(http.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        declared = 0
+    return declared > MAX_BODY_BYTES or len(http.body) > MAX_BODY_BYTES
+
+
+def _render(http: HttpRequest, who: str) -> JsonResponse:
+    if _too_big(http):
+        return JsonResponse({"error": f"The body takes at most {MAX_BODY_BYTES} bytes."}, status=413)
+    refusal = limits.rate_check(key=f"render-rate:{who}", rate=RENDER_RATE, now=time.time())
+    if refusal is not None:
+        response = JsonResponse(refusal.body(), status=429)
+        response["Retry-After"] = str(refusal.retry_after)
+        return response
     try:
         data = json.loads(http.body)
-    except ValueError:
-        return _bad("the body is not JSON")
+    except (ValueError, RecursionError):  # RecursionError: arrays or objects nested too deep
+        return _bad("the body is not JSON (or nests too deep)")
     if not isinstance(data, dict):
         return _bad("the body is not a JSON object")
     blocks = _blocks(data.get("blocks"))

@@ -3,7 +3,8 @@ block kind drawn by the server alone, for the page's script, over a corpus of ev
 fields stay inert; a new kind falls back to the tool template; a code interpreter's logs read as
 text and its files as links.
 
-No login: the endpoint renders only what it is sent (it reads nothing stored).
+It answers only the page's session (a signed-in user, or the viewer of an open share link) with
+its CSRF token, caps its body (413) and its rate (429), and takes deep nesting as a 400.
 """
 
 from __future__ import annotations
@@ -16,11 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from django.template.loader import render_to_string
 from django.test import Client
 from django.urls import reverse
 
+from responses_app import shares, views_render
 from responses_app.blockwords import code_outputs, group_blocks
+from responses_app.models import Conversation
 from responses_app.simulator.texts import picture_png
 from responses_app.templatetags.relay_tags import block_templates
 
@@ -144,10 +149,22 @@ case("safety notice", [
 case("errored request", [{"id": "t", "kind": "text", "state": "streaming", "text": "partial"}], status="error")
 
 
+URL = reverse("responses_app:render-blocks")
+SIGNED_IN: list[Client] = []
+
+
+@pytest.fixture(autouse=True)
+def signed_in(db: Any) -> Any:
+    cache.clear()  # the rate windows (the tests' cache is the process's own)
+    client = Client()
+    client.force_login(get_user_model().objects.create_user("drawer"))
+    SIGNED_IN[:] = [client]
+    return client
+
+
 def draw(blocks: list[dict[str, Any]], entries: list[str], **extra: Any) -> Any:
-    return Client().post(reverse("responses_app:render-blocks"), json.dumps({"blocks": blocks, "entries": entries,
-                                                                            **extra}),
-                         content_type="application/json")
+    return SIGNED_IN[0].post(URL, json.dumps({"blocks": blocks, "entries": entries, **extra}),
+                             content_type="application/json")
 
 
 @pytest.mark.parametrize("index", range(len(BLOCKS)), ids=[name for name, *_ in BLOCKS])
@@ -209,17 +226,77 @@ def test_the_notice_under_the_answer_is_worded_by_the_server() -> None:
     json.dumps({"blocks": [], "entries": [1]}), json.dumps({"blocks": [], "entries": [], "thought_s": "3"}),
     json.dumps({"blocks": [{"id": str(i)} for i in range(5001)], "entries": []}),
 ])
-def test_a_body_of_another_shape_is_refused(body: str) -> None:
-    response = Client().post(reverse("responses_app:render-blocks"), body, content_type="application/json")
+def test_a_body_of_another_shape_is_refused(body: str, signed_in: Client) -> None:
+    response = signed_in.post(URL, body, content_type="application/json")
     assert response.status_code == 400 and "error" in response.json()
 
 
-def test_it_only_answers_posts_and_needs_no_login_nor_csrf_token() -> None:
-    assert Client().get(reverse("responses_app:render-blocks")).status_code == 405
-    client = Client(enforce_csrf_checks=True)
-    response = client.post(reverse("responses_app:render-blocks"), json.dumps({"blocks": [], "entries": []}),
-                           content_type="application/json")
+EMPTY = json.dumps({"blocks": [], "entries": []})
+
+
+def test_it_only_answers_posts_from_a_signed_in_page_with_its_csrf_token(signed_in: Client) -> None:
+    assert signed_in.get(URL).status_code == 405
+    for client in (Client(), Client(enforce_csrf_checks=True)):  # no session: refused before any work
+        response = client.post(URL, EMPTY, content_type="application/json")
+        assert response.status_code == 403, response.content
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(get_user_model().objects.create_user("strict"))
+    assert strict.post(URL, EMPTY, content_type="application/json").status_code == 403, "no CSRF token"
+    strict.get(reverse("responses_app:conversations"))  # a page: the CSRF cookie the script sends back
+    token = strict.cookies["csrftoken"].value
+    response = strict.post(URL, EMPTY, content_type="application/json", headers={"X-CSRFToken": token})
     assert response.status_code == 200 and response.json() == {"order": [], "entries": {}, "notice": None}
+
+
+def test_a_shared_page_draws_through_its_link_while_the_link_is_open(settings: Any) -> None:
+    settings.RELAY_SHARE_ANONYMOUS = True
+    owner = get_user_model().objects.create_user("sharer")
+    share = shares.share_create(conversation=Conversation.objects.create(owner=owner), user=owner, anonymous=True)
+    viewer = Client(enforce_csrf_checks=True)  # no account
+    page = viewer.get(reverse("responses_app:shared", kwargs={"token": share.token}))
+    assert page.status_code == 200
+    url = reverse("responses_app:shared-render-blocks", kwargs={"token": share.token})
+    assert url.encode() in page.content, "the page's script is given the link's own address"
+    headers = {"X-CSRFToken": viewer.cookies["csrftoken"].value}
+    response = viewer.post(url, EMPTY, content_type="application/json", headers=headers)
+    assert response.status_code == 200, response.content
+    assert viewer.post(url, EMPTY, content_type="application/json").status_code == 403, "no CSRF token"
+    assert viewer.post(URL, EMPTY, content_type="application/json", headers=headers).status_code == 403
+    shares.share_revoke(share=share)
+    assert viewer.post(url, EMPTY, content_type="application/json", headers=headers).status_code == 403
+    bad = reverse("responses_app:shared-render-blocks", kwargs={"token": "nope"})
+    assert viewer.post(bad, EMPTY, content_type="application/json", headers=headers).status_code == 403
+
+
+def test_a_body_larger_than_a_page_sends_is_refused_with_413(signed_in: Client) -> None:
+    text = "a" * views_render.MAX_BODY_BYTES
+    response = draw([{"id": "t", "kind": "text", "state": "done", "text": text}], ["t"])
+    assert response.status_code == 413
+    assert response.json()["error"] == f"The body takes at most {views_render.MAX_BODY_BYTES} bytes."
+    assert draw([{"id": "t", "kind": "text", "state": "done", "text": text[:400_000]}], ["t"]).status_code == 200
+
+
+def test_drawing_too_often_is_refused_with_retry_after(signed_in: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(views_render, "RENDER_RATE", (3, 60))
+    assert [draw([], []).status_code for _ in range(3)] == [200, 200, 200]
+    refused = draw([], [])
+    assert refused.status_code == 429 and refused.json()["code"] == "rate_limited"
+    assert 1 <= int(refused["Retry-After"]) <= 60
+    other = Client()
+    other.force_login(get_user_model().objects.create_user("other"))
+    assert other.post(URL, EMPTY, content_type="application/json").status_code == 200, "per user"
+
+
+def test_deep_nesting_is_a_400_or_drawn_never_a_recursion_error() -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    response = SIGNED_IN[0].post(URL, '{"blocks": ' + deep + ', "entries": []}', content_type="application/json")
+    assert response.status_code == 400 and "nests too deep" in response.json()["error"]
+    blocks = [{"id": "t", "kind": "text", "state": "done", "text": deep},
+              {"id": "f", "kind": "tool", "tool": "function_call", "state": "completed", "name": "f",
+               "arguments": deep, "output": "{" * 100_000}]
+    response = draw(blocks, ["t", "f"])
+    assert response.status_code == 200, response.content[:300]
+    assert deep in response.json()["entries"]["f"]
 
 
 def test_each_kind_has_one_template_and_a_new_kind_reads_as_a_tool() -> None:
@@ -253,3 +330,73 @@ def test_a_code_interpreter_shows_logs_as_text_and_files_as_links() -> None:
     odd = dict(block, outputs=[{"type": "image", "url": "javascript:alert(1)"}])
     assert code_outputs(odd) == [] and "javascript:alert" not in draw([odd], ["ci"]).json()["entries"]["ci"] \
         or "&quot;javascript:alert(1)&quot;" in draw([odd], ["ci"]).json()["entries"]["ci"]
+
+
+SESSION = """
+import json
+from django.contrib.auth import get_user_model
+from django.contrib.sessions.backends.db import SessionStore
+user = get_user_model().objects.create_user("attacker")
+s = SessionStore()
+s["_auth_user_id"] = str(user.pk)
+s["_auth_user_backend"] = "django.contrib.auth.backends.ModelBackend"
+s["_auth_user_hash"] = user.get_session_auth_hash()
+s.create()
+print("SETUP " + json.dumps({"session": s.session_key}))
+"""
+HEALTH_BOUND_S = 0.2
+
+
+def hostile_bodies() -> list[bytes]:
+    """The body from the report, then the costliest cases at half the cap, each a block still being written."""
+    report = {"blocks": [{"id": "t", "kind": "text", "text": "**a " * 8000, "state": "done"}], "entries": ["t"]}
+    bodies = [json.dumps(report).encode()]
+    for unit in ("**a ", "*", "_a ", "# a" + " " * 1000, "[" * 1000 + "]" * 1000):
+        text = (unit * (256_000 // len(unit)))[:256_000]
+        bodies.append(json.dumps({"blocks": [{"id": "t", "kind": "text", "text": text, "state": "streaming"}],
+                                  "entries": ["t"]}).encode())
+    return bodies
+
+
+@pytest.mark.timeout(240)
+def test_hostile_markdown_through_the_real_server_never_stalls_it(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    import httpx
+
+    from tests.test_security_websocket import served
+
+    with served(tmp_path, SESSION) as server:
+        url = server["url"] + URL
+        bodies = hostile_bodies()
+        json_type = {"Content-Type": "application/json"}
+        started = time.perf_counter()
+        refused = httpx.post(url, content=bodies[0], headers=json_type, timeout=30)
+        assert refused.status_code == 403 and time.perf_counter() - started < 1, "refused before any work"
+        token = "a" * 32
+        signed = httpx.Client(cookies={"sessionid": server["users"]["session"], "csrftoken": token},
+                              headers={**json_type, "X-CSRFToken": token}, timeout=60)
+        statuses: list[int] = []
+        attacking = threading.Event()
+
+        def attack() -> None:
+            attacking.set()
+            for body in bodies * 2:
+                statuses.append(signed.post(url, content=body).status_code)
+
+        attacker = threading.Thread(target=attack)
+        attacker.start()
+        attacking.wait()
+        waits: list[float] = []
+        with httpx.Client(timeout=10) as probe:
+            while attacker.is_alive():
+                asked = time.perf_counter()
+                assert probe.get(server["url"] + "/healthz").status_code == 200
+                waits.append(time.perf_counter() - asked)
+                time.sleep(0.02)
+        attacker.join()
+        signed.close()
+        assert statuses == [200] * len(bodies) * 2
+        assert len(waits) >= 5, "the attack ended before the probe could measure it"
+        assert max(waits) < HEALTH_BOUND_S, sorted(waits)[-5:]

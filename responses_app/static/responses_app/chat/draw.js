@@ -84,6 +84,7 @@ export class Drawer {
       ...(meta ? { meta } : {}),
     };
     let retry = false;
+    let wait = RETRY_MS;
     try {
       const response = await fetch(url("renderBlocks"), {
         method: "POST", credentials: "same-origin", body: JSON.stringify(body),
@@ -95,6 +96,9 @@ export class Drawer {
           this.place(result);
           if (typeof result.notice === "string") this.notice(result.notice);
         }
+      } else if (response.status === 429) { // drawing too often: again once the server allows it
+        retry = true;
+        wait = Math.max(RETRY_MS, 1000 * (Number(response.headers.get("Retry-After")) || 0));
       } else {
         retry = response.status >= 500; // a block the server will not draw waits for the end
       }
@@ -104,7 +108,7 @@ export class Drawer {
     if (retry) {
       for (const id of ids) this.wanted.add(id);
       if (meta && !this.meta) this.meta = meta;
-      await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
+      await new Promise((resolve) => setTimeout(resolve, wait));
     }
     this.busy = false;
     this.kick();

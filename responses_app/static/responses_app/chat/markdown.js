@@ -12,32 +12,70 @@ export function esc(value) {
     .replace(/"/g, "&quot;").replace(/'/g, "&#x27;");
 }
 
-const FENCE = /^\s*(```|~~~)\s*([\w+#.-]*)\s*$/;
-const BULLET = /^\s*[-*+]\s+(.*)$/;
-const NUMBER = /^\s*\d{1,9}[.)]\s+(.*)$/;
-const HEADING = /^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$/;
+const FENCE_OPEN = /^\s*(```|~~~)/;
+const LANG = /^[\w+#.-]*$/;
+const BULLET_OPEN = /^\s*[-*+]\s+/;
+const NUMBER_OPEN = /^\s*\d{1,9}[.)]\s+/;
+const HEADING_OPEN = /^\s{0,3}(#{1,6})\s+/;
+const LINE_END = /[\n\r\u2028\u2029]/; // what `.` does not match
 const CODE = /`([^`\n]+)`/g;
 const LINK = /\[([^[\]\n]+)\]\((https?:\/\/[^\s()<>]+)\)/gi;
-const BOLD = /\*\*(?=\S)(.+?)(?<=\S)\*\*/g;
-const EM_STAR = /(?<![*\p{L}\p{N}_])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![*\p{L}\p{N}_])/gu;
-const EM_UNDER = /(?<![_\p{L}\p{N}])_(?=[^\s_])(.+?)(?<=[^\s_])_(?![_\p{L}\p{N}])/gu;
+// An emphasis marker: where one may open, where one may close (zero-width, so every position is
+// found, overlapping ones too), and its width.
+const BOLD = [/(?=\*\*\S)/g, /(?<=\S)(?=\*\*)/g, 2];
+const EM_STAR = [/(?<![*\p{L}\p{N}_])(?=\*[^\s*])/gu, /(?<=[^\s*])(?=\*(?![*\p{L}\p{N}_]))/gu, 1];
+const EM_UNDER = [/(?<![_\p{L}\p{N}])(?=_[^\s_])/gu, /(?<=[^\s_])(?=_(?![_\p{L}\p{N}]))/gu, 1];
+const LINE_ENDS = /[\n\r\u2028\u2029]/g;
+const WORD = /[\p{L}\p{N}_]/u;
 const TOKEN = /\u0000(\d+)\u0000/g;
 const SAFE_URL = /^https?:\/\/[^\s"'<>`]+$/i;
 // What a partial last line may be in the middle of: a fence being typed, a link, an emphasis.
-const FENCE_TYPED = /^\s*(?:(?:```|~~~)\s*[\w+#.-]*|`{1,2}|~{1,2})\s*$/;
+const FENCE_TYPED = /^(?:(?:```|~~~)\s*[\w+#.-]*|`{1,2}|~{1,2})$/;
 const OPEN_LINK = /\[([^[\]\n]*)(?:\](?:\([^()\s]*)?)?$/d;
 const BOLD_OPEN = /\*\*(?=\S)/g;
 const EM_STAR_OPEN = /(?<![*\p{L}\p{N}_])\*(?=[^\s*])/gu;
 const EM_UNDER_OPEN = /(?<![_\p{L}\p{N}])_(?=[^\s_])/gu;
-const TRAILING_MARKS = /(?:\*+|(?<![\p{L}\p{N}_])_+)$/u;
 const COPY_BUTTON = '<button type="button" class="copy" data-copy="code" aria-label="Copy code"></button>';
 
 export function safeUrl(url) {
   return typeof url === "string" && SAFE_URL.test(url.trim()) ? url.trim() : null;
 }
 
+const starts = (text, pattern) => Array.from(text.matchAll(pattern), (m) => m.index);
+
+// Where a marker pairs up, as `open(.+?)close` substituted left to right pairs it (a closer is the
+// first one after the opener, on the same line), found in one pass: [opener, closer] offsets.
+function spans(text, [opens, closes, width]) {
+  const found = [];
+  const closers = starts(text, closes);
+  if (!closers.length) return found;
+  const breaks = starts(text, LINE_ENDS);
+  let c = 0, b = 0, end = 0;
+  for (const start of starts(text, opens)) {
+    if (start < end) continue;
+    while (c < closers.length && closers[c] <= start + width) c++; // at least one character inside
+    if (c === closers.length) break;
+    while (b < breaks.length && breaks[b] < start) b++;
+    if (b < breaks.length && breaks[b] < closers[c]) continue; // the first closer is on a later line
+    found.push([start, closers[c]]);
+    end = closers[c] + width;
+  }
+  return found;
+}
+
+function wrap(text, mark, tag) {
+  const width = mark[2];
+  const pieces = [];
+  let at = 0;
+  for (const [start, close] of spans(text, mark)) {
+    pieces.push(text.slice(at, start), `<${tag}>`, text.slice(start + width, close), `</${tag}>`);
+    at = close + width;
+  }
+  return pieces.length ? pieces.join("") + text.slice(at) : text;
+}
+
 function emphasis(html) {
-  return html.replace(BOLD, "<strong>$1</strong>").replace(EM_STAR, "<em>$1</em>").replace(EM_UNDER, "<em>$1</em>");
+  return wrap(wrap(wrap(html, BOLD, "strong"), EM_STAR, "em"), EM_UNDER, "em");
 }
 
 export function renderInline(text) {
@@ -52,32 +90,89 @@ export function renderInline(text) {
   return out;
 }
 
-const mask = (text, pattern) => text.replace(pattern, (m) => "\u0001".repeat(m.length));
+function mask(text, found) {
+  const pieces = [];
+  let at = 0;
+  for (const [start, end] of found) {
+    pieces.push(text.slice(at, start), "\u0001".repeat(end - start));
+    at = end;
+  }
+  return pieces.length ? pieces.join("") + text.slice(at) : text;
+}
+
+const matches = (text, pattern) => Array.from(text.matchAll(pattern), (m) => [m.index, m.index + m[0].length]);
+const closed = (text, mark) => spans(text, mark).map(([start, close]) => [start, close + mark[2]]);
+
+// Where a run of markers that may yet open something ends the line (its length if none).
+function trailingMarks(masked) {
+  let start = masked.length;
+  if (masked.endsWith("*")) {
+    while (start > 0 && masked[start - 1] === "*") start--;
+    return start;
+  }
+  if (masked.endsWith("_")) {
+    while (start > 0 && masked[start - 1] === "_") start--;
+    const pair = start >= 2 && /[\uDC00-\uDFFF]/.test(masked[start - 1]) && /[\uD800-\uDBFF]/.test(masked[start - 2]);
+    if (start === 0 || !WORD.test(masked.slice(start - (pair ? 2 : 1), start))) return start;
+  }
+  return masked.length;
+}
 
 // The last line of a text still being written, without the markers of what has not closed: a code
 // span is held back whole, a link shows its label and holds its address, an emphasis loses its marker.
 export function tidyPartial(line) {
   if (!/[*_`[]/.test(line)) return line; // nothing that can open
-  let masked = mask(line, CODE);
+  let masked = mask(line, matches(line, CODE));
   const tick = masked.indexOf("`");
   if (tick >= 0) { line = line.slice(0, tick); masked = masked.slice(0, tick); }
-  masked = mask(masked, LINK);
+  masked = mask(masked, matches(masked, LINK));
   const link = OPEN_LINK.exec(masked);
   if (link) {
     const [from, to] = link.indices[1];
     line = line.slice(0, link.index) + line.slice(from, to);
     masked = masked.slice(0, link.index) + masked.slice(from, to);
   }
-  const drop = new Set();
-  for (const [closed, opener, width] of [[BOLD, BOLD_OPEN, 2], [EM_STAR, EM_STAR_OPEN, 1], [EM_UNDER, EM_UNDER_OPEN, 1]]) {
-    masked = mask(masked, closed);
-    const before = drop.size;
-    for (const m of masked.matchAll(opener)) for (let i = m.index; i < m.index + width; i++) drop.add(i);
-    if (drop.size !== before) masked = masked.split("").map((c, i) => (drop.has(i) ? "\u0001" : c)).join("");
+  const drop = new Uint8Array(masked.length); // 1 where a marker is dropped
+  let dropped = false;
+  for (const [mark, opener, width] of [[BOLD, BOLD_OPEN, 2], [EM_STAR, EM_STAR_OPEN, 1], [EM_UNDER, EM_UNDER_OPEN, 1]]) {
+    masked = mask(masked, closed(masked, mark));
+    const hits = starts(masked, opener);
+    for (const start of hits) drop.fill(1, start, start + width);
+    if (hits.length) {
+      dropped = true;
+      masked = masked.split("").map((c, i) => (drop[i] ? "\u0001" : c)).join("");
+    }
   }
-  const trailing = TRAILING_MARKS.exec(masked);
-  if (trailing) for (let i = trailing.index; i < masked.length; i++) drop.add(i);
-  return drop.size ? line.split("").filter((_, i) => !drop.has(i)).join("") : line;
+  const trailing = trailingMarks(masked);
+  if (trailing < masked.length) { dropped = true; drop.fill(1, trailing); }
+  return dropped ? line.split("").filter((_, i) => !drop[i]).join("") : line;
+}
+
+// A fence line's marker and language: the marker, then at most a language word, both padded.
+function fence(line) {
+  const opened = FENCE_OPEN.exec(line);
+  if (!opened) return null;
+  const lang = line.slice(opened[0].length).trim();
+  return LANG.test(lang) ? [opened[1], lang] : null;
+}
+
+// A list item's text (what `^\s*[-*+]\s+(.*)$` captures: `.` stops at a line end).
+function listItem(line, open) {
+  const opened = open.exec(line);
+  if (!opened) return null;
+  const rest = line.slice(opened[0].length);
+  return LINE_END.test(rest) ? null : rest;
+}
+
+// A heading's level and text, without a closing run of `#` (`# Title ##`).
+function heading(line) {
+  const opened = HEADING_OPEN.exec(line);
+  if (!opened) return null;
+  let text = line.slice(opened[0].length).trimEnd();
+  let end = text.length;
+  while (end > 0 && text[end - 1] === "#") end--;
+  text = text.slice(0, end).trimEnd();
+  return LINE_END.test(text) ? null : [opened[1].length, text];
 }
 
 export function renderMarkdown(text, partial = false) {
@@ -98,35 +193,35 @@ export function renderMarkdown(text, partial = false) {
   };
   for (let i = 0; i < lines.length; i++) {
     let line = lines[i];
-    if (partial && i === last) line = FENCE_TYPED.test(line) ? "" : tidyPartial(line);
-    const fence = FENCE.exec(line);
-    if (fence) {
+    if (partial && i === last) line = FENCE_TYPED.test(line.trim()) ? "" : tidyPartial(line);
+    const fenced = fence(line);
+    if (fenced) {
       flushParagraph(); flushList();
       const code = [];
       i++;
-      for (; i < lines.length && !lines[i].trim().startsWith(fence[1]); i++) {
+      for (; i < lines.length && !lines[i].trim().startsWith(fenced[0]); i++) {
         const typed = lines[i].trim();
-        if (!(partial && i === last && typed && fence[1].startsWith(typed))) code.push(lines[i]);
+        if (!(partial && i === last && typed && fenced[0].startsWith(typed))) code.push(lines[i]);
       }
-      const cls = fence[2] ? ` class="language-${esc(fence[2])}"` : "";
+      const cls = fenced[1] ? ` class="language-${esc(fenced[1])}"` : "";
       out.push(`<div class="code-block"><pre><code${cls}>${esc(code.join("\n"))}</code></pre>${COPY_BUTTON}</div>`);
       continue;
     }
-    const bullet = BULLET.exec(line);
-    const number = bullet ? null : NUMBER.exec(line);
-    const heading = HEADING.exec(line);
-    if (bullet || number) {
+    const bullet = listItem(line, BULLET_OPEN);
+    const number = bullet === null ? listItem(line, NUMBER_OPEN) : null;
+    const title = heading(line);
+    if (bullet !== null || number !== null) {
       flushParagraph();
-      const tag = bullet ? "ul" : "ol";
+      const tag = bullet !== null ? "ul" : "ol";
       if (listTag && listTag !== tag) flushList();
       listTag = tag;
-      items.push(renderInline((bullet || number)[1]));
+      items.push(renderInline(bullet ?? number));
     } else if (!line.trim()) {
       flushParagraph(); flushList();
-    } else if (heading) {
+    } else if (title) {
       flushParagraph(); flushList();
-      const level = Math.min(heading[1].length + 2, 6);
-      out.push(`<h${level} class="md-h">${renderInline(heading[2])}</h${level}>`);
+      const level = Math.min(title[0] + 2, 6);
+      out.push(`<h${level} class="md-h">${renderInline(title[1])}</h${level}>`);
     } else if (items.length && /^( {2}|\t)/.test(line)) {
       items[items.length - 1] += " " + renderInline(line.trim());
     } else {
@@ -164,8 +259,8 @@ export class MarkdownStream {
       if (this.fence !== null) {
         if (line.trim().startsWith(this.fence)) this.fence = null;
       } else {
-        const fence = FENCE.exec(line);
-        if (fence) this.fence = fence[1];
+        const fenced = fence(line);
+        if (fenced) this.fence = fenced[0];
         else if (!line.trim()) cut = end + 1;
       }
       pos = end + 1;
