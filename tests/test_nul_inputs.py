@@ -1,8 +1,9 @@
-"""U+0000 in any user text that reaches PostgreSQL (which refuses it in text) is a clear 4xx, never
-a 500: the search query, a share token, an AI SDK stream key, an approval id, AG-UI thread and run
-ids, the AI SDK chat id, a conversation's title, an idempotency key. (A share's `turn` that is no
-request id at all is the share view's own bad-id case, not tested here.) On SQLite too (which takes
-it): the answers are the same. Run with DATABASE_URL=postgres://... for the case that broke."""
+"""U+0000 in any user text that reaches PostgreSQL (which refuses it in text) is never a 500: the
+search query, a share token, an AI SDK stream key, an approval id, a conversation's title and an
+idempotency key are a clear 4xx; AG-UI thread and run ids and AI SDK chat ids are opaque and
+digested, so a NUL in one never reaches a column. (A share's `turn` that is no request id at all is
+the share view's own bad-id case, not tested here.) On SQLite too (which takes it): the answers are
+the same. Run with DATABASE_URL=postgres://... for the case that broke."""
 
 from __future__ import annotations
 
@@ -53,6 +54,12 @@ def test_posts_with_a_nul(client: Client, owner: Any) -> None:
             "id": NUL, "messages": [{"id": NUL, "role": "user", "parts": [{"type": "text", "text": "hi"}]}]},
             content_type="application/json").status_code,
     }
-    assert all(400 <= status < 500 for status in answers.values()), answers
-    assert ResponseRequest.objects.count() == before
+    refused = {k: answers.pop(k) for k in ("approval", "rename", "api key")}
+    assert all(400 <= status < 500 for status in refused.values()), refused
+    # The front ends' ids are opaque: digested into keys and thread ids (idempotency.py,
+    # selectors.thread_conversation_id), so a NUL in one starts a turn and never reaches a column.
+    assert all(status < 500 for status in answers.values()), answers
+    started = ResponseRequest.objects.exclude(pk=turn.pk)
+    assert started.count() - (before - 1) == sum(status == 200 for status in answers.values())
+    assert not any("\x00" in (r.client_request_id or "") for r in started)
     assert uuid.UUID(str(turn.pk))
