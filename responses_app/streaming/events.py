@@ -269,7 +269,7 @@ def parse_event(data: str | bytes) -> StreamEvent:
     return cast(StreamEvent, obj)
 
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")  # the escapes are the pattern's: mypyc takes no surrogate literal
 
 
 def _no_constant(name: str) -> Any:
