@@ -87,6 +87,14 @@ def request_acquire_lease(*, request_id: uuid.UUID, token: uuid.UUID, now: datet
     return won == 1
 
 
+def request_release_lease(*, request_id: uuid.UUID, token: uuid.UUID) -> bool:
+    """A stopping runner gives its request up: the lease ends now, so another runner can take it
+    at once (it must have committed what it applied first). False when it no longer held it."""
+    released = ResponseRequest.objects.filter(pk=request_id, status=Status.STREAMING, runner_token=token).update(
+        runner_token=None, lease_expires=timezone.now() - timedelta(seconds=1))
+    return released == 1
+
+
 _TABLE = f'"{ResponseRequest._meta.db_table}"'
 _PK = ResponseRequest._meta.pk.column if ResponseRequest._meta.pk else "id"
 _HELD_PAIRS = f"({_TABLE}.\"{_PK}\", {_TABLE}.runner_token) IN (SELECT * FROM unnest(%s::uuid[], %s::uuid[]))"

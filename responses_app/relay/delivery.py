@@ -105,6 +105,12 @@ class Delivery:
         self._flush(self._loop.time(), "terminal")
         await self.checkpoints.drain()
 
+    async def hand_over(self) -> None:
+        """Its process is stopping: every change applied so far published, and committed with the
+        raw events it came from, so the runner that takes over goes on from exactly here."""
+        self._flush(self._loop.time(), "boundary")
+        await self.checkpoints.drain()
+
     def publish(self, message: dict[str, Any], text: str) -> None:
         self.hub.publish(self.request_id, message, text)
 

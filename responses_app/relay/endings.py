@@ -74,6 +74,12 @@ class Endings:
         if cancel:
             self.cancel()
 
+    async def _hand_over(self) -> None:
+        """Its process is stopping: what it applied is published and committed, then its lease is
+        released at once (not left to run out), so the runner that takes over resumes from there."""
+        await self.delivery.hand_over()
+        await db(services.request_release_lease)(request_id=self.uuid, token=self.token)
+
     async def _settle(self) -> bool:
         """Every window judged; True when the safety policy stopped the request."""
         if self.safety is not None:

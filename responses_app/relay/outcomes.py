@@ -29,6 +29,7 @@ class Ending(enum.Enum):
     OVER_LIMIT = "max_output_items"  # RELAY_MAX_OUTPUT_ITEMS: incomplete (max_output_items)
     FILTERED = "content_filter"  # the safety policy flagged its output: incomplete (content_filter)
     WRITE_FAILED = "checkpoint_failed"  # the database refused its rows for good: error
+    HANDED_OFF = "handed_off"  # its process is stopping: commit, release the lease, another resumes it
     ABANDONED = "abandoned"  # another runner took it over: this one writes nothing more
 
 
@@ -36,7 +37,9 @@ class Ending(enum.Enum):
 # whatever else happened; one another runner holds is never written by this one at all.
 _GRAVITY = {ending: rank for rank, ending in enumerate((
     Ending.STALLED, Ending.STOPPED_WAITING, Ending.DEADLINE, Ending.OVER_LIMIT, Ending.FILTERED,
-    Ending.WRITE_FAILED, Ending.ABANDONED))}
+    Ending.WRITE_FAILED, Ending.HANDED_OFF, Ending.ABANDONED))}
+
+LET_GO = (Ending.HANDED_OFF, Ending.ABANDONED)  # the runner let its request go: a lost lease is no news
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,7 +45,7 @@ from .delivery import Delivery
 from .endings import Endings, Kind
 from .flag import Flag
 from .hub import Hub
-from .outcomes import Ending, SegmentResult, Stopped, connection_failure
+from .outcomes import LET_GO, Ending, SegmentResult, Stopped, connection_failure
 from .precheck import precheck
 from .safety import SafetyChecks
 from .steps import MAX_HTTP_RETRIES, Action, Next, Situation, next_step
@@ -130,9 +130,12 @@ class StreamRunner(Endings):
                 self._stop(Ending.OVER_LIMIT, cancel=False)
             await self._finish(status, stopped=self.stopped)
         except asyncio.CancelledError:
-            if self.stopped is not None and self.stopped.ending is Ending.ABANDONED:
+            ending = self.stopped.ending if self.stopped is not None else None
+            if ending is Ending.ABANDONED:
                 self.delivery.discard()
                 return  # the runner that took over writes and publishes from here on
+            if ending is Ending.HANDED_OFF:
+                return await self._hand_over()  # its process is stopping: another runner goes on
             raise  # process shutdown: the lease runs out and recovery takes over
         except Exception as exc:
             logger.exception("runner for %s failed", self.request_id)
@@ -200,11 +203,19 @@ class StreamRunner(Endings):
     def abandon(self) -> None:
         """Another runner holds the request now (this one's lease ran out during a database blip
         and a sweep took it over): stop at once, publish and write nothing more, cancel nothing."""
-        if self._task is not None and (self.stopped is None or self.stopped.ending is not Ending.ABANDONED):
+        if self._task is not None and (self.stopped is None or self.stopped.ending not in LET_GO):
             with logcontext.using(self.log_context):
                 logger.warning("request %s was taken over by another runner; this one stops", self.request_id)
             self._stop(Ending.ABANDONED, cancel=False)
             self._task.cancel()
+
+    def hand_off(self, *, now: bool = False) -> bool:
+        """Its process stops: stop reading (`now`: whatever it does), commit, release (False: ending)."""
+        if self._task is None or self.stopped is not None or not (now or self._reader is not None):
+            return False
+        self._stop(Ending.HANDED_OFF, cancel=False)
+        (self._reader or self._task).cancel()
+        return True
 
     def cancel(self) -> None:
         """The explicit Stop: stop reading now, then cancel upstream."""
