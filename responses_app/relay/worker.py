@@ -130,6 +130,7 @@ async def hand_off() -> int:
     other runner process alive, the next one to start takes the released leases over at once (its
     first sweep). The number of streams handed over."""
     hub = get_hub()
+    started = hub.loop.time()
     # The layer's connections are closed first: a receive cancelled with `serve` leaves its blocking
     # pop waiting in Redis, and that pop would take the first announcement and lose it.
     if (close_pools := getattr(get_channel_layer(), "close_pools", None)) is not None:
@@ -145,7 +146,20 @@ async def hand_off() -> int:
         await asyncio.gather(*(_announce_when_done(hub, request_id) for request_id in late))
         handed += late
     await announced
+    logger.info("handed over %d stream(s) in %.2fs", len(handed), hub.loop.time() - started)
     return len(handed)
+
+
+async def stop_serving() -> int:
+    """This process serves runners in-process and is stopping (project/serve.py, on SIGTERM): it
+    takes nothing new and hands its streams over (`hand_off`). 0 when no runner is served here."""
+    hub = get_hub()
+    if hub.worker_task is None:
+        return 0
+    hub.worker_task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await hub.worker_task
+    return await hand_off()
 
 
 def _tasks_of(hub: Hub, request_ids: list[str]) -> set[asyncio.Task[Any]]:

@@ -6,15 +6,20 @@ exact text, with no delta lost or shown twice."""
 
 from __future__ import annotations
 
+import asyncio
+import os
 import signal
+import sqlite3
 import time
 
 from bench.cluster import Cluster
 from bench.viewers import Load
+from responses_app.streaming.wire import PROTOCOL
 from tests.scaled.test_survival import assert_whole, explain, flowing, holder
 
 HANDOFF_GAP_S = 1.5  # the longest a viewer may wait for text across the hand-off
 STOPPED_WITHIN_S = 5.0  # how long the stopping worker may take to exit
+WEB_STOPPED_WITHIN_S = 2.0  # ... and a web process with open sockets
 
 
 async def test_sigterm_hands_the_stream_to_the_other_worker_at_once(cluster: Cluster) -> None:
@@ -39,3 +44,62 @@ async def test_sigterm_hands_the_stream_to_the_other_worker_at_once(cluster: Clu
     segments = cluster.postgres.query(
         "SELECT kind, outcome FROM responses_app_segment WHERE request_id = %s ORDER BY \"index\"", request_id)
     assert [kind for kind, _ in segments] == ["initial", "resume"], (segments, summary)
+
+
+async def closes_of(port: int, request_id: str, session: str, sockets: int, opened: asyncio.Event,
+                    codes: list[int | None]) -> None:
+    """Open `sockets` viewers of a request on one web process; each close code it sees."""
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import ConnectionClosed
+    from websockets.typing import Origin
+
+    url = f"ws://127.0.0.1:{port}/ws/requests/{request_id}/?v={PROTOCOL}"
+
+    async def one() -> None:
+        async with connect(url, origin=Origin(f"http://127.0.0.1:{port}"), compression=None, proxy=None,
+                           additional_headers={"Cookie": f"sessionid={session}"}, ping_interval=None) as ws:
+            await ws.recv()  # the snapshot
+            opened.set()
+            try:
+                while True:
+                    await ws.recv()
+            except ConnectionClosed as closed:
+                codes.append(closed.rcvd.code if closed.rcvd is not None else None)
+
+    await asyncio.gather(*(one() for _ in range(sockets)))
+
+
+async def test_a_web_process_stopped_closes_its_sockets_with_1012_and_exits_at_once() -> None:
+    """The default layout: one web process, its runner in-process, the embedded simulator streaming
+    to it over HTTP. That streaming response held the process for its whole grace; now the runner
+    hands its stream over (its lease released for the next process) and the process exits."""
+    cluster = Cluster(layout="embedded").start()
+    try:
+        load = Load(ports=cluster.web_ports(), session=cluster.session, streams=1, viewers=1, tokens=900,
+                    tokens_per_s=40, stamp=False, deadline_s=30, seed=700)
+        await load.start()
+        await flowing(load)
+        [request_id] = load.request_ids
+        [port] = cluster.web_ports()
+        codes: list[int | None] = []
+        opened = asyncio.Event()
+        watching = asyncio.ensure_future(closes_of(port, request_id, cluster.session, 3, opened, codes))
+        await asyncio.wait_for(opened.wait(), 20)
+        started = time.monotonic()
+        os.killpg(cluster.servers["web-1"].pid, signal.SIGTERM)
+        while cluster.servers["web-1"].alive() and time.monotonic() - started < 15:
+            await asyncio.sleep(0.05)
+        stopped_in = time.monotonic() - started
+        await asyncio.wait_for(watching, 5)
+        for task in load.tasks:
+            task.cancel()
+        log = cluster.log_tail("web-1", 60)
+        assert codes == [1012] * 3, (codes, log)
+        assert stopped_in <= WEB_STOPPED_WITHIN_S, f"the web process took {stopped_in:.1f} s to stop\n{log}"
+        assert "handed over 1 stream" in log, log
+        with sqlite3.connect(cluster.tmp / "relay.sqlite3") as db:
+            status, token = db.execute("SELECT status, runner_token FROM responses_app_responserequest WHERE id = ?",
+                                       (request_id.replace("-", ""),)).fetchone()
+        assert (status, token) == ("streaming", None), "the lease is released for the next process at once"
+    finally:
+        cluster.close()

@@ -48,6 +48,5 @@ class Command(BaseCommand):
         except asyncio.CancelledError:
             pass
         if stopping.is_set():
-            started = loop.time()
-            handed = await hand_off()
-            logger.info("relayworker stopping: handed over %d stream(s) in %.2fs", handed, loop.time() - started)
+            await hand_off()
+            logger.info("relayworker stopped")
