@@ -18,7 +18,9 @@ Every runner process, in-process or not, is supervised (`serve`):
   runner rebuilds from the event log and resumes or reconciles; it never re-POSTs): a stream whose
   runner died flows again within the lease (services.LEASE_SECONDS) plus one sweep;
 - a channel-layer failure (Redis restarting) restarts the Worker with backoff instead of ending
-  the process; runners already streaming are tasks of their own and go on meanwhile.
+  the process; runners already streaming are tasks of their own and go on meanwhile;
+- stopping it (SIGTERM: the relayworker command, project/serve.py) hands its streams over
+  (`hand_off`): released at once and announced, not left to lease expiry and a sweep.
 
 May import: the runner and its consumer (nothing imports this module back but the websocket
 consumers, views and the command).
