@@ -234,9 +234,9 @@ class StreamRunner(Endings):
     async def _recover(self, upstream: Upstream, request: RunRequest) -> str:
         """Take over a request whose runner died: rebuild from the event log, never re-POST."""
         rounds = await db(selectors.event_log_by_round)(request_id=self.uuid)
-        committed = await db(selectors.checkpoint_latest_revision)(request_id=self.uuid)
+        latest = await db(selectors.checkpoint_latest)(request_id=self.uuid)
         self._segment_index = await db(selectors.segment_count)(request_id=self.uuid)
-        self.transcript.restore(rounds, committed or 0)
+        self.transcript.restore(rounds, *(latest or (0, "")))
         self.transcript.assume_response_id(request.response_id)
         self.delivery.tally.start_from(self.transcript.counters())  # the runner before counted these
         self._response_id_saved = self.transcript.response_id

@@ -61,6 +61,22 @@ HANDOFF_WAIT_S = 5.0  # a stopping process: how long its runners get to commit a
 BUSY_GRACE_S = 5.0  # ... and one busy ending (a tool round, its outcome) to end before it is handed off
 
 
+class _Worker(Worker):
+    """Channels' Worker, except that cancelling it stops its listeners and application instances:
+    Channels' own leaves them running, and a stopping process went on taking requests (the
+    announcement of its own hand-off among them)."""
+
+    async def handle(self) -> None:
+        listeners = [asyncio.ensure_future(self.listener(channel)) for channel in self.channels]
+        try:
+            await asyncio.wait(listeners)
+        finally:
+            for task in [*listeners, *(details["future"] for details in self.application_instances.values())]:
+                task.cancel()
+        for listener in listeners:
+            listener.result()  # a listener's error (the channel layer's): `serve` restarts the Worker
+
+
 async def serve() -> None:
     """Run the runner consumer and the takeover sweep until cancelled, surviving layer blips."""
     loop = asyncio.get_running_loop()
@@ -71,7 +87,7 @@ async def serve() -> None:
         while True:
             layer = get_channel_layer()
             assert layer is not None
-            worker = Worker(application=runner_application, channels=[RUNNER_CHANNEL], channel_layer=layer)
+            worker = _Worker(application=runner_application, channels=[RUNNER_CHANNEL], channel_layer=layer)
             try:
                 await worker.arun()
                 failures = 0
@@ -133,8 +149,8 @@ async def hand_off() -> int:
     first sweep). The number of streams handed over."""
     hub = get_hub()
     started = hub.loop.time()
-    # The layer's connections are closed first: a receive cancelled with `serve` leaves its blocking
-    # pop waiting in Redis, and that pop would take the first announcement and lose it.
+    # The layer's connections are closed first: a receive cancelled with `serve` can leave its
+    # blocking pop waiting in Redis, and that pop would take an announcement and lose it.
     if (close_pools := getattr(get_channel_layer(), "close_pools", None)) is not None:
         with contextlib.suppress(Exception):
             await close_pools()
@@ -174,6 +190,8 @@ async def _announce_when_done(hub: Hub, request_id: str) -> None:
     if tasks := _tasks_of(hub, [request_id]):
         await asyncio.wait(tasks, timeout=HANDOFF_WAIT_S)
     try:
+        if hub.fanout is not None:
+            await hub.fanout.drain()
         if _layer_spans_processes():
             layer = get_channel_layer()
             assert layer is not None

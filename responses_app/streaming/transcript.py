@@ -28,6 +28,7 @@ _RELAY_ENDINGS = frozenset({CANCELLED, UNKNOWN, ERROR})
 _USAGE_KEYS = ("input_tokens", "output_tokens", "total_tokens")
 # Far more ops than any runner publishes between two commits (at most a few seconds of a stream).
 TAKEOVER_REVISION_GAP = 1_000_000
+HANDED_OVER = "handoff"  # the reason of the checkpoint a stopping runner commits as it lets go
 
 
 class Ops(NamedTuple):
@@ -179,13 +180,15 @@ class Transcript:
             self.assembler.feed({"type": kind, "response": response})
         return self.take_ops()
 
-    def restore(self, rounds: list[tuple[int, bytes]], committed_revision: int) -> None:
-        """Rebuild from the raw event log (round, SSE bytes) of a runner that died.
+    def restore(self, rounds: list[tuple[int, bytes]], committed_revision: int, reason: str = "") -> None:
+        """Rebuild from the raw event log (round, SSE bytes) of a runner that died, or let go
+        (`reason`: its last checkpoint's).
 
         Revisions only grow, past any the old runner can have sent: it published patches after
         its last commit (at most a checkpoint interval of them) that no log holds. A tab holding
         such a revision would take the new runner's lower ones for stale and stall; past them, it
-        sees a gap and resyncs."""
+        sees a gap and resyncs. A runner that handed the request over (HANDED_OVER) committed
+        everything it published: its tabs' next patch follows from the committed revision."""
         for round_, data in rounds:
             if round_ != self.round:
                 self.next_response(round_)
@@ -193,7 +196,10 @@ class Transcript:
         if self.gate is not None:  # the windows not judged before are judged now
             self.gate.push(self._inner.take_ops()[1])
         self.view.take_ops()
-        self.view.revision = max(self.view.revision, committed_revision) + TAKEOVER_REVISION_GAP
+        if reason == HANDED_OVER:
+            self.view.revision = committed_revision
+        else:
+            self.view.revision = max(self.view.revision, committed_revision) + TAKEOVER_REVISION_GAP
         self.view.take_ops()
 
     # --- rounds and tools -------------------------------------------------------------------

@@ -63,4 +63,7 @@ async def test_a_stream_handed_over_goes_on_from_its_last_applied_event(owner: A
     expected = truth["output"][0]["content"][0]["text"]
     assert saved.final_text == expected
     assert watcher.text() == expected and watcher.gaps == 0, "the viewer saw every delta once"
+    after = [m for m in watcher.messages if m["type"] in ("patch", "snapshot") and m["revision"] > committed]
+    assert after[0]["type"] == "patch" and after[0]["base"] == committed, \
+        "its patches go on from the revision the viewer holds: no resync (and no wait for one)"
     assert saved.duplicates == 0 and saved.gaps == 0

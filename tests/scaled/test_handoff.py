@@ -17,7 +17,7 @@ from bench.viewers import Load
 from responses_app.streaming.wire import PROTOCOL
 from tests.scaled.test_survival import assert_whole, explain, flowing, holder
 
-HANDOFF_GAP_S = 1.5  # the longest a viewer may wait for text across the hand-off
+HANDOFF_GAP_S = 1.0  # the longest a viewer may wait for text across the hand-off
 STOPPED_WITHIN_S = 5.0  # how long the stopping worker may take to exit
 WEB_STOPPED_WITHIN_S = 2.0  # ... and a web process with open sockets
 
