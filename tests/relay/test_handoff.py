@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from responses_app import selectors
 from responses_app.models import Segment
-from responses_app.relay.hub import get_hub
+from responses_app.relay.hub import Hub, get_hub
 from responses_app.relay.runner import StreamRunner
 from tests.relay.helpers import Watcher, connect, make_request, reload
 from tests.relay.test_runner_faults import SIM_AUTH
@@ -24,12 +24,18 @@ from tests.relay.test_takeover import wait_for_status
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("relay_settings")]
 
 
+def spawn(hub: Hub, runner: StreamRunner) -> asyncio.Task[Any]:
+    """Run it as a runner process does: known to the hub, so its viewers here get its patches."""
+    assert hub.spawn(runner.request_id, lambda: runner)
+    return next(task for task in hub.tasks if task.get_name() == f"relay-runner-{runner.request_id}")
+
+
 async def test_a_stream_handed_over_goes_on_from_its_last_applied_event(owner: Any, simulator_url: str) -> None:
     request = await make_request(owner, "sim-long", {"sim.tokens": "160", "sim.tokens_per_s": "40"},
                                  background=True)
     hub = get_hub()
     first = StreamRunner(str(request.pk), hub)
-    task = asyncio.get_running_loop().create_task(first.run())
+    task = spawn(hub, first)
     communicator = await connect(owner, request.pk)
     await communicator.connect()
     watcher = Watcher(communicator)
@@ -46,13 +52,13 @@ async def test_a_stream_handed_over_goes_on_from_its_last_applied_event(owner: A
     applied = first.transcript.last_sequence_number
 
     second = StreamRunner(str(request.pk), hub)
-    runner = asyncio.get_running_loop().create_task(second.run())
-    saved = await wait_for_status(request, {"completed", "failed", "unknown", "error", "incomplete"}, timeout=60)
-    await runner
-    async with asyncio.timeout(30):
+    runner = spawn(hub, second)
+    async with asyncio.timeout(60):  # read all along: a viewer that stops reading is resynced
         while watcher.terminal is None or watcher.view is None or watcher.view["revision"] < watcher.terminal[
                 "revision"]:
             await watcher.receive()
+    await runner
+    saved = await wait_for_status(request, {"completed", "failed", "unknown", "error", "incomplete"}, timeout=10)
     await communicator.disconnect()
     assert saved.status == "completed"
     segments = await sync_to_async(lambda: list(Segment.objects.filter(request=saved).order_by("index")

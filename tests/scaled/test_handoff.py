@@ -20,6 +20,7 @@ from tests.scaled.test_survival import assert_whole, explain, flowing, holder
 HANDOFF_GAP_S = 1.0  # the longest a viewer may wait for text across the hand-off
 STOPPED_WITHIN_S = 5.0  # how long the stopping worker may take to exit
 WEB_STOPPED_WITHIN_S = 2.0  # ... and a web process with open sockets
+LAST_WORKER_GAP_S = 6.0  # ... and across the start of a new worker when none was left
 
 
 async def test_sigterm_hands_the_stream_to_the_other_worker_at_once(cluster: Cluster) -> None:
@@ -103,3 +104,23 @@ async def test_a_web_process_stopped_closes_its_sockets_with_1012_and_exits_at_o
         assert (status, token) == ("streaming", None), "the lease is released for the next process at once"
     finally:
         cluster.close()
+
+
+async def test_the_last_worker_stopped_lets_the_next_one_take_over_at_once(cluster: Cluster) -> None:
+    """No other worker is alive: the released lease is taken by the next worker to start, at its
+    first sweep, instead of once the lease has run out."""
+    load = Load(ports=cluster.web_ports(), session=cluster.session, streams=1, viewers=1, tokens=900,
+                tokens_per_s=40, stamp=False, deadline_s=60, seed=800)
+    await load.start()
+    await flowing(load)
+    [name] = await holder(cluster)
+    for other in [s.name for s in cluster.of_kind("worker") if s.name != name]:
+        cluster.kill(other, signal.SIGTERM)
+    cluster.kill(name, signal.SIGTERM)
+    cluster.start_worker(name)
+    await load.finish()
+    assert_whole(cluster, load)
+    [viewer] = load.watchers
+    # the new worker's start (about 2 s) and its first sweep; the lease alone would be 8-12 s
+    assert viewer.max_text_gap_s <= LAST_WORKER_GAP_S, f"text stopped for {viewer.max_text_gap_s:.1f} s\n" \
+                                                       f"{explain(cluster, load)}"
