@@ -15,11 +15,17 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import uvicorn
 
 WS_PING_INTERVAL_S = 20.0  # proxies cut a silent websocket after about a minute
 WS_PING_TIMEOUT_S = 30.0
-GRACEFUL_SHUTDOWN_S = 10  # open websockets get this long to close on SIGTERM
+GRACEFUL_SHUTDOWN_S = 10  # on SIGTERM, the longest a request task gets to end before it is cancelled
+STREAMS_CUT_AFTER_S = 1.0  # ... and a connection still open (a streaming response) before it is cut
 # What --reload watches: the project's own code, not the virtualenv beside it (polling every .py
 # file of .venv kept a core busy).
 RELOAD_DIRS = [str(Path(__file__).resolve().parent.parent / name) for name in ("project", "responses_app")]
@@ -66,6 +72,42 @@ class ClientFrameFilter(logging.Filter):
         return True
 
 
+def stopping_server(config: uvicorn.Config) -> uvicorn.Server:
+    """uvicorn's Server with a shutdown for a rolling deploy. On SIGTERM uvicorn closes every
+    websocket with 1012 at once, but waits for every HTTP connection whose response is still
+    streaming, and such a response ends only when its stream does: the embedded simulator's stream
+    to this process's own runner, an SSE endpoint's. So the process lived out its whole grace
+    (GRACEFUL_SHUTDOWN_S) while its runners kept streaming. Here the runners served in this process
+    hand their streams over first (relay/worker.py `stop_serving`), then connections still open
+    after STREAMS_CUT_AFTER_S are cut: the application hears `http.disconnect`, its streaming
+    responses end, and their clients reconnect to a live process."""
+    import asyncio
+
+    import uvicorn
+
+    class StoppingServer(uvicorn.Server):
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            from responses_app.relay.worker import stop_serving
+
+            try:
+                await stop_serving()
+            except Exception:  # the leases run out instead, as after a crash
+                logging.getLogger("responses_app.relay.worker").exception("handing the streams over failed")
+            cut = asyncio.get_running_loop().call_later(STREAMS_CUT_AFTER_S, self.cut_connections)
+            try:
+                await super().shutdown(sockets)
+            finally:
+                cut.cancel()
+
+        def cut_connections(self) -> None:
+            for connection in list(self.server_state.connections):
+                transport = getattr(connection, "transport", None)
+                if transport is not None and not transport.is_closing():
+                    transport.abort()
+
+    return StoppingServer(config)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m project.serve")
     parser.add_argument("--host", default="127.0.0.1")
@@ -92,8 +134,7 @@ def main(argv: list[str] | None = None) -> None:
         tune_gc()
     from responses_app.consumers.guard import MAX_FRAME_CHARS
     logging.getLogger("uvicorn.error").addFilter(ClientFrameFilter())  # kept when uvicorn configures logging
-    uvicorn.run(
-        app,  # type: ignore[arg-type]
+    options: dict[str, object] = dict(
         host=args.host,
         port=args.port,
         http="httptools",
@@ -109,9 +150,11 @@ def main(argv: list[str] | None = None) -> None:
         proxy_headers=args.proxy_headers,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
         access_log=args.access_log,
-        reload=args.reload,
-        reload_dirs=RELOAD_DIRS if args.reload else None,
     )
+    if args.reload:  # the reloading supervisor's children stop as uvicorn's own do
+        uvicorn.run(app, reload=True, reload_dirs=RELOAD_DIRS, **options)  # type: ignore[arg-type]
+    else:
+        stopping_server(uvicorn.Config(app, **options)).run()  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

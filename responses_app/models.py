@@ -192,7 +192,7 @@ class Checkpoint(models.Model):
     request = models.ForeignKey(ResponseRequest, on_delete=models.CASCADE, related_name="checkpoints")
     revision = models.PositiveIntegerField()
     sequence_number = models.IntegerField(null=True, blank=True)
-    reason = models.CharField(max_length=16)  # boundary, interval, terminal
+    reason = models.CharField(max_length=16)  # boundary, interval, terminal, handoff
     base_revision = models.PositiveIntegerField(null=True, blank=True)  # NULL: `view` is whole
     view = FastJSONField(null=True, blank=True)
     ops = FastJSONField(null=True, blank=True)

@@ -253,6 +253,12 @@ def checkpoint_latest_revision(*, request_id: uuid.UUID) -> int | None:
         "revision", flat=True).first()
 
 
+def checkpoint_latest(*, request_id: uuid.UUID) -> tuple[int, str] | None:
+    """The latest checkpoint's revision and reason (a runner that takes over goes on from it)."""
+    return Checkpoint.objects.filter(request_id=request_id).order_by("-revision").values_list(
+        "revision", "reason").first()
+
+
 def safety_passed(*, request_id: uuid.UUID) -> dict[tuple[str, str], int]:
     """(block id, kind) → how far its text passed the safety checks, without a hole: a runner
     that takes the request over does not judge that text again."""

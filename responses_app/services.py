@@ -87,12 +87,14 @@ def request_create(
 
 def request_acquire_lease(*, request_id: uuid.UUID, token: uuid.UUID, now: datetime | None = None) -> bool:
     """Single-flight: take the request for one runner. True only for the one that wins. Taking
-    over a streaming request (its lease ran out) counts in `takeovers`."""
+    over a streaming request whose runner died (its lease ran out) counts in `takeovers`; one a
+    stopping runner handed over (request_release_lease: no token) does not."""
     now = now or timezone.now()
     won = ResponseRequest.objects.filter(
         Q(status=Status.PENDING) | Q(status=Status.STREAMING, lease_expires__lt=now), pk=request_id
     ).update(status=Status.STREAMING, runner_token=token, lease_expires=now + timedelta(seconds=LEASE_SECONDS),
-             takeovers=Case(When(status=Status.STREAMING, then=F("takeovers") + 1), default=F("takeovers"),
+             takeovers=Case(When(status=Status.STREAMING, runner_token__isnull=False, then=F("takeovers") + 1),
+                            default=F("takeovers"),
                             output_field=PositiveIntegerField()))
     return won == 1
 
@@ -115,6 +117,14 @@ def request_crashed(*, request_id: uuid.UUID, token: uuid.UUID, reason: str, at:
     metrics.request_ended(status=Status.FAILED, model=request.model, duration_s=(at - created).total_seconds())
     signals.send(signals.request_finished, request=request, status=Status.FAILED, usage=None)
     return True
+
+
+def request_release_lease(*, request_id: uuid.UUID, token: uuid.UUID) -> bool:
+    """A stopping runner gives its request up: the lease ends now, so another runner can take it
+    at once (it must have committed what it applied first). False when it no longer held it."""
+    released = ResponseRequest.objects.filter(pk=request_id, status=Status.STREAMING, runner_token=token).update(
+        runner_token=None, lease_expires=timezone.now() - timedelta(seconds=1))
+    return released == 1
 
 
 _TABLE = f'"{ResponseRequest._meta.db_table}"'

@@ -18,7 +18,7 @@ from typing import Any
 from .. import metrics
 from ..conf import app_settings
 from ..streaming.policies import CheckpointPolicy
-from ..streaming.transcript import Ops, Step, Transcript
+from ..streaming.transcript import HANDED_OVER, Ops, Step, Transcript
 from . import eventlog
 from .checkpoints import Checkpointer
 from .hub import Hub
@@ -103,6 +103,12 @@ class Delivery:
     async def final(self) -> None:
         """The terminal checkpoint, committed before the caller marks the request ended."""
         self._flush(self._loop.time(), "terminal")
+        await self.checkpoints.drain()
+
+    async def hand_over(self) -> None:
+        """Its process is stopping: every change applied so far published, and committed with the
+        raw events it came from, so the runner that takes over goes on from exactly here."""
+        self._flush(self._loop.time(), HANDED_OVER)
         await self.checkpoints.drain()
 
     def publish(self, message: dict[str, Any], text: str) -> None:

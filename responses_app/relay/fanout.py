@@ -61,6 +61,12 @@ class Fanout:
             self._sender = asyncio.get_running_loop().create_task(
                 self._send_rounds(), name="relay-fanout-sender", context=contextvars.Context())
 
+    async def drain(self) -> None:
+        """Until everything queued is sent (a stopping process: its last patches reach the other
+        processes' viewers before the runner that takes over sends its first)."""
+        while self._sender is not None and not self._sender.done():
+            await asyncio.shield(self._sender)
+
     async def _send_rounds(self) -> None:
         while self._outgoing:
             await asyncio.sleep(REMOTE_FLUSH_S)

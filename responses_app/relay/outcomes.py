@@ -30,6 +30,7 @@ class Ending(enum.Enum):
     OVER_SIZE = "max_answer_chars"  # RELAY_MAX_ANSWER_CHARS: incomplete (max_answer_chars)
     FILTERED = "content_filter"  # the safety policy flagged its output: incomplete (content_filter)
     WRITE_FAILED = "checkpoint_failed"  # the database refused its rows for good: error
+    HANDED_OFF = "handed_off"  # its process is stopping: commit, release the lease, another resumes it
     ABANDONED = "abandoned"  # another runner took it over: this one writes nothing more
 
 
@@ -37,7 +38,9 @@ class Ending(enum.Enum):
 # whatever else happened; one another runner holds is never written by this one at all.
 _GRAVITY = {ending: rank for rank, ending in enumerate((
     Ending.STALLED, Ending.STOPPED_WAITING, Ending.DEADLINE, Ending.OVER_LIMIT, Ending.OVER_SIZE,
-    Ending.FILTERED, Ending.WRITE_FAILED, Ending.ABANDONED))}
+    Ending.FILTERED, Ending.WRITE_FAILED, Ending.HANDED_OFF, Ending.ABANDONED))}
+
+LET_GO = (Ending.HANDED_OFF, Ending.ABANDONED)  # the runner let its request go: a lost lease is no news
 
 
 @dataclass(frozen=True, slots=True)

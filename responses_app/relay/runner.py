@@ -42,9 +42,10 @@ from ..upstream import EventFrames, Upstream, UpstreamHTTPError, stream_reader
 from .bodies import build_body, continuation_body, full_context_body, stateless_continuation_body, stores
 from .dbthreads import db
 from .delivery import Delivery
-from .endings import Endings, Kind
+from .endings import Kind
 from .flag import Flag
 from .hub import Hub
+from .letgo import LettingGo
 from .outcomes import Ending, SegmentResult, Stopped, connection_failure
 from .precheck import precheck
 from .safety import SafetyChecks
@@ -58,7 +59,7 @@ MAX_TOOL_ROUNDS = 5
 ERROR_GRACE_S = 2.0  # after an `error` event, how long a following response.failed may take
 
 
-class StreamRunner(Endings):
+class StreamRunner(LettingGo):
     # Slots, not a dict: with this many attributes a runner's __dict__ outweighs a slot per
     # attribute several times (bench/README.md, storage).
     __slots__ = ("request_id", "hub", "_upstream_factory", "finished", "_loop", "tools", "_response_id_saved",
@@ -136,9 +137,12 @@ class StreamRunner(Endings):
                 self._stop(Ending(self.transcript.limit_reason), cancel=False)
             await self._finish(status, stopped=self.stopped)
         except asyncio.CancelledError:
-            if self.stopped is not None and self.stopped.ending is Ending.ABANDONED:
+            ending = self.stopped.ending if self.stopped is not None else None
+            if ending is Ending.ABANDONED:
                 self.delivery.discard()
                 return  # the runner that took over writes and publishes from here on
+            if ending is Ending.HANDED_OFF:
+                return await self._hand_over()  # its process is stopping: another runner goes on
             raise  # process shutdown: the lease runs out and recovery takes over
         except Exception as exc:
             logger.exception("runner for %s failed", self.request_id)
@@ -202,15 +206,6 @@ class StreamRunner(Endings):
             self._stop(Ending.WRITE_FAILED, ("checkpoint_failed", "The relay could not store this answer "
                        f"({type(error.cause).__name__}); it was stopped rather than kept with a hole."))
 
-    def abandon(self) -> None:
-        """Another runner holds the request now (this one's lease ran out during a database blip
-        and a sweep took it over): stop at once, publish and write nothing more, cancel nothing."""
-        if self._task is not None and (self.stopped is None or self.stopped.ending is not Ending.ABANDONED):
-            with logcontext.using(self.log_context):
-                logger.warning("request %s was taken over by another runner; this one stops", self.request_id)
-            self._stop(Ending.ABANDONED, cancel=False)
-            self._task.cancel()
-
     def cancel(self) -> None:
         """The explicit Stop: stop reading now, then cancel upstream."""
         self.cancel_requested.set()
@@ -228,9 +223,9 @@ class StreamRunner(Endings):
     async def _recover(self, upstream: Upstream, request: RunRequest) -> str:
         """Take over a request whose runner died: rebuild from the event log, never re-POST."""
         rounds = await db(selectors.event_log_by_round)(request_id=self.uuid)
-        committed = await db(selectors.checkpoint_latest_revision)(request_id=self.uuid)
+        latest = await db(selectors.checkpoint_latest)(request_id=self.uuid)
         self._segment_index = await db(selectors.segment_count)(request_id=self.uuid)
-        self.transcript.restore(rounds, committed or 0)
+        self.transcript.restore(rounds, *(latest or (0, "")))
         self.transcript.assume_response_id(request.response_id)
         self.delivery.tally.start_from(self.transcript.counters())  # the runner before counted these
         self._response_id_saved = self.transcript.response_id

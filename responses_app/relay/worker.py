@@ -18,7 +18,9 @@ Every runner process, in-process or not, is supervised (`serve`):
   runner rebuilds from the event log and resumes or reconciles; it never re-POSTs): a stream whose
   runner died flows again within the lease (services.LEASE_SECONDS) plus one sweep;
 - a channel-layer failure (Redis restarting) restarts the Worker with backoff instead of ending
-  the process; runners already streaming are tasks of their own and go on meanwhile.
+  the process; runners already streaming are tasks of their own and go on meanwhile;
+- stopping it (SIGTERM: the relayworker command, project/serve.py) hands its streams over
+  (`hand_off`): released at once and announced, not left to lease expiry and a sweep.
 
 May import: the runner and its consumer (nothing imports this module back but the websocket
 consumers, views and the command).
@@ -27,6 +29,7 @@ consumers, views and the command).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
 from typing import Any
@@ -43,7 +46,7 @@ from django.dispatch import receiver
 from .. import logcontext, selectors
 from ..conf import app_settings
 from ..consumers.runner import runner_application
-from .hub import RUNNER_CHANNEL, get_hub
+from .hub import RUNNER_CHANNEL, Hub, get_hub
 from .runner import StreamRunner
 
 logger = logging.getLogger(__name__)
@@ -54,6 +57,24 @@ WATCH_WINDOW_S = 60  # ... among those created this recently (older ones are the
 NOTIFY_START = "relay_start"  # PostgreSQL notification channels
 NOTIFY_CANCEL = "relay_cancel"
 BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)  # between restarts of a Worker whose channel layer failed
+HANDOFF_WAIT_S = 5.0  # a stopping process: how long its runners get to commit and let go
+BUSY_GRACE_S = 5.0  # ... and one busy ending (a tool round, its outcome) to end before it is handed off
+
+
+class _Worker(Worker):
+    """Channels' Worker, except that cancelling it stops its listeners and application instances:
+    Channels' own leaves them running, and a stopping process went on taking requests (the
+    announcement of its own hand-off among them)."""
+
+    async def handle(self) -> None:
+        listeners = [asyncio.ensure_future(self.listener(channel)) for channel in self.channels]
+        try:
+            await asyncio.wait(listeners)
+        finally:
+            for task in [*listeners, *(details["future"] for details in self.application_instances.values())]:
+                task.cancel()
+        for listener in listeners:
+            listener.result()  # a listener's error (the channel layer's): `serve` restarts the Worker
 
 
 async def serve() -> None:
@@ -66,7 +87,7 @@ async def serve() -> None:
         while True:
             layer = get_channel_layer()
             assert layer is not None
-            worker = Worker(application=runner_application, channels=[RUNNER_CHANNEL], channel_layer=layer)
+            worker = _Worker(application=runner_application, channels=[RUNNER_CHANNEL], channel_layer=layer)
             try:
                 await worker.arun()
                 failures = 0
@@ -116,6 +137,70 @@ async def sweep() -> int:
         hub.counters["takeovers"] += 1
         await layer.send(RUNNER_CHANNEL, {"type": "relay.start", "request_id": str(request_id)})
     return len(stale)
+
+
+async def hand_off() -> int:
+    """The process is stopping, and takes nothing new (`serve` was cancelled first): each runner
+    here stops reading, commits what it applied and releases its lease, and the other runner
+    processes are told at once (as a submitted request is: the channel layer, else NOTIFY), so one
+    of them resumes each stream within a second, after its last applied sequence number. A runner
+    busy otherwise (a tool round, writing its outcome) gets BUSY_GRACE_S to end first. With no
+    other runner process alive, the next one to start takes the released leases over at once (its
+    first sweep). The number of streams handed over."""
+    hub = get_hub()
+    started = hub.loop.time()
+    # The layer's connections are closed first: a receive cancelled with `serve` can leave its
+    # blocking pop waiting in Redis, and that pop would take an announcement and lose it.
+    if (close_pools := getattr(get_channel_layer(), "close_pools", None)) is not None:
+        with contextlib.suppress(Exception):
+            await close_pools()
+    handed = [request_id for request_id, runner in list(hub.runners.items()) if runner.hand_off()]
+    busy = [request_id for request_id in hub.runners if request_id not in frozenset(handed)]
+    announced = asyncio.gather(*(_announce_when_done(hub, request_id) for request_id in handed))
+    if busy and (tasks := _tasks_of(hub, busy)):
+        await asyncio.wait(tasks, timeout=BUSY_GRACE_S)
+        late = [request_id for request_id in busy
+                if (runner := hub.runners.get(request_id)) is not None and runner.hand_off(now=True)]
+        await asyncio.gather(*(_announce_when_done(hub, request_id) for request_id in late))
+        handed += late
+    await announced
+    logger.info("handed over %d stream(s) in %.2fs", len(handed), hub.loop.time() - started)
+    return len(handed)
+
+
+async def stop_serving() -> int:
+    """This process serves runners in-process and is stopping (project/serve.py, on SIGTERM): it
+    takes nothing new and hands its streams over (`hand_off`). 0 when no runner is served here."""
+    hub = get_hub()
+    if hub.worker_task is None:
+        return 0
+    hub.worker_task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await hub.worker_task
+    return await hand_off()
+
+
+def _tasks_of(hub: Hub, request_ids: list[str]) -> set[asyncio.Task[Any]]:
+    names = {f"relay-runner-{request_id}" for request_id in request_ids}
+    return {task for task in hub.tasks if task.get_name() in names}
+
+
+async def _announce_when_done(hub: Hub, request_id: str) -> None:
+    """Once the runner let the request go, a runner elsewhere takes it now."""
+    if tasks := _tasks_of(hub, [request_id]):
+        await asyncio.wait(tasks, timeout=HANDOFF_WAIT_S)
+    try:
+        if hub.fanout is not None:
+            await hub.fanout.drain()
+        if _layer_spans_processes():
+            layer = get_channel_layer()
+            assert layer is not None
+            await layer.send(RUNNER_CHANNEL, {"type": "relay.start", "request_id": request_id})
+        elif connection.vendor == "postgresql":
+            await database_sync_to_async(_notify)("relay.start", NOTIFY_START, request_id)
+        # else (SQLite, the in-memory layer): the others' next sweep (SWEEP_S) finds the lease released
+    except Exception:  # the lease is released: a sweep takes it over all the same
+        logger.warning("could not announce the hand-off of %s", request_id, exc_info=True)
 
 
 def ensure_worker() -> None:

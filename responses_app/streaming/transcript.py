@@ -29,6 +29,7 @@ _RELAY_ENDINGS = frozenset({CANCELLED, UNKNOWN, ERROR})
 _USAGE_KEYS = ("input_tokens", "output_tokens", "total_tokens")
 # Far more ops than any runner publishes between two commits (at most a few seconds of a stream).
 TAKEOVER_REVISION_GAP = 1_000_000
+HANDED_OVER = "handoff"  # the reason of the checkpoint a stopping runner commits as it lets go
 
 
 class Ops(NamedTuple):
@@ -191,13 +192,13 @@ class Transcript:
             self.assembler.feed({"type": kind, "response": response})
         return self.take_ops()
 
-    def restore(self, rounds: list[tuple[int, bytes]], committed_revision: int) -> None:
-        """Rebuild from the raw event log (round, SSE bytes) of a runner that died.
-
-        Revisions only grow, past any the old runner can have sent: it published patches after
-        its last commit (at most a checkpoint interval of them) that no log holds. A tab holding
-        such a revision would take the new runner's lower ones for stale and stall; past them, it
-        sees a gap and resyncs."""
+    def restore(self, rounds: list[tuple[int, bytes]], committed_revision: int, reason: str = "") -> None:
+        """Rebuild from the raw event log (round, SSE bytes) of a runner that died, or let go
+        (`reason`: its last checkpoint's). A dead runner published patches after its last commit
+        (at most a checkpoint interval of them) that no log holds: revisions go on past any it can
+        have sent, or a tab holding one would take the new runner's for stale and stall; past them,
+        it sees a gap and resyncs. One that handed the request over (HANDED_OVER) committed all it
+        published: its tabs' next patch follows from the committed revision."""
         for round_, data in rounds:
             if round_ != self.round:
                 self.next_response(round_)
@@ -205,7 +206,8 @@ class Transcript:
         if self.gate is not None:  # the windows not judged before are judged now
             self.gate.push(self._inner.take_ops()[1])
         self.view.take_ops()
-        self.view.revision = max(self.view.revision, committed_revision) + TAKEOVER_REVISION_GAP
+        self.view.revision = (committed_revision if reason == HANDED_OVER
+                              else max(self.view.revision, committed_revision) + TAKEOVER_REVISION_GAP)
         self.view.take_ops()
 
     # --- rounds and tools -------------------------------------------------------------------

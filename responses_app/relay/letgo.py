@@ -1,0 +1,52 @@
+"""How a runner lets its request go, a base of `StreamRunner` (runner.py) over `Endings`.
+
+A stopping process hands each request over (`hand_off`, then `_hand_over`): what it applied is
+published and committed and its lease released at once, so another runner resumes the stream
+within a second instead of waiting out the lease. A runner whose lease another runner took (a
+database blip outlasted it) abandons its request (`abandon`): it writes and publishes nothing
+more. The state is the runner's (declared here, held in its slots).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from .. import logcontext, services
+from .dbthreads import db
+from .endings import Endings
+from .outcomes import LET_GO, Ending
+
+logger = logging.getLogger(__name__)
+
+
+class LettingGo(Endings):
+    __slots__ = ()
+    request_id: str
+    log_context: logcontext.RequestContext | None
+    _task: asyncio.Task[None] | None
+    _reader: asyncio.Task[Any] | None
+
+    def abandon(self) -> None:
+        """Another runner holds the request now (this one's lease ran out during a database blip
+        and a sweep took it over): stop at once, publish and write nothing more, cancel nothing."""
+        if self._task is not None and (self.stopped is None or self.stopped.ending not in LET_GO):
+            with logcontext.using(self.log_context):
+                logger.warning("request %s was taken over by another runner; this one stops", self.request_id)
+            self._stop(Ending.ABANDONED, cancel=False)
+            self._task.cancel()
+
+    def hand_off(self, *, now: bool = False) -> bool:
+        """Its process stops: stop reading (`now`: whatever it does), commit, release (False: ending)."""
+        if self._task is None or self.stopped is not None or not (now or self._reader is not None):
+            return False
+        self._stop(Ending.HANDED_OFF, cancel=False)
+        (self._reader or self._task).cancel()
+        return True
+
+    async def _hand_over(self) -> None:
+        """Its process is stopping: what it applied is published and committed, then its lease is
+        released at once (not left to run out), so the runner that takes over resumes from there."""
+        await self.delivery.hand_over()
+        await db(services.request_release_lease)(request_id=self.uuid, token=self.token)

@@ -1,0 +1,126 @@
+"""A deploy without a pause: a `relayworker` stopped with SIGTERM hands its streams over. It
+stops reading, commits what it applied, releases its leases and tells the other workers, and one
+of them resumes each stream from the upstream after its last applied sequence number at once,
+instead of after the lease ran out and a sweep found it. Every viewer ends on the upstream's
+exact text, with no delta lost or shown twice."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sqlite3
+import time
+
+from bench.cluster import Cluster
+from bench.viewers import Load
+from responses_app.streaming.wire import PROTOCOL
+from tests.scaled.test_survival import assert_whole, explain, flowing, holder
+
+HANDOFF_GAP_S = 1.0  # the longest a viewer may wait for text across the hand-off
+STOPPED_WITHIN_S = 5.0  # how long the stopping worker may take to exit
+WEB_STOPPED_WITHIN_S = 2.0  # ... and a web process with open sockets
+LAST_WORKER_GAP_S = 6.0  # ... and across the start of a new worker when none was left
+
+
+async def test_sigterm_hands_the_stream_to_the_other_worker_at_once(cluster: Cluster) -> None:
+    load = Load(ports=cluster.web_ports(), session=cluster.session, streams=1, viewers=2, tokens=900,
+                tokens_per_s=40, stamp=False, deadline_s=60, seed=600)
+    await load.start()
+    await flowing(load)
+    [name] = await holder(cluster)
+    started = time.monotonic()
+    cluster.kill(name, signal.SIGTERM)
+    stopped_in = time.monotonic() - started
+    await load.finish()
+    assert_whole(cluster, load)
+    summary = explain(cluster, load)
+    gaps = [round(v.max_text_gap_s, 2) for v in load.watchers]
+    assert max(gaps) <= HANDOFF_GAP_S, f"text stopped for {gaps} s\n{summary}"
+    assert stopped_in <= STOPPED_WITHIN_S, f"the worker took {stopped_in:.1f} s to stop\n{summary}"
+    assert cluster.servers[name].proc.returncode == 0, summary
+    assert "handed over 1 stream" in cluster.log_tail(name, 80), summary
+    [request_id] = load.request_ids
+    assert cluster.postgres is not None
+    segments = cluster.postgres.query(
+        "SELECT kind, outcome FROM responses_app_segment WHERE request_id = %s ORDER BY \"index\"", request_id)
+    assert [kind for kind, _ in segments] == ["initial", "resume"], (segments, summary)
+
+
+async def closes_of(port: int, request_id: str, session: str, sockets: int, opened: asyncio.Event,
+                    codes: list[int | None]) -> None:
+    """Open `sockets` viewers of a request on one web process; each close code it sees."""
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import ConnectionClosed
+    from websockets.typing import Origin
+
+    url = f"ws://127.0.0.1:{port}/ws/requests/{request_id}/?v={PROTOCOL}"
+
+    async def one() -> None:
+        async with connect(url, origin=Origin(f"http://127.0.0.1:{port}"), compression=None, proxy=None,
+                           additional_headers={"Cookie": f"sessionid={session}"}, ping_interval=None) as ws:
+            await ws.recv()  # the snapshot
+            opened.set()
+            try:
+                while True:
+                    await ws.recv()
+            except ConnectionClosed as closed:
+                codes.append(closed.rcvd.code if closed.rcvd is not None else None)
+
+    await asyncio.gather(*(one() for _ in range(sockets)))
+
+
+async def test_a_web_process_stopped_closes_its_sockets_with_1012_and_exits_at_once() -> None:
+    """The default layout: one web process, its runner in-process, the embedded simulator streaming
+    to it over HTTP. That streaming response held the process for its whole grace; now the runner
+    hands its stream over (its lease released for the next process) and the process exits."""
+    cluster = Cluster(layout="embedded").start()
+    try:
+        load = Load(ports=cluster.web_ports(), session=cluster.session, streams=1, viewers=1, tokens=900,
+                    tokens_per_s=40, stamp=False, deadline_s=30, seed=700)
+        await load.start()
+        await flowing(load)
+        [request_id] = load.request_ids
+        [port] = cluster.web_ports()
+        codes: list[int | None] = []
+        opened = asyncio.Event()
+        watching = asyncio.ensure_future(closes_of(port, request_id, cluster.session, 3, opened, codes))
+        await asyncio.wait_for(opened.wait(), 20)
+        started = time.monotonic()
+        os.killpg(cluster.servers["web-1"].pid, signal.SIGTERM)
+        while cluster.servers["web-1"].alive() and time.monotonic() - started < 15:
+            await asyncio.sleep(0.05)
+        stopped_in = time.monotonic() - started
+        await asyncio.wait_for(watching, 5)
+        for task in load.tasks:
+            task.cancel()
+        log = cluster.log_tail("web-1", 60)
+        assert codes == [1012] * 3, (codes, log)
+        assert stopped_in <= WEB_STOPPED_WITHIN_S, f"the web process took {stopped_in:.1f} s to stop\n{log}"
+        assert "handed over 1 stream" in log, log
+        with sqlite3.connect(cluster.tmp / "relay.sqlite3") as db:
+            status, token = db.execute("SELECT status, runner_token FROM responses_app_responserequest WHERE id = ?",
+                                       (request_id.replace("-", ""),)).fetchone()
+        assert (status, token) == ("streaming", None), "the lease is released for the next process at once"
+    finally:
+        cluster.close()
+
+
+async def test_the_last_worker_stopped_lets_the_next_one_take_over_at_once(cluster: Cluster) -> None:
+    """No other worker is alive: the released lease is taken by the next worker to start, at its
+    first sweep, instead of once the lease has run out."""
+    load = Load(ports=cluster.web_ports(), session=cluster.session, streams=1, viewers=1, tokens=900,
+                tokens_per_s=40, stamp=False, deadline_s=60, seed=800)
+    await load.start()
+    await flowing(load)
+    [name] = await holder(cluster)
+    for other in [s.name for s in cluster.of_kind("worker") if s.name != name]:
+        cluster.kill(other, signal.SIGTERM)
+    cluster.kill(name, signal.SIGTERM)
+    cluster.start_worker(name)
+    await load.finish()
+    assert_whole(cluster, load)
+    [viewer] = load.watchers
+    # the new worker's start (about 2 s) and its first sweep; the lease alone would be 8-12 s
+    assert viewer.max_text_gap_s <= LAST_WORKER_GAP_S, f"text stopped for {viewer.max_text_gap_s:.1f} s\n" \
+                                                       f"{explain(cluster, load)}"
