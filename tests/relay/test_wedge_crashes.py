@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
 from django.db import DataError
 from django.test import Client
 from django.urls import reverse
@@ -117,3 +118,21 @@ async def test_a_crash_whose_ending_is_written_ends_at_once(owner: Any, monkeypa
     await StreamRunner(str(request.pk), get_hub()).run()
     saved = await reload(request)
     assert saved.status == "error" and saved.error_code == "relay_error" and saved.takeovers == 0
+
+
+@pytest.mark.django_db
+def test_a_request_handed_over_is_not_counted_as_a_crash(owner: Any) -> None:
+    """A stopping process hands its streams over (request_release_lease: no runner token): however
+    many rolling deploys an answer lives through, it never nears MAX_TAKEOVERS. A lease that ran out
+    with its runner's token still set (the runner died) counts."""
+    request = async_to_sync(make_request)(owner, "sim-text")
+    for _ in range(services.MAX_TAKEOVERS + 2):  # more deploys than the crash bound
+        token = uuid.uuid4()
+        assert services.request_acquire_lease(request_id=request.pk, token=token)
+        assert services.request_release_lease(request_id=request.pk, token=token)
+    assert ResponseRequest.objects.get(pk=request.pk).takeovers == 0
+    token = uuid.uuid4()
+    assert services.request_acquire_lease(request_id=request.pk, token=token)
+    ResponseRequest.objects.filter(pk=request.pk).update(lease_expires=timezone.now() - timedelta(seconds=1))
+    assert services.request_acquire_lease(request_id=request.pk, token=uuid.uuid4())
+    assert ResponseRequest.objects.get(pk=request.pk).takeovers == 1
