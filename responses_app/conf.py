@@ -16,7 +16,6 @@ reports it (responses_app.E002, see checks.py); `docs/configuration.md` lists ev
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,189 +23,14 @@ from typing import Any
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+from . import conf_values as values
 from . import providers as _providers
-from .input_items import KINDS as INPUT_KINDS
+from .conf_values import SAFETY_MODES
 from .streaming.assembler import MAX_ITEMS
 
 PREFIX = "RELAY_"
 OPENAI_BASE_URL = "https://api.openai.com/v1"
-SAFETY_MODES = ("off", "progressive", "buffered")
 TRANSPORTS = ("aiohttp", "httpx", "websocket")
-_TRUE = ("true", "1", "yes", "on")
-_FALSE = ("false", "0", "no", "off", "")
-_WINDOWS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-# --- parsers: a raw value (typed, or an environment string) -> the value, or ValueError ----------
-
-def _integer(*, minimum: int = 1) -> Callable[[Any], int]:
-    assert minimum in (0, 1)
-    def parse(raw: Any) -> int:
-        if isinstance(raw, bool):
-            raise ValueError(f"must be an integer, got {raw!r}")
-        if isinstance(raw, str):
-            try:
-                raw = int(raw.strip())
-            except ValueError:
-                raise ValueError(f"must be an integer, got {raw!r}") from None
-        if not isinstance(raw, int):
-            raise ValueError(f"must be an integer, got {type(raw).__name__}")
-        if raw < minimum:
-            raise ValueError(f"must be {'zero or more' if minimum == 0 else 'positive'}, got {raw}")
-        return raw
-    return parse
-
-
-MAX_ANSWER_CHARS_CAP = 20_000_000  # ×6 bytes (a \uXXXX escape each) stays far under jsonb's 255 MB
-
-
-def _answer_chars(raw: Any) -> int:
-    value = _integer()(raw)
-    if value > MAX_ANSWER_CHARS_CAP:
-        raise ValueError(f"must be at most {MAX_ANSWER_CHARS_CAP:,}, got {value:,}")
-    return value
-
-
-def _seconds(raw: Any) -> float:
-    """A positive number of seconds (an int, a float, or their text)."""
-    if isinstance(raw, bool):
-        raise ValueError(f"must be a number of seconds, got {raw!r}")
-    try:
-        value = float(raw.strip()) if isinstance(raw, str) else float(raw)
-    except (TypeError, ValueError):
-        raise ValueError(f"must be a number of seconds, got {raw!r}") from None
-    if not value > 0:
-        raise ValueError(f"must be positive, got {raw!r}")
-    return value
-
-
-def _boolean(raw: Any) -> bool:
-    if isinstance(raw, bool):
-        return raw
-    if isinstance(raw, str) and raw.strip().lower() in _TRUE + _FALSE:
-        return raw.strip().lower() in _TRUE
-    raise ValueError(f"must be true or false, got {raw!r}")
-
-
-def _text(raw: Any) -> str:
-    if not isinstance(raw, str):
-        raise ValueError(f"must be a string, got {type(raw).__name__}")
-    return raw.strip()
-
-
-def _url(raw: Any) -> str:
-    text = _text(raw).rstrip("/")
-    if text and not text.startswith(("http://", "https://")):
-        raise ValueError(f"must be an http(s) URL, got {text!r}")
-    return text
-
-
-def _names(raw: Any) -> tuple[str, ...]:
-    if isinstance(raw, str):
-        raw = raw.split(",")
-    if not isinstance(raw, (list, tuple)) or not all(isinstance(item, str) for item in raw):
-        raise ValueError("must be a list of strings (or a comma-separated string)")
-    return tuple(item.strip() for item in raw if item.strip())
-
-
-def _choice(*choices: str) -> Callable[[Any], str]:
-    def parse(raw: Any) -> str:
-        value = _text(raw).lower()
-        if value not in choices:
-            raise ValueError(f"must be one of {', '.join(c or '(empty)' for c in choices)}, got {raw!r}")
-        return value
-    return parse
-
-
-def _rate(raw: Any) -> tuple[int, int]:
-    """`N/s`, `N/m`, `N/h` or `N/d` (or a pair) -> (N, window seconds)."""
-    if isinstance(raw, (list, tuple)) and len(raw) == 2:
-        return _integer()(raw[0]), _integer()(raw[1])
-    count, _, unit = _text(raw).partition("/")
-    if not count.isdigit() or int(count) <= 0 or unit not in _WINDOWS:
-        raise ValueError(f"must look like 20/m (per s, m, h or d), got {raw!r}")
-    return int(count), _WINDOWS[unit]
-
-
-def _safety_modes(raw: Any) -> dict[str, str]:
-    """{model: mode}, or its text `model-a=buffered,model-b=off`."""
-    if isinstance(raw, str):
-        pairs = {}
-        for item in filter(None, (part.strip() for part in raw.split(","))):
-            model, sep, mode = item.partition("=")
-            if not sep or not model.strip():
-                raise ValueError(f"must look like model-a=buffered,model-b=off, got {item!r}")
-            pairs[model.strip()] = mode
-        raw = pairs
-    if not isinstance(raw, Mapping):
-        raise ValueError("must be a dict of model: mode")
-    choice = _choice(*SAFETY_MODES)
-    return {str(model): choice(mode) for model, mode in raw.items()}
-
-
-def _prices(raw: Any) -> dict[str, dict[str, float]]:
-    """{model: {"input": usd, "cached_input": usd, "output": usd}} per million tokens (or its JSON)."""
-    if isinstance(raw, str):
-        if not raw.strip():
-            return {}
-        try:
-            raw = json.loads(raw)
-        except ValueError as exc:
-            raise ValueError(f"must be a JSON object: {exc}") from None
-    if not isinstance(raw, Mapping):
-        raise ValueError("must be a JSON object of models (or a dict)")
-    prices: dict[str, dict[str, float]] = {}
-    for model, row in raw.items():
-        if not isinstance(row, Mapping) or not row or not set(row) <= {"input", "cached_input", "output"}:
-            raise ValueError(f"[{model!r}] must be a dict of input, cached_input, output")
-        for key, value in row.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise ValueError(f"[{model!r}][{key!r}] must be a non-negative number")
-        prices[str(model)] = {key: float(value) for key, value in row.items()}
-    return prices
-
-
-def _checker(raw: Any) -> str:
-    value = _text(raw)
-    if value not in ("rules", "moderation") and "." not in value:
-        raise ValueError(f"must be rules, moderation or a dotted path to a checker factory "
-                         f"(for example myproject.safety.make_checker), got {value!r}")
-    return value
-
-
-def _api_tokens(raw: Any) -> dict[str, str]:
-    """{token: username}, or its text `alice=<token>,bob=<token>`."""
-    if isinstance(raw, str):
-        pairs = {}
-        for item in filter(None, (part.strip() for part in raw.split(","))):
-            username, sep, token = item.partition("=")
-            if not sep or not username.strip() or not token.strip():
-                raise ValueError(f"must look like alice=<token>,bob=<token>, got {item[:40]!r}")
-            pairs[token.strip()] = username.strip()
-        return pairs
-    if not isinstance(raw, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in raw.items()):
-        raise ValueError("must be a dict of token: username")
-    return dict(raw)
-
-
-def _input_kinds(raw: Any) -> tuple[str, ...]:
-    names = _names(raw)
-    unknown = [name for name in names if name not in INPUT_KINDS]
-    if unknown:
-        raise ValueError(f"names no kind of input item {unknown[0]!r} (one of {', '.join(sorted(INPUT_KINDS))})")
-    return names
-
-
-def _optional_text(raw: Any) -> str | None:
-    return None if raw is None else _text(raw)
-
-
-def _dotted_paths(raw: Any) -> tuple[str, ...]:
-    names = _names(raw)
-    for name in names:
-        if "." not in name:
-            raise ValueError(f"must be dotted paths (myproject.tools.lookup), got {name!r}")
-    return names
 
 
 # --- the settings ---------------------------------------------------------------------------
@@ -236,127 +60,127 @@ def _default_upstream_url(app: AppSettings) -> str:
 
 SETTINGS: tuple[Setting, ...] = (
     # upstream
-    Setting("UPSTREAM_API_KEY", "", _text, "The provider's API key. Set it (and nothing else) to use OpenAI.",
+    Setting("UPSTREAM_API_KEY", "", values.text, "The provider's API key. Set it (and nothing else) to use OpenAI.",
             "upstream"),
-    Setting("UPSTREAM_BASE_URL", _default_upstream_url, _url,
+    Setting("UPSTREAM_BASE_URL", _default_upstream_url, values.url,
             "The provider's base URL (…/v1). Empty: the built-in simulator. With a key and no URL: OpenAI's.",
             "upstream"),
-    Setting("UPSTREAM_TRANSPORT", "aiohttp", _choice(*TRANSPORTS),
+    Setting("UPSTREAM_TRANSPORT", "aiohttp", values.choice(*TRANSPORTS),
             "aiohttp (SSE over httpx-aiohttp, cheaper per event), httpx (SSE over httpx's own) or websocket "
             "(the Responses API's WebSocket mode, docs/upstream-websocket.md).", "upstream"),
-    Setting("UPSTREAM_WS_MAX_AGE_S", 2400, _seconds,
+    Setting("UPSTREAM_WS_MAX_AGE_S", 2400, values.seconds,
             "WebSocket mode: a connection older than this takes no new response (the provider's limit is an "
             "hour; the request deadline must fit in what is left).", "upstream"),
-    Setting("UPSTREAM_NO_OBFUSCATION", True, _boolean,
+    Setting("UPSTREAM_NO_OBFUSCATION", True, values.boolean,
             "Ask the provider for no padding on streamed deltas (stream_options.include_obfuscation=false); "
             "false for a provider that refuses stream_options. Padding is never stored either way.", "upstream"),
-    Setting("UPSTREAM_MAX_CONNECTIONS", 2000, _integer(), "Upstream connections per process.", "upstream"),
-    Setting("SIMULATOR_BASE_URL", "", _url,
+    Setting("UPSTREAM_MAX_CONNECTIONS", 2000, values.integer(), "Upstream connections per process.", "upstream"),
+    Setting("SIMULATOR_BASE_URL", "", values.url,
             "A standalone simulator (python -m responses_app.simulator) when there is no provider; empty: "
             "the embedded one, reached in-process.", "upstream"),
-    Setting("SIMULATOR_API_KEY", "sim-dev-key", _text, "The bearer key the simulator demands.", "upstream"),
-    Setting("ALLOWED_MODELS", (), _names,
+    Setting("SIMULATOR_API_KEY", "sim-dev-key", values.text, "The bearer key the simulator demands.", "upstream"),
+    Setting("ALLOWED_MODELS", (), values.names,
             "Models a user may ask for; empty allows any (required with a provider under check --deploy).",
             "upstream"),
     Setting("PROVIDERS", {}, _providers.parse,
             "Several named upstreams at once: {name: {base_url, api_key, transport, models, supports, label}} "
             "(or its JSON), each model served by the one that lists it (docs/providers.md). Empty: the one "
             "upstream of the settings above.", "upstream"),
-    Setting("BACKGROUND_DEFAULT", True, _boolean,
+    Setting("BACKGROUND_DEFAULT", True, values.boolean,
             "Ask for background mode, so a dropped stream can be resumed where the provider allows it.",
             "upstream"),
-    Setting("MAX_OUTPUT_TOKENS", 8192, _integer(), "The cap on max_output_tokens of every upstream request.",
+    Setting("MAX_OUTPUT_TOKENS", 8192, values.integer(), "The cap on max_output_tokens of every upstream request.",
             "upstream"),
-    Setting("PRICES", {}, _prices, "USD per million tokens per model, for the cost shown beside usage.",
+    Setting("PRICES", {}, values.prices, "USD per million tokens per model, for the cost shown beside usage.",
             "upstream"),
     # pages and sockets
-    Setting("BASE_TEMPLATE", "responses_app/base.html", _text,
+    Setting("BASE_TEMPLATE", "responses_app/base.html", values.text,
             "The template the app's pages extend (blocks: title and content).", "pages"),
-    Setting("WEBSOCKET_PREFIX", None, _optional_text,
+    Setting("WEBSOCKET_PREFIX", None, values.optional_text,
             "Where responses_app.routing.websocket_urlpatterns are mounted (e.g. /assistant/); default: "
             "where responses_app.urls are included.", "pages"),
-    Setting("SHARE_ANONYMOUS", False, _boolean,
+    Setting("SHARE_ANONYMOUS", False, values.boolean,
             "Owners may make a share link that works without an account (each link says whether it does); "
             "false: every share link needs a signed-in visitor.", "pages"),
-    Setting("SEARCH_CONFIG", "english", _text,
+    Setting("SEARCH_CONFIG", "english", values.text,
             "PostgreSQL: the text search configuration of the conversation search (simple, english, "
             "german ...); SQLite searches words as they are written.", "pages"),
-    Setting("SEARCH_RATE", "30/m", _rate, "Searches per user per window: N/s, N/m, N/h or N/d.", "pages"),
-    Setting("TOOLS", ("responses_app.tools.get_weather", "responses_app.tools.get_time"), _dotted_paths,
+    Setting("SEARCH_RATE", "30/m", values.rate, "Searches per user per window: N/s, N/m, N/h or N/d.", "pages"),
+    Setting("TOOLS", ("responses_app.tools.get_weather", "responses_app.tools.get_time"), values.dotted_paths,
             "Dotted paths of the function tools offered to the model (functions decorated with "
             "responses_app.api.tool), imported when tools are offered. Default: the two built-in ones.", "tools"),
     # the relay
-    Setting("FLUSH_INTERVAL_MS", 50, _integer(), "The least time between two patches of a stream.", "relay"),
-    Setting("FLUSH_MIN_CHARS", 32, _integer(minimum=0), "A slow stream's patch waits for this much text…",
+    Setting("FLUSH_INTERVAL_MS", 50, values.integer(), "The least time between two patches of a stream.", "relay"),
+    Setting("FLUSH_MIN_CHARS", 32, values.integer(minimum=0), "A slow stream's patch waits for this much text…",
             "relay"),
-    Setting("FLUSH_MAX_WAIT_MS", 100, _integer(), "…at most this long after its oldest change.", "relay"),
-    Setting("CHECKPOINT_INTERVAL_MS", 500, _integer(), "The least time between two checkpoints of a stream.",
+    Setting("FLUSH_MAX_WAIT_MS", 100, values.integer(), "…at most this long after its oldest change.", "relay"),
+    Setting("CHECKPOINT_INTERVAL_MS", 500, values.integer(), "The least time between two checkpoints of a stream.",
             "relay"),
-    Setting("CHECKPOINT_MIN_EVENTS", 64, _integer(), "A checkpoint once this many events came…", "relay"),
-    Setting("CHECKPOINT_MAX_INTERVAL_MS", 2000, _integer(), "…or this long passed while text flows.", "relay"),
-    Setting("CHECKPOINT_GATHER_MS", 200, _integer(minimum=0),
+    Setting("CHECKPOINT_MIN_EVENTS", 64, values.integer(), "A checkpoint once this many events came…", "relay"),
+    Setting("CHECKPOINT_MAX_INTERVAL_MS", 2000, values.integer(), "…or this long passed while text flows.", "relay"),
+    Setting("CHECKPOINT_GATHER_MS", 200, values.integer(minimum=0),
             "The process's checkpoint writer starts a round at most this often.", "relay"),
-    Setting("MAX_EVENT_BYTES", 8 * 1024 * 1024, _integer(), "The largest upstream event accepted.", "relay"),
-    Setting("HOLD_WINDOW", 8, _integer(), "Out-of-order events held back waiting for a gap to fill.", "relay"),
-    Setting("MAX_OUTPUT_ITEMS", MAX_ITEMS, _integer(),
+    Setting("MAX_EVENT_BYTES", 8 * 1024 * 1024, values.integer(), "The largest upstream event accepted.", "relay"),
+    Setting("HOLD_WINDOW", 8, values.integer(), "Out-of-order events held back waiting for a gap to fill.", "relay"),
+    Setting("MAX_OUTPUT_ITEMS", MAX_ITEMS, values.integer(),
             "Output items (and content parts) of one upstream response; past it the request ends incomplete "
             "(max_output_items).", "relay"),
-    Setting("MAX_ANSWER_CHARS", 2_000_000, _answer_chars,
+    Setting("MAX_ANSWER_CHARS", 2_000_000, values.answer_chars,
             "Streamed characters of one answer (every round and kind of delta together); past it the "
             "upstream is stopped and the request ends incomplete (max_answer_chars). At most 20,000,000, "
             "so a checkpoint always fits the database.", "relay"),
-    Setting("REDACT_FIELDS", _default_redact_fields, _names,
+    Setting("REDACT_FIELDS", _default_redact_fields, values.names,
             "Tool payloads redacted in the raw event log (relay/redact.py).", "relay"),
-    Setting("IDLE_TIMEOUT_S", 120, _integer(), "No bytes from upstream this long: the stream is stalled.",
+    Setting("IDLE_TIMEOUT_S", 120, values.integer(), "No bytes from upstream this long: the stream is stalled.",
             "relay"),
-    Setting("REQUEST_DEADLINE_S", 900, _integer(),
+    Setting("REQUEST_DEADLINE_S", 900, values.integer(),
             "The longest a logical request may run; then it ends incomplete (reason deadline).", "relay"),
-    Setting("DB_THREADS", 8, _integer(), "Database threads of the runners of one process.", "relay"),
-    Setting("WS_DB_THREADS", 4, _integer(), "Database threads of the websocket consumers of one process.",
+    Setting("DB_THREADS", 8, values.integer(), "Database threads of the runners of one process.", "relay"),
+    Setting("WS_DB_THREADS", 4, values.integer(), "Database threads of the websocket consumers of one process.",
             "relay"),
-    Setting("INPROCESS_RUNNER", True, _boolean,
+    Setting("INPROCESS_RUNNER", True, values.boolean,
             "Run streams inside the web process; false when manage.py relayworker processes do.", "relay"),
-    Setting("GROUP_FANOUT", True, _boolean,
+    Setting("GROUP_FANOUT", True, values.boolean,
             "Fan patches out to other processes' viewers (only with a channel layer across processes).", "relay"),
     # safety
-    Setting("SAFETY_MODE", "off", _choice(*SAFETY_MODES),
+    Setting("SAFETY_MODE", "off", values.choice(*SAFETY_MODES),
             "off, progressive (shown, checked, retracted on a violation) or buffered (shown once checked).",
             "safety"),
-    Setting("SAFETY_MODES", {}, _safety_modes, "Per-model modes: {model: mode} or model-a=buffered,model-b=off.",
+    Setting("SAFETY_MODES", {}, values.safety_modes, "Per-model modes: {model: mode} or model-a=buffered,model-b=off.",
             "safety"),
-    Setting("SAFETY_PRECHECK", False, _boolean, "Check the user's input before any upstream call.", "safety"),
-    Setting("SAFETY_CHECKER", "rules", _checker,
+    Setting("SAFETY_PRECHECK", False, values.boolean, "Check the user's input before any upstream call.", "safety"),
+    Setting("SAFETY_CHECKER", "rules", values.checker,
             "rules, moderation, or a dotted path to a checker factory.", "safety"),
-    Setting("SAFETY_RULES", (), _names, "Case-insensitive regular expressions for the rules checker.", "safety"),
-    Setting("SAFETY_MODERATION_MODEL", "omni-moderation-latest", _text, "The moderation checker's model.",
+    Setting("SAFETY_RULES", (), values.names, "Case-insensitive regular expressions for the rules checker.", "safety"),
+    Setting("SAFETY_MODERATION_MODEL", "omni-moderation-latest", values.text, "The moderation checker's model.",
             "safety"),
-    Setting("SAFETY_MAX_CONNECTIONS", 10, _integer(), "The moderation checker's connections per process.",
+    Setting("SAFETY_MAX_CONNECTIONS", 10, values.integer(), "The moderation checker's connections per process.",
             "safety"),
-    Setting("SAFETY_ON_ERROR", "", _choice("", "fail_open", "fail_closed"),
+    Setting("SAFETY_ON_ERROR", "", values.choice("", "fail_open", "fail_closed"),
             "A checker's error or timeout: fail_open or fail_closed; empty: closed when buffered, open when "
             "progressive.", "safety"),
-    Setting("SAFETY_TIMEOUT_MS", 2000, _integer(), "How long a checker may take.", "safety"),
-    Setting("SAFETY_WINDOW", "sentence", _choice("sentence", "paragraph", "chars"),
+    Setting("SAFETY_TIMEOUT_MS", 2000, values.integer(), "How long a checker may take.", "safety"),
+    Setting("SAFETY_WINDOW", "sentence", values.choice("sentence", "paragraph", "chars"),
             "What a checked window is.", "safety"),
-    Setting("SAFETY_WINDOW_CHARS", 400, _integer(), "A window's most characters.", "safety"),
-    Setting("SAFETY_CONTEXT_CHARS", 200, _integer(), "Text before a window checked with it.", "safety"),
+    Setting("SAFETY_WINDOW_CHARS", 400, values.integer(), "A window's most characters.", "safety"),
+    Setting("SAFETY_CONTEXT_CHARS", 200, values.integer(), "Text before a window checked with it.", "safety"),
     # limits
-    Setting("MAX_CONCURRENT_PER_USER", 4, _integer(), "Requests in flight per user.", "limits"),
-    Setting("SUBMIT_RATE", "20/m", _rate, "New requests per user per window: N/s, N/m, N/h or N/d.", "limits"),
-    Setting("USER_INPUT_ITEMS", (), _input_kinds,
+    Setting("MAX_CONCURRENT_PER_USER", 4, values.integer(), "Requests in flight per user.", "limits"),
+    Setting("SUBMIT_RATE", "20/m", values.rate, "New requests per user per window: N/s, N/m, N/h or N/d.", "limits"),
+    Setting("USER_INPUT_ITEMS", (), values.input_kinds,
             "Kinds of input item users may send beyond user messages of text and public https images "
             "(responses_app/input_items.py): system, developer, assistant, item_reference, function_call_output, "
             "mcp_approval_response, input_file, file_id ... Server code (api.submit) sends any.", "limits"),
-    Setting("MAX_SOCKETS_PER_USER", 16, _integer(), "Open websockets per user, across processes.", "limits"),
-    Setting("WS_FRAME_RATE", 10, _integer(), "Frames a socket may send per second…", "limits"),
-    Setting("WS_FRAME_BURST", 30, _integer(), "…and in a burst; beyond it dropped, then closed.", "limits"),
-    Setting("API_TOKENS", {}, _api_tokens,
+    Setting("MAX_SOCKETS_PER_USER", 16, values.integer(), "Open websockets per user, across processes.", "limits"),
+    Setting("WS_FRAME_RATE", 10, values.integer(), "Frames a socket may send per second…", "limits"),
+    Setting("WS_FRAME_BURST", 30, values.integer(), "…and in a burst; beyond it dropped, then closed.", "limits"),
+    Setting("API_TOKENS", {}, values.api_tokens,
             "Bearer tokens of programmatic clients of the AG-UI and AI SDK endpoints: {token: username} or "
             "alice=<token>,bob=<token> (each at least 32 characters under check --deploy).", "limits"),
     # operations
-    Setting("METRICS_TOKEN", "", _text,
+    Setting("METRICS_TOKEN", "", values.text,
             "GET /metrics needs Authorization: Bearer <token>; empty: loopback clients only.", "operations"),
-    Setting("OTEL", False, _boolean, "One OpenTelemetry span per logical request (needs opentelemetry-api).",
+    Setting("OTEL", False, values.boolean, "One OpenTelemetry span per logical request (needs opentelemetry-api).",
             "operations"),
 )
 BY_NAME = {spec.name: spec for spec in SETTINGS}

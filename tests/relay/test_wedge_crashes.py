@@ -82,7 +82,7 @@ async def test_a_request_whose_runners_keep_dying_ends_failed(owner: Any, monkey
     @sync_to_async
     def died_again_and_again() -> None:
         ResponseRequest.objects.filter(pk=request.pk).update(
-            status="streaming", takeovers=services.MAX_TAKEOVERS,
+            status="streaming", takeovers=services.MAX_TAKEOVERS, runner_token=uuid.uuid4(),  # held when it died
             lease_expires=timezone.now() - timedelta(seconds=1))
 
     await died_again_and_again()

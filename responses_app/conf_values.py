@@ -1,0 +1,186 @@
+"""How each `RELAY_*` setting's value is read (conf.py's table names one of these per setting): a
+raw value, typed or the text of an environment variable, becomes the value, or a ValueError whose
+words `manage.py check` shows (responses_app.E002)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .input_items import KINDS as INPUT_KINDS
+
+SAFETY_MODES = ("off", "progressive", "buffered")
+_TRUE = ("true", "1", "yes", "on")
+_FALSE = ("false", "0", "no", "off", "")
+_WINDOWS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def integer(*, minimum: int = 1) -> Callable[[Any], int]:
+    assert minimum in (0, 1)
+    def parse(raw: Any) -> int:
+        if isinstance(raw, bool):
+            raise ValueError(f"must be an integer, got {raw!r}")
+        if isinstance(raw, str):
+            try:
+                raw = int(raw.strip())
+            except ValueError:
+                raise ValueError(f"must be an integer, got {raw!r}") from None
+        if not isinstance(raw, int):
+            raise ValueError(f"must be an integer, got {type(raw).__name__}")
+        if raw < minimum:
+            raise ValueError(f"must be {'zero or more' if minimum == 0 else 'positive'}, got {raw}")
+        return raw
+    return parse
+
+
+MAX_ANSWER_CHARS_CAP = 20_000_000  # ×6 bytes (a \uXXXX escape each) stays far under jsonb's 255 MB
+
+
+def answer_chars(raw: Any) -> int:
+    value = integer()(raw)
+    if value > MAX_ANSWER_CHARS_CAP:
+        raise ValueError(f"must be at most {MAX_ANSWER_CHARS_CAP:,}, got {value:,}")
+    return value
+
+
+def seconds(raw: Any) -> float:
+    """A positive number of seconds (an int, a float, or their text)."""
+    if isinstance(raw, bool):
+        raise ValueError(f"must be a number of seconds, got {raw!r}")
+    try:
+        value = float(raw.strip()) if isinstance(raw, str) else float(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"must be a number of seconds, got {raw!r}") from None
+    if not value > 0:
+        raise ValueError(f"must be positive, got {raw!r}")
+    return value
+
+
+def boolean(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and raw.strip().lower() in _TRUE + _FALSE:
+        return raw.strip().lower() in _TRUE
+    raise ValueError(f"must be true or false, got {raw!r}")
+
+
+def text(raw: Any) -> str:
+    if not isinstance(raw, str):
+        raise ValueError(f"must be a string, got {type(raw).__name__}")
+    return raw.strip()
+
+
+def url(raw: Any) -> str:
+    url_ = text(raw).rstrip("/")
+    if url_ and not url_.startswith(("http://", "https://")):
+        raise ValueError(f"must be an http(s) URL, got {url_!r}")
+    return url_
+
+
+def names(raw: Any) -> tuple[str, ...]:
+    if isinstance(raw, str):
+        raw = raw.split(",")
+    if not isinstance(raw, (list, tuple)) or not all(isinstance(item, str) for item in raw):
+        raise ValueError("must be a list of strings (or a comma-separated string)")
+    return tuple(item.strip() for item in raw if item.strip())
+
+
+def choice(*choices: str) -> Callable[[Any], str]:
+    def parse(raw: Any) -> str:
+        value = text(raw).lower()
+        if value not in choices:
+            raise ValueError(f"must be one of {', '.join(c or '(empty)' for c in choices)}, got {raw!r}")
+        return value
+    return parse
+
+
+def rate(raw: Any) -> tuple[int, int]:
+    """`N/s`, `N/m`, `N/h` or `N/d` (or a pair) -> (N, window seconds)."""
+    if isinstance(raw, (list, tuple)) and len(raw) == 2:
+        return integer()(raw[0]), integer()(raw[1])
+    count, _, unit = text(raw).partition("/")
+    if not count.isdigit() or int(count) <= 0 or unit not in _WINDOWS:
+        raise ValueError(f"must look like 20/m (per s, m, h or d), got {raw!r}")
+    return int(count), _WINDOWS[unit]
+
+
+def safety_modes(raw: Any) -> dict[str, str]:
+    """{model: mode}, or its text `model-a=buffered,model-b=off`."""
+    if isinstance(raw, str):
+        pairs = {}
+        for item in filter(None, (part.strip() for part in raw.split(","))):
+            model, sep, mode = item.partition("=")
+            if not sep or not model.strip():
+                raise ValueError(f"must look like model-a=buffered,model-b=off, got {item!r}")
+            pairs[model.strip()] = mode
+        raw = pairs
+    if not isinstance(raw, Mapping):
+        raise ValueError("must be a dict of model: mode")
+    mode_of = choice(*SAFETY_MODES)
+    return {str(model): mode_of(mode) for model, mode in raw.items()}
+
+
+def prices(raw: Any) -> dict[str, dict[str, float]]:
+    """{model: {"input": usd, "cached_input": usd, "output": usd}} per million tokens (or its JSON)."""
+    if isinstance(raw, str):
+        if not raw.strip():
+            return {}
+        try:
+            raw = json.loads(raw)
+        except ValueError as exc:
+            raise ValueError(f"must be a JSON object: {exc}") from None
+    if not isinstance(raw, Mapping):
+        raise ValueError("must be a JSON object of models (or a dict)")
+    prices: dict[str, dict[str, float]] = {}
+    for model, row in raw.items():
+        if not isinstance(row, Mapping) or not row or not set(row) <= {"input", "cached_input", "output"}:
+            raise ValueError(f"[{model!r}] must be a dict of input, cached_input, output")
+        for key, value in row.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ValueError(f"[{model!r}][{key!r}] must be a non-negative number")
+        prices[str(model)] = {key: float(value) for key, value in row.items()}
+    return prices
+
+
+def checker(raw: Any) -> str:
+    value = text(raw)
+    if value not in ("rules", "moderation") and "." not in value:
+        raise ValueError(f"must be rules, moderation or a dotted path to a checker factory "
+                         f"(for example myproject.safety.make_checker), got {value!r}")
+    return value
+
+
+def api_tokens(raw: Any) -> dict[str, str]:
+    """{token: username}, or its text `alice=<token>,bob=<token>`."""
+    if isinstance(raw, str):
+        pairs = {}
+        for item in filter(None, (part.strip() for part in raw.split(","))):
+            username, sep, token = item.partition("=")
+            if not sep or not username.strip() or not token.strip():
+                raise ValueError(f"must look like alice=<token>,bob=<token>, got {item[:40]!r}")
+            pairs[token.strip()] = username.strip()
+        return pairs
+    if not isinstance(raw, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in raw.items()):
+        raise ValueError("must be a dict of token: username")
+    return dict(raw)
+
+
+def input_kinds(raw: Any) -> tuple[str, ...]:
+    found = names(raw)
+    unknown = [name for name in found if name not in INPUT_KINDS]
+    if unknown:
+        raise ValueError(f"names no kind of input item {unknown[0]!r} (one of {', '.join(sorted(INPUT_KINDS))})")
+    return found
+
+
+def optional_text(raw: Any) -> str | None:
+    return None if raw is None else text(raw)
+
+
+def dotted_paths(raw: Any) -> tuple[str, ...]:
+    found = names(raw)
+    for name in found:
+        if "." not in name:
+            raise ValueError(f"must be dotted paths (myproject.tools.lookup), got {name!r}")
+    return found
