@@ -46,6 +46,8 @@ run: $(VENV)/.demo
 #   3.11 with the core interpreted, then the relay's tests on PostgreSQL, whose write path differs
 #   (a thread pool per process, bytes sent as they are). CI must have PostgreSQL.
 PG_TEST_URL ?= postgres://postgres@127.0.0.1:5432/relay
+# Beside the relay: what answers differently on PostgreSQL (U+0000 in text, the search index).
+PG_TOO := tests/test_search_indexed.py tests/test_nul_inputs.py tests/test_fuzz_routes.py
 SECOND_LOG := build/test-second.log
 test: install $(VENV_OLD)/.installed
 	@mkdir -p build; echo "== beside this run: make test-second (its log: $(SECOND_LOG))"
@@ -60,9 +62,9 @@ test-second: test-django52 test-postgresql
 
 test-postgresql: install
 	@if (command -v pg_isready >/dev/null && pg_isready -q -h 127.0.0.1 -p 5432) || [ "$$CI" = "true" ]; then \
-		echo "== the relay's tests on PostgreSQL"; \
+		echo "== the relay's tests, search and the malformed-input walk on PostgreSQL"; \
 		DATABASE_URL=$(PG_TEST_URL) $(PY) -m pytest --basetemp=build/pytest-postgresql \
-			tests/relay $(PYTEST_ARGS); \
+			tests/relay $(PG_TOO) $(PYTEST_ARGS); \
 	else echo "== PostgreSQL not reachable: the relay's tests ran on SQLite only"; fi
 
 # Everything but the browser, the scaled-out cluster and the wheel's fresh virtualenv, on the
