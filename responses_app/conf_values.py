@@ -121,17 +121,23 @@ def safety_modes(raw: Any) -> dict[str, str]:
     return {str(model): mode_of(mode) for model, mode in raw.items()}
 
 
-def prices(raw: Any) -> dict[str, dict[str, float]]:
-    """{model: {"input": usd, "cached_input": usd, "output": usd}} per million tokens (or its JSON)."""
+def json_mapping(raw: Any, what: str) -> Mapping[Any, Any]:
+    """A dict given as it is, or as the JSON text of an environment variable (blank: empty)."""
     if isinstance(raw, str):
         if not raw.strip():
             return {}
         try:
             raw = json.loads(raw)
         except ValueError as exc:
-            raise ValueError(f"must be a JSON object: {exc}") from None
+            raise ValueError(f"must be a JSON object of {what}: {exc}") from None
     if not isinstance(raw, Mapping):
-        raise ValueError("must be a JSON object of models (or a dict)")
+        raise ValueError(f"must be a JSON object of {what} (or a dict)")
+    return raw
+
+
+def prices(raw: Any) -> dict[str, dict[str, float]]:
+    """{model: {"input": usd, "cached_input": usd, "output": usd}} per million tokens (or its JSON)."""
+    raw = json_mapping(raw, "models")
     prices: dict[str, dict[str, float]] = {}
     for model, row in raw.items():
         if not isinstance(row, Mapping) or not row or not set(row) <= {"input", "cached_input", "output"}:

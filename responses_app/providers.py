@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .conf_values import json_mapping
+
 DEFAULT = ""  # the implicit provider's name: the single-upstream settings
 SSE_TRANSPORTS = ("aiohttp", "httpx")
 CAPABILITIES = ("retrieve", "cancel", "background", "websocket", "store")
@@ -121,18 +123,7 @@ def parse_one(name: str, raw: Any, *, default_transport: str = "aiohttp") -> Pro
 
 def parse(raw: Any) -> dict[str, Provider]:
     """{name: {base_url, api_key, transport, models, supports, label}} (or its JSON text)."""
-    if isinstance(raw, str):
-        if not raw.strip():
-            return {}
-        import json
-
-        try:
-            raw = json.loads(raw)
-        except ValueError as exc:
-            raise ValueError(f"must be a JSON object of providers: {exc}") from None
-    if not isinstance(raw, Mapping):
-        raise ValueError("must be a dict of name: provider")
-    return {str(name): parse_one(str(name), spec) for name, spec in raw.items()}
+    return {str(name): parse_one(str(name), spec) for name, spec in json_mapping(raw, "providers").items()}
 
 
 def implicit(*, base_url: str, api_key: str, transport: str, models: tuple[str, ...],
