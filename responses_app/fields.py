@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 
 from . import storage
@@ -104,11 +103,12 @@ class EqualityIndex(models.Index):
         return super().create_sql(model, schema_editor, using=using, **kwargs)
 
 
-class SearchDocumentField(SearchVectorField):
-    """tsvector (PostgreSQL); its `@@` lookup needs no django.contrib.postgres in INSTALLED_APPS."""
+class SearchDocumentField(models.Field):  # type: ignore[type-arg]
+    """A full-text search document: tsvector on PostgreSQL (text elsewhere, where nothing writes it).
+    Not django.contrib.postgres's SearchVectorField, whose import needs psycopg: a host on SQLite
+    imports this app without it. search.py queries it with `@@` in SQL and ranks it with SearchRank."""
 
-    def _check_postgres_installed(self, *args: Any) -> list[Any]:
-        return []
+    description = "A full-text search document"
 
     def db_type(self, connection: Any) -> str:
         return "tsvector" if connection.vendor == "postgresql" else "text"
