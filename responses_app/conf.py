@@ -87,7 +87,8 @@ SETTINGS: tuple[Setting, ...] = (
             "(or its JSON), each model served by the one that lists it (docs/providers.md). Empty: the one "
             "upstream of the settings above.", "upstream"),
     Setting("BACKGROUND_DEFAULT", True, values.boolean,
-            "Ask for background mode, so a dropped stream can be resumed where the provider allows it.",
+            "Ask for background mode, so a dropped stream can be resumed where the provider allows it "
+            "(not over WebSocket mode, which has none: a request asking for it goes over HTTP).",
             "upstream"),
     Setting("MAX_OUTPUT_TOKENS", 8192, values.integer(), "The cap on max_output_tokens of every upstream request.",
             "upstream"),
