@@ -57,7 +57,7 @@ def ws_max_bytes(max_frame_chars: int) -> int:
     """The server's own limit on a client's websocket message, in bytes: the app's limit in
     characters (consumers/guard.py, MAX_FRAME_CHARS) at UTF-8's four bytes each, so every frame
     the app would read passes and a bigger one is refused (1009) from its header, its payload
-    never read (uvicorn's default reads up to 16 MiB before the app's check could apply)."""
+    never read (uvicorn's much larger default would read it whole before the app's check applied)."""
     return 4 * max_frame_chars
 
 

@@ -135,7 +135,7 @@ class DialectWriter:
                 alias = self._alias[item_id] = "msg_" + hashlib.sha256(item_id.encode()).hexdigest()[:24]
             event["item_id"] = alias
         if kind == "response.failed":
-            # The backend failed: the server still says completed, with the error and a placeholder.
+            # The backend failed: the server still says completed, with the error and stand-in text.
             response = dict(event["response"])
             response["status"] = "completed"
             response["output"] = [{

@@ -83,7 +83,7 @@ class ResponseEvents(ItemEvents):
             self._take_response(response)
             output = response.get("output")
             if error is not None and self._items:
-                # What streamed stands: a failed response's output (a placeholder, a partial
+                # What streamed stands: a failed response's output (stand-in text, a partial
                 # retry) does not replace it, nor add to it.
                 self._anomaly(f"{event['type']} with an error: its output does not replace what streamed")
             elif isinstance(output, list) and output:  # authoritative, unless it omits output
