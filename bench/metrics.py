@@ -85,7 +85,7 @@ class Viewer:
 
 def one_run(patches_module: Any, with_metrics: bool, chunks: list[bytes], pace: float) -> tuple[float, int]:
     """`pace` events a second of simulated time: a patch every 50 ms of it (or at a boundary)."""
-    from responses_app import metrics
+    from responses_app.ops import metrics
     from responses_app.streaming.transcript import Transcript
 
     transcript = Transcript(max_event_bytes=8 << 20, hold_window=8)
@@ -125,7 +125,7 @@ def per_call() -> dict[str, float]:
     import timeit
 
     from bench.core import make_stream
-    from responses_app import metrics
+    from responses_app.ops import metrics
     from responses_app.streaming.transcript import Transcript
 
     transcript = Transcript(max_event_bytes=8 << 20, hold_window=8)
@@ -172,7 +172,7 @@ def measure() -> dict[str, Any]:
 
 
 def render_calls(results: list[dict[str, Any]]) -> str:
-    from responses_app.metrics import PATCH_LAG_SAMPLE_S
+    from responses_app.ops.metrics import PATCH_LAG_SAMPLE_S
 
     single, multi = (r["calls"] for r in results)
     lines = ["| hook | ns per call, one process | ns per call, multiprocess |", "|---|---:|---:|"]

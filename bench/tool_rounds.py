@@ -29,8 +29,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 
 from responses_app.simulator.auth import DEV_API_KEY  # noqa: E402
 from responses_app.streaming.transcript import Transcript  # noqa: E402
-from responses_app.upstream import Upstream, stream_reader  # noqa: E402
-from responses_app.upstream_ws import WebSocketUpstream  # noqa: E402
+from responses_app.upstream.http import Upstream, stream_reader  # noqa: E402
+from responses_app.upstream.websocket import WebSocketUpstream  # noqa: E402
 from tests.servers import start_simulator, stop  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "tool_rounds.md"

@@ -43,7 +43,7 @@ async def read_streams(base: str, transport: httpx.AsyncBaseTransport | None, st
     """`transport` None: the bare protocol reader; `chunks`: "aiter_bytes" or "body_chunks" (the relay's)."""
     if transport is None:
         return await _read_protocol(base, streams, tokens_per_s, seconds)
-    from responses_app.upstream import body_chunks
+    from responses_app.upstream.http import body_chunks
 
     limits = httpx.Limits(max_connections=streams + 10, max_keepalive_connections=streams + 10)
     auth = {"authorization": f"Bearer {DEV_API_KEY}"}  # the standalone simulator's default key

@@ -48,7 +48,7 @@ def _http_app():  # type: ignore[no-untyped-def]
     """Django for everything, except /simulator/v1/* which goes to the pure-ASGI simulator."""
     if not settings.SIMULATOR_ENABLED:
         return django_asgi_app
-    from responses_app.embedded import simulator_app
+    from responses_app.upstream.embedded import simulator_app
 
     simulator = simulator_app()  # the same instance the relay reaches in-process
 

@@ -12,8 +12,7 @@ from django.db import IntegrityError, InterfaceError, OperationalError, connecti
 from django.db.models import Case, F, PositiveIntegerField, Q, When
 from django.utils import timezone
 
-from . import branches, metrics, search, selectors, signals, storage
-from .credentials import masked
+from . import branches, search, selectors, signals, storage
 from .forms import unstorable
 from .markdown import plain_text
 from .models import (
@@ -26,6 +25,8 @@ from .models import (
     Segment,
     ToolCall,
 )
+from .ops import metrics
+from .upstream.credentials import masked
 
 Status = ResponseRequest.Status
 # A runner's lease on its request: renewed every keepers.LEASE_RENEW_S by its process. A runner that

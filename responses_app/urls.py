@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import branch_views, frontends_views, jsonapi, search_views, share_views, views, views_render
+from .web import frontend_streams, jsonapi, live_blocks, pages, search_export, share_links, versions
 
 app_name = "responses_app"
 
@@ -12,30 +12,30 @@ urlpatterns = [
     path("api/requests/<uuid:request_id>/cancel", jsonapi.requests_cancel, name="api-request-cancel"),
     path("api/requests/<uuid:request_id>/approvals/<str:approval_request_id>", jsonapi.requests_approve,
          name="api-request-approve"),
-    # front ends: AG-UI and the Vercel AI SDK's useChat (frontends_views.py, docs/frontends.md)
-    path("api/agui/runs", frontends_views.agui_run, name="agui-run"),
-    path("api/agui/requests/<uuid:request_id>/stream", frontends_views.agui_stream, name="agui-stream"),
-    path("api/aisdk/chat", frontends_views.aisdk_chat, name="aisdk-chat"),
-    path("api/aisdk/chat/<str:key>/stream", frontends_views.aisdk_stream, name="aisdk-stream"),
+    # front ends: AG-UI and the Vercel AI SDK's useChat (frontend_streams.py, docs/frontends.md)
+    path("api/agui/runs", frontend_streams.agui_run, name="agui-run"),
+    path("api/agui/requests/<uuid:request_id>/stream", frontend_streams.agui_stream, name="agui-stream"),
+    path("api/aisdk/chat", frontend_streams.aisdk_chat, name="aisdk-chat"),
+    path("api/aisdk/chat/<str:key>/stream", frontend_streams.aisdk_stream, name="aisdk-stream"),
     # pages
-    path("", views.conversation_list, name="conversations"),
-    path("c/new/", views.conversation_new, name="conversation-new"),
-    path("c/<uuid:conversation_id>/", views.chat, name="chat"),
-    path("c/<uuid:conversation_id>/turns/<uuid:request_id>/", views.chat_turn, name="chat-turn"),
-    path("c/<uuid:conversation_id>/turns/<uuid:request_id>/cancel", views.chat_cancel, name="chat-cancel"),
-    path("c/<uuid:conversation_id>/turns/<uuid:request_id>/regenerate", views.chat_regenerate, name="chat-regenerate"),
-    path("c/<uuid:conversation_id>/turns/<uuid:request_id>/edit", views.chat_edit, name="chat-edit"),
-    path("c/<uuid:conversation_id>/turns/<uuid:request_id>/show", branch_views.chat_show, name="chat-show"),
-    path("c/<uuid:conversation_id>/rename", views.conversation_rename, name="conversation-rename"),
-    path("c/<uuid:conversation_id>/delete", views.conversation_delete, name="conversation-delete"),
-    path("render/blocks", views_render.render_blocks, name="render-blocks"),
-    path("analytics/", views.analytics_page, name="analytics"),
-    # find and take out (search_views.py), share a live answer (share_views.py)
-    path("search/", search_views.search, name="search"),
-    path("c/<uuid:conversation_id>/export.<str:fmt>", search_views.export, name="conversation-export"),
-    path("c/<uuid:conversation_id>/shares", share_views.share_create, name="share-create"),
-    path("c/<uuid:conversation_id>/shares/<uuid:share_id>/revoke", share_views.share_revoke, name="share-revoke"),
-    path("s/<str:token>/", share_views.shared, name="shared"),
-    path("s/<str:token>/turns/<uuid:request_id>/", share_views.shared_turn, name="shared-turn"),
-    path("s/<str:token>/render/blocks", views_render.shared_render_blocks, name="shared-render-blocks"),
+    path("", pages.conversation_list, name="conversations"),
+    path("c/new/", pages.conversation_new, name="conversation-new"),
+    path("c/<uuid:conversation_id>/", pages.chat, name="chat"),
+    path("c/<uuid:conversation_id>/turns/<uuid:request_id>/", pages.chat_turn, name="chat-turn"),
+    path("c/<uuid:conversation_id>/turns/<uuid:request_id>/cancel", pages.chat_cancel, name="chat-cancel"),
+    path("c/<uuid:conversation_id>/turns/<uuid:request_id>/regenerate", pages.chat_regenerate, name="chat-regenerate"),
+    path("c/<uuid:conversation_id>/turns/<uuid:request_id>/edit", pages.chat_edit, name="chat-edit"),
+    path("c/<uuid:conversation_id>/turns/<uuid:request_id>/show", versions.chat_show, name="chat-show"),
+    path("c/<uuid:conversation_id>/rename", pages.conversation_rename, name="conversation-rename"),
+    path("c/<uuid:conversation_id>/delete", pages.conversation_delete, name="conversation-delete"),
+    path("render/blocks", live_blocks.render_blocks, name="render-blocks"),
+    path("analytics/", pages.analytics_page, name="analytics"),
+    # find and take out (search_export.py), share a live answer (share_links.py)
+    path("search/", search_export.search, name="search"),
+    path("c/<uuid:conversation_id>/export.<str:fmt>", search_export.export, name="conversation-export"),
+    path("c/<uuid:conversation_id>/shares", share_links.share_create, name="share-create"),
+    path("c/<uuid:conversation_id>/shares/<uuid:share_id>/revoke", share_links.share_revoke, name="share-revoke"),
+    path("s/<str:token>/", share_links.shared, name="shared"),
+    path("s/<str:token>/turns/<uuid:request_id>/", share_links.shared_turn, name="shared-turn"),
+    path("s/<str:token>/render/blocks", live_blocks.shared_render_blocks, name="shared-render-blocks"),
 ]

@@ -11,8 +11,9 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from responses_app import analytics, services
+from responses_app import services
 from responses_app.models import ResponseRequest, Segment
+from responses_app.ops import analytics
 
 pytestmark = pytest.mark.django_db
 
@@ -172,7 +173,7 @@ def test_time_to_first_text_stops_its_clock_while_a_person_is_asked(user: Any) -
 
 def test_every_model_gets_a_colour_of_its_own() -> None:
     from responses_app.templatetags.relay_charts import PALETTE, series_color
-    from responses_app.views import FALLBACK_MODELS
+    from responses_app.web.pages import FALLBACK_MODELS
 
     colours = [series_color(model, i) for i, model in enumerate(FALLBACK_MODELS + ["a", "b", "c", "d", "e", "f"])]
     assert len(set(colours)) == len(colours) == len(FALLBACK_MODELS) + 6

@@ -19,9 +19,10 @@ from django.apps import apps
 from django.test import Client
 from django.urls import reverse
 
-from responses_app import analytics, branches, selectors, services, submission
+from responses_app import branches, selectors, services, submission
 from responses_app.branches import Tree, Versions
 from responses_app.models import Conversation, ResponseRequest
+from responses_app.ops import analytics
 from responses_app.relay.bodies import full_context_body
 from responses_app.routing import websocket_urlpatterns
 from tests.test_views import client_for

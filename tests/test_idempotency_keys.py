@@ -12,9 +12,9 @@ from django.contrib.auth import get_user_model
 from django.test import AsyncClient
 from django.urls import reverse
 
-from responses_app import frontends_views
 from responses_app.idempotency import KEY_MAX, client_key, fitted
 from responses_app.models import ResponseRequest
+from responses_app.web import frontend_streams
 from tests.test_conversation_actions import add_turn, complete
 from tests.test_views import client_for, make_turn
 
@@ -29,7 +29,7 @@ def front(no_upstream: list[str], monkeypatch: pytest.MonkeyPatch) -> list[str]:
     async def fake_start(request_id: str) -> None:
         no_upstream.append(request_id)
 
-    monkeypatch.setattr(frontends_views, "start_request", fake_start)
+    monkeypatch.setattr(frontend_streams, "start_request", fake_start)
     return no_upstream
 
 

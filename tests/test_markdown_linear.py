@@ -19,11 +19,12 @@ from typing import Any
 import pytest
 
 from bench.markdown import CASES, browser_times, build, server_times
-from responses_app import markdown, views_render
+from responses_app import markdown
+from responses_app.web import live_blocks
 from tests.node import node_or_skip
 
 SMALL, LARGE = 32 * 1024, 128 * 1024
-LARGEST = views_render.MAX_BODY_BYTES  # no text reaches the server's renderer in a larger body
+LARGEST = live_blocks.MAX_BODY_BYTES  # no text reaches the server's renderer in a larger body
 FLOOR_S = 0.02  # below this a timing is noise
 MAX_RATIO = 8.0  # x4 the size: linear reads ~x4, quadratic x16
 SECONDS_PER_MB = 10.0

@@ -9,7 +9,7 @@ import pytest
 from django.contrib.sessions.models import Session
 from django.test import Client
 
-from responses_app import metrics
+from responses_app.ops import metrics
 from tests.metrics_helpers import parse, total, value
 
 pytestmark = pytest.mark.django_db

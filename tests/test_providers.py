@@ -12,11 +12,12 @@ from django.core import checks
 from django.test import Client
 from django.urls import reverse
 
-from responses_app import credentials, submission
+from responses_app import submission
 from responses_app.conf import app_settings
 from responses_app.models import ResponseRequest
 from responses_app.providers import DEFAULT, Supports
 from responses_app.relay.bodies import build_body
+from responses_app.upstream import credentials
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_upstream")]
 

@@ -21,8 +21,8 @@ from responses_app.models import ResponseRequest, Segment
 from responses_app.relay.hub import get_hub
 from responses_app.relay.runner import StreamRunner
 from responses_app.simulator.auth import DEV_API_KEY
-from responses_app.upstream import Upstream
-from responses_app.upstream_ws import WebSocketUpstream
+from responses_app.upstream.http import Upstream
+from responses_app.upstream.websocket import WebSocketUpstream
 from tests.relay.helpers import FAST
 from tests.servers import start_simulator, stop
 

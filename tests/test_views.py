@@ -19,7 +19,7 @@ from django.urls import reverse
 from responses_app import markdown, services
 from responses_app.models import Checkpoint, Conversation, ResponseRequest
 from responses_app.templatetags.relay_tags import badge_key
-from responses_app.views import FALLBACK_MODELS
+from responses_app.web.pages import FALLBACK_MODELS
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_upstream")]
 
@@ -319,7 +319,7 @@ def test_model_picker_lists_upstream_models_and_never_leaks_the_key(
         return httpx.Response(200, json={"data": [{"id": "model-a"}, {"id": "model-b"}]},
                               request=httpx.Request("GET", url))
 
-    monkeypatch.setattr("responses_app.views.httpx.get", fake_get)
+    monkeypatch.setattr("responses_app.web.pages.httpx.get", fake_get)
     html = client_for(owner).get("/").content.decode()
     assert '<option value="model-a"' in html and '<option value="model-b"' in html
     assert seen["url"] == "https://upstream.example/v1/models"

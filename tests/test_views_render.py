@@ -1,4 +1,4 @@
-"""POST render/blocks (views_render.py) and the block templates (responses_app/blocks/): every
+"""POST render/blocks (web/live_blocks.py) and the block templates (responses_app/blocks/): every
 block kind drawn by the server alone, for the page's script, over a corpus of every kind; hostile
 fields stay inert; a new kind falls back to the tool template; a code interpreter's logs read as
 text and its files as links.
@@ -23,11 +23,12 @@ from django.template.loader import render_to_string
 from django.test import Client
 from django.urls import reverse
 
-from responses_app import shares, views_render
+from responses_app import shares
 from responses_app.blockwords import code_outputs, group_blocks
 from responses_app.models import Conversation
 from responses_app.simulator.texts import picture_png
 from responses_app.templatetags.relay_tags import block_templates
+from responses_app.web import live_blocks
 
 pytestmark = pytest.mark.django_db
 
@@ -269,15 +270,15 @@ def test_a_shared_page_draws_through_its_link_while_the_link_is_open(settings: A
 
 
 def test_a_body_larger_than_a_page_sends_is_refused_with_413(signed_in: Client) -> None:
-    text = "a" * views_render.MAX_BODY_BYTES
+    text = "a" * live_blocks.MAX_BODY_BYTES
     response = draw([{"id": "t", "kind": "text", "state": "done", "text": text}], ["t"])
     assert response.status_code == 413
-    assert response.json()["error"] == f"The body takes at most {views_render.MAX_BODY_BYTES} bytes."
+    assert response.json()["error"] == f"The body takes at most {live_blocks.MAX_BODY_BYTES} bytes."
     assert draw([{"id": "t", "kind": "text", "state": "done", "text": text[:400_000]}], ["t"]).status_code == 200
 
 
 def test_drawing_too_often_is_refused_with_retry_after(signed_in: Client, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(views_render, "RENDER_RATE", (3, 60))
+    monkeypatch.setattr(live_blocks, "RENDER_RATE", (3, 60))
     assert [draw([], []).status_code for _ in range(3)] == [200, 200, 200]
     refused = draw([], [])
     assert refused.status_code == 429 and refused.json()["code"] == "rate_limited"

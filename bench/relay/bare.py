@@ -29,7 +29,7 @@ from httpx_aiohttp import AiohttpTransport
 
 from responses_app.simulator.auth import DEV_API_KEY
 from responses_app.streaming.pipeline import StreamPipeline
-from responses_app.upstream import body_chunks
+from responses_app.upstream.http import body_chunks
 
 UPSTREAM = os.environ.get("NAIVE_UPSTREAM", "http://127.0.0.1:8001/v1").rstrip("/")
 # Deltas per frame: as many as ours sends at most, so this one sends at least as many frames

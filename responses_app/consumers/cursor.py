@@ -30,7 +30,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from ..metrics import ARRIVED
+from ..ops.metrics import ARRIVED
 
 OUTBOX_SIZE = 64  # messages; a viewer further behind than this drops patches and resyncs
 RESYNC_MIN_S = 1.0  # at most one snapshot per viewer per second (about a checkpoint interval)

@@ -25,8 +25,9 @@ from urllib.parse import parse_qs
 import orjson
 from django.contrib.auth import get_user_model
 
-from .. import limits, logcontext, selectors, services
+from .. import limits, selectors, services
 from ..models import ResponseRequest
+from ..ops import logcontext
 from ..relay.dbthreads import ws_call, ws_db
 from ..relay.hub import get_hub
 from ..relay.worker import cancel_request, start_request

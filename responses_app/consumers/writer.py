@@ -25,9 +25,10 @@ from typing import Any
 import orjson
 from channels.sessions import InstanceSessionWrapper
 
-from .. import metrics, selectors
+from .. import selectors
 from ..follow import current_view
 from ..models import ResponseRequest
+from ..ops import metrics
 from ..relay.dbthreads import ws_call
 from ..relay.hub import get_hub
 from ..streaming.wire import PROTOCOL

@@ -15,8 +15,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from .. import metrics
 from ..conf import app_settings
+from ..ops import metrics
 from ..streaming.policies import CheckpointPolicy
 from ..streaming.transcript import HANDED_OVER, Ops, Step, Transcript
 from . import eventlog

@@ -22,14 +22,15 @@ import httpx
 import orjson
 from django.utils import timezone
 
-from .. import services, tracing
-from ..credentials import masked
+from .. import services
 from ..models import Segment
+from ..ops import tracing
 from ..selectors import RunRequest
 from ..streaming import vocabulary as v
 from ..streaming.transcript import Transcript
 from ..streaming.view import ViewModel
-from ..upstream import Upstream, UpstreamHTTPError
+from ..upstream.credentials import masked
+from ..upstream.http import Upstream, UpstreamHTTPError
 from .dbthreads import db
 from .delivery import Delivery
 from .flag import Flag

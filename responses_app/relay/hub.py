@@ -18,11 +18,11 @@ from typing import Any
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
-from .. import metrics
 from ..conf import app_settings
+from ..ops import metrics
 from ..streaming.wire import decode
-from ..upstream import Upstream
-from ..upstream_ws import make_upstream, matches_settings
+from ..upstream.http import Upstream
+from ..upstream.websocket import make_upstream, matches_settings
 from .dbthreads import db, db_writer
 from .deadlines import Deadlines
 from .fanout import Fanout

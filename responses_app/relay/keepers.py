@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from .. import metrics
+from ..ops import metrics
 from ..services import leases_renew
 from . import malloc
 from .protocols import Runner

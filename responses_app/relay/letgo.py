@@ -13,7 +13,8 @@ import asyncio
 import logging
 from typing import Any
 
-from .. import logcontext, services
+from .. import services
+from ..ops import logcontext
 from .dbthreads import db
 from .endings import Endings
 from .outcomes import LET_GO, Ending

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import aiohttp
 import httpx
 
-from ..credentials import masked
-from ..upstream import UpstreamHTTPError
+from ..upstream.credentials import masked
+from ..upstream.http import UpstreamHTTPError
 
 
 class Ending(enum.Enum):

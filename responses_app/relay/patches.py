@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..metrics import ARRIVED, PATCH_LAG_SAMPLE_S
+from ..ops.metrics import ARRIVED, PATCH_LAG_SAMPLE_S
 from ..streaming.coalescer import Coalescer
 from ..streaming.policies import FlushPolicy
 from ..streaming.transcript import Ops

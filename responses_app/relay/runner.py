@@ -29,16 +29,17 @@ import httpx
 import orjson
 from django.utils import timezone
 
-from .. import logcontext, selectors, services, tracing
+from .. import selectors, services
 from ..conf import app_settings
-from ..credentials import known
+from ..ops import logcontext, tracing
 from ..safety import policy as safety_policy
 from ..safety.checkers import checker_from_settings
 from ..selectors import RunRequest
 from ..streaming import vocabulary as v
 from ..streaming.safety import SafetyGate
 from ..streaming.transcript import Step, Transcript
-from ..upstream import EventFrames, Upstream, UpstreamHTTPError, stream_reader
+from ..upstream.credentials import known
+from ..upstream.http import EventFrames, Upstream, UpstreamHTTPError, stream_reader
 from .bodies import build_body, continuation_body, full_context_body, stateless_continuation_body, stores
 from .dbthreads import db
 from .delivery import Delivery

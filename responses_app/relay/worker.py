@@ -43,9 +43,10 @@ from django.core.signals import request_started
 from django.db import connection
 from django.dispatch import receiver
 
-from .. import logcontext, selectors
+from .. import selectors
 from ..conf import app_settings
 from ..consumers.runner import runner_application
+from ..ops import logcontext
 from .hub import RUNNER_CHANNEL, Hub, get_hub
 from .runner import StreamRunner
 

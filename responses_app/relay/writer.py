@@ -35,7 +35,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from .. import logcontext, services
+from .. import services
+from ..ops import logcontext
 from ..streaming.checkpoints import CheckpointRow
 
 logger = logging.getLogger(__name__)

@@ -55,7 +55,7 @@ def relay_assets(context: template.Context) -> SafeString:
 def relay_response(context: template.Context, request: Any, prompt: bool = False) -> SafeString:
     from .. import selectors
     from ..models import ResponseRequest
-    from ..views import turn_context
+    from ..web.pages import turn_context
 
     if not isinstance(request, ResponseRequest):
         request = ResponseRequest.objects.select_related("conversation").get(pk=request)

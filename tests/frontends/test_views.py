@@ -15,8 +15,8 @@ from django.test import AsyncClient
 from django.urls import reverse
 
 from responses_app import checks as relay_checks
-from responses_app import frontends_views
 from responses_app.models import Conversation, ResponseRequest
+from responses_app.web import frontend_streams
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,7 +36,7 @@ def front(no_upstream: list[str], monkeypatch: pytest.MonkeyPatch) -> list[str]:
     async def fake_start(request_id: str) -> None:
         no_upstream.append(request_id)
 
-    monkeypatch.setattr(frontends_views, "start_request", fake_start)
+    monkeypatch.setattr(frontend_streams, "start_request", fake_start)
     return no_upstream
 
 
@@ -100,7 +100,7 @@ async def test_refusals_before_a_stream(front: list[str], owner: Any) -> None:
 
 async def test_without_ag_ui_the_routes_answer_501(front: list[str], monkeypatch: pytest.MonkeyPatch,
                                                   owner: Any) -> None:
-    monkeypatch.setattr(frontends_views, "agui", None)
+    monkeypatch.setattr(frontend_streams, "agui", None)
     response = await (await signed_in(owner)).post(reverse("responses_app:agui-run"), agui_body("t"),
                                                     content_type="application/json")
     assert response.status_code == 501 and "ag-ui-protocol" in response.json()["error"]

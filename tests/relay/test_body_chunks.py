@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from responses_app.simulator.auth import DEV_API_KEY
-from responses_app.upstream import Upstream, _AiohttpChunks, body_chunks
+from responses_app.upstream.http import Upstream, _AiohttpChunks, body_chunks
 
 pytestmark = pytest.mark.usefixtures("relay_settings")
 

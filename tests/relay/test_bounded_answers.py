@@ -16,7 +16,7 @@ from responses_app.checks import settings_check
 from responses_app.relay.hub import get_hub
 from responses_app.relay.runner import StreamRunner
 from responses_app.streaming.transcript import Transcript
-from responses_app.upstream import Upstream
+from responses_app.upstream.http import Upstream
 from tests.relay.helpers import make_request, reload
 from tests.relay.test_upstream_websocket import hub_over_websocket  # noqa: F401  (a fixture)
 

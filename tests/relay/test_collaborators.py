@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
-from responses_app.metrics import ARRIVED
+from responses_app.ops.metrics import ARRIVED
 from responses_app.relay.eventlog import EventLog
 from responses_app.relay.outcomes import Ending, SegmentResult
 from responses_app.relay.patches import PatchStream
@@ -16,7 +16,7 @@ from responses_app.streaming.replay import replay_bytes
 from responses_app.streaming.transcript import Ops
 from responses_app.streaming.view import ViewModel
 from responses_app.streaming.wire import decode
-from responses_app.upstream import UpstreamHTTPError
+from responses_app.upstream.http import UpstreamHTTPError
 from tests.conftest import relay_check_errors
 
 # --- event log ------------------------------------------------------------------------------------

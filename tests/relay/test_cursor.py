@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from responses_app.consumers.cursor import IDLE, OUTBOX_SIZE, RESYNC, RESYNC_MIN_S, Cursor
-from responses_app.metrics import ARRIVED
+from responses_app.ops.metrics import ARRIVED
 
 
 class Clock:

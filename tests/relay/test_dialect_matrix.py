@@ -18,7 +18,7 @@ from responses_app.relay.hub import get_hub
 from responses_app.relay.runner import StreamRunner
 from responses_app.simulator.dialects import NAMES, NO_UPDATE
 from responses_app.tools import tool_definitions
-from responses_app.upstream import Upstream
+from responses_app.upstream.http import Upstream
 from tests.conftest import REAL_STREAMS, require_real_streams
 from tests.relay.helpers import FAST, Watcher, connect, reload
 

@@ -16,7 +16,7 @@ from responses_app import selectors, submission
 from responses_app.models import Conversation, ResponseRequest, Segment
 from responses_app.relay.hub import get_hub
 from responses_app.relay.runner import StreamRunner
-from responses_app.upstream import Upstream
+from responses_app.upstream.http import Upstream
 from tests.conftest import REAL_STREAMS, require_real_streams
 from tests.relay.helpers import make_request, reload
 from tests.relay.test_runner_faults import SIM_AUTH

@@ -16,8 +16,8 @@ from asgiref.sync import sync_to_async
 from django.db.models import Count, Sum
 from django.test import AsyncClient
 
-from responses_app import metrics
 from responses_app.models import ResponseRequest
+from responses_app.ops import metrics
 from tests.metrics_helpers import Samples, delta, parse, total, value
 from tests.relay.helpers import Watcher, connect, make_request
 from tests.relay.test_runner_faults import fixture_events, mock_upstream, run_runner, run_to_end

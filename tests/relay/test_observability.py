@@ -13,11 +13,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from responses_app import logcontext, tracing
 from responses_app.conf import app_settings
+from responses_app.ops import logcontext, tracing
 from responses_app.relay.hub import get_hub
 from responses_app.relay.runner import StreamRunner
-from responses_app.upstream import Upstream
+from responses_app.upstream.http import Upstream
 from tests.relay.helpers import make_request, reload
 from tests.relay.test_runner_faults import fixture_events, mock_upstream, run_runner, run_to_end
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from responses_app.metrics import ARRIVED, PATCH_LAG_SAMPLE_S
+from responses_app.ops.metrics import ARRIVED, PATCH_LAG_SAMPLE_S
 from responses_app.relay.patches import PatchStream
 from responses_app.streaming.transcript import Ops
 from responses_app.streaming.view import ViewModel

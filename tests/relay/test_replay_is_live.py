@@ -13,7 +13,7 @@ import pytest
 from responses_app.relay.hub import get_hub
 from responses_app.relay.runner import StreamRunner
 from responses_app.streaming.replay import replay_bytes
-from responses_app.upstream import Upstream
+from responses_app.upstream.http import Upstream
 from tests.conftest import REAL_STREAMS, real_stream_files, require_real_streams
 from tests.relay.helpers import make_request
 from tests.upstreams import Reply, json_error, scripted_upstream

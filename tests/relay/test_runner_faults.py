@@ -16,7 +16,7 @@ from responses_app.relay.hub import get_hub
 from responses_app.relay.runner import StreamRunner
 from responses_app.simulator.auth import DEV_API_KEY
 from responses_app.streaming.replay import replay_bytes
-from responses_app.upstream import Upstream
+from responses_app.upstream.http import Upstream
 from tests.relay.helpers import Watcher, connect, make_request, reload
 
 SIM_AUTH = {"authorization": f"Bearer {DEV_API_KEY}"}  # what the standalone simulator demands

@@ -17,7 +17,7 @@ from responses_app.relay.hub import get_hub
 from responses_app.relay.runner import StreamRunner
 from responses_app.safety.checkers import reset_checker
 from responses_app.streaming.safety import NOTICE_ID
-from responses_app.upstream import Upstream
+from responses_app.upstream.http import Upstream
 from tests.conftest import REAL_STREAMS, require_real_streams
 from tests.relay.helpers import make_request, reload
 from tests.upstreams import Reply, scripted_upstream

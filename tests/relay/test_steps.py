@@ -9,7 +9,7 @@ import pytest
 
 from responses_app.relay.outcomes import Ending, SegmentResult, Stopped
 from responses_app.relay.steps import MAX_HTTP_RETRIES, MAX_RESUMES, Action, Situation, conclude, next_step
-from responses_app.upstream import UpstreamHTTPError
+from responses_app.upstream.http import UpstreamHTTPError
 
 
 def http(status: int, code: str = "", retry_after: float | None = None) -> SegmentResult:

@@ -16,8 +16,8 @@ from responses_app.models import ResponseRequest
 from responses_app.relay.hub import get_hub
 from responses_app.relay.runner import StreamRunner
 from responses_app.streaming.transcript import Transcript
-from responses_app.upstream import Upstream
-from responses_app.upstream_ws import WebSocketUpstream
+from responses_app.upstream.http import Upstream
+from responses_app.upstream.websocket import WebSocketUpstream
 from tests.relay.helpers import make_request, reload
 from tests.relay.test_endings import second_turn_after_a_forgotten_chain, segments_of
 

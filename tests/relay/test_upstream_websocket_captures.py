@@ -12,8 +12,8 @@ import pytest
 from responses_app.relay.hub import get_hub
 from responses_app.relay.runner import StreamRunner
 from responses_app.streaming.sse import SSEDecoder
-from responses_app.upstream import Upstream
-from responses_app.upstream_ws import WebSocketUpstream
+from responses_app.upstream.http import Upstream
+from responses_app.upstream.websocket import WebSocketUpstream
 from tests.conftest import REAL_STREAMS, real_stream_files, require_real_streams
 from tests.relay.helpers import make_request, reload
 from tests.relay.test_endings import segments_of

@@ -13,10 +13,10 @@ from typing import Any
 import orjson
 import pytest
 
-from responses_app import upstream_lane, upstream_ws
 from responses_app.relay.hub import get_hub
 from responses_app.relay.runner import StreamRunner
-from responses_app.upstream_ws import WebSocketUpstream
+from responses_app.upstream import lane, websocket
+from responses_app.upstream.websocket import WebSocketUpstream
 from tests.relay.helpers import make_request, reload
 from tests.relay.test_upstream_websocket import hub_over_websocket, hub_upstream  # noqa: F401
 
@@ -66,14 +66,14 @@ async def test_a_dropped_connection_ends_each_lane_honestly(owner: Any, teammate
 
 async def test_a_lane_nobody_reads_is_bounded_and_ended_alone(simulator_url: str,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(upstream_ws, "LANE_WAIT_S", 0.3)
-    monkeypatch.setattr(upstream_lane, "lane_max_chars", lambda: 4000)
+    monkeypatch.setattr(websocket, "LANE_WAIT_S", 0.3)
+    monkeypatch.setattr(lane, "lane_max_chars", lambda: 4000)
     upstream = WebSocketUpstream(base=simulator_url)
     body = {"model": "sim-long", "input": "Tell me a story", "store": True,
             "metadata": {"sim.tokens_per_s": "0", "sim.tokens": "3000", "sim.seed": "3"}}
     try:
         async with upstream.create_stream(body) as stuck:
-            assert isinstance(stuck, upstream_lane.Lane)
+            assert isinstance(stuck, lane.Lane)
             async with upstream.create_stream(dict(body, metadata={"sim.seed": "4"})) as flowing:
                 types = [orjson.loads(frame)["type"] async for frame in flowing]
             assert types[-1] == "response.completed", "the other lane went on"
@@ -94,7 +94,7 @@ async def test_frames_nobody_reads_are_bounded_by_closing_the_connection(simulat
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     # WebSocket mode cannot cancel a response: once its reader stopped (a Stop, the answer's
     # bound), the rest crosses the socket unread. Past a bound the connection is closed.
-    monkeypatch.setattr(upstream_ws, "orphan_max_chars", lambda: 3_000_000)
+    monkeypatch.setattr(websocket, "orphan_max_chars", lambda: 3_000_000)
     upstream = WebSocketUpstream(base=simulator_url)
     body = {"model": "sim-text", "input": "Tell me a story", "store": True,
             "metadata": {"sim.delta_chars": "1000000", "sim.tokens": "20", "sim.tokens_per_s": "20"}}

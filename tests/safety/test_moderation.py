@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from responses_app.embedded import EMBEDDED_BASE_URL
 from responses_app.safety.checkers import checker_from_settings, judge, reset_checker
 from responses_app.safety.moderation import ModerationChecker, verdict_from
+from responses_app.upstream.embedded import EMBEDDED_BASE_URL
 from tests.simulator.helpers import AUTH
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from responses_app.conf import app_settings
-from responses_app.probe import probe
+from responses_app.upstream.probe import probe
 
 
 def _word(value: bool | None) -> str:

@@ -17,8 +17,8 @@ from typing import Any
 
 import orjson
 
-from .conf import app_settings
-from .upstream import UpstreamHTTPError
+from ..conf import app_settings
+from .http import UpstreamHTTPError
 
 LIMIT_CODE = "websocket_connection_limit_reached"
 _END = object()

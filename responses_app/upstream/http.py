@@ -27,13 +27,13 @@ import httpx
 import orjson
 from httpx_aiohttp.transport import AiohttpResponseStream, map_aiohttp_exceptions
 
-from .conf import app_settings
+from ..conf import app_settings
+from ..providers import SSE_TRANSPORTS, Provider, Supports
+from ..simulator.app import models_payload
+from ..streaming.masking import MAX_CODE
+from ..streaming.transcript import Step, Transcript
 from .credentials import masked
 from .embedded import EMBEDDED_BASE_URL, ASGIStreamTransport, simulator_app
-from .providers import SSE_TRANSPORTS, Provider, Supports
-from .simulator.app import models_payload
-from .streaming.masking import MAX_CODE
-from .streaming.transcript import Step, Transcript
 
 
 class UpstreamHTTPError(Exception):

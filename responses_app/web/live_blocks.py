@@ -31,8 +31,8 @@ from django.http import HttpRequest, JsonResponse
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
-from . import limits, selectors
-from .templatetags.relay_tags import group_blocks, turn_notice
+from .. import limits, selectors
+from ..templatetags.relay_tags import group_blocks, turn_notice
 
 MAX_BLOCKS = 5000
 # The page sends no Markdown text (its box holds it) and an image's first characters only: what

@@ -18,8 +18,8 @@ from django.db.models import Count, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from .models import McpApproval, ResponseRequest, Segment
-from .streaming.vocabulary import INPUT_FLAGGED
+from ..models import McpApproval, ResponseRequest, Segment
+from ..streaming.vocabulary import INPUT_FLAGGED
 
 
 @dataclass(frozen=True)

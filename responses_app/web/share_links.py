@@ -22,12 +22,13 @@ from django.urls import reverse
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET, require_POST
 
-from . import addresses, branches, selectors, shares, views
-from .models import Conversation, Share
+from .. import addresses, branches, selectors, shares
+from ..models import Conversation, Share
+from . import pages
 
 
 def _own(http: HttpRequest, conversation_id: uuid.UUID) -> Conversation:
-    return views.own_conversation(http, conversation_id, refused="Only the owner shares a conversation")
+    return pages.own_conversation(http, conversation_id, refused="Only the owner shares a conversation")
 
 
 def _tools_url(conversation_id: Any, anchor: str = "conversation-tools") -> str:
@@ -104,10 +105,10 @@ def shared(http: HttpRequest, token: str) -> HttpResponse:
         turns = [(request, selectors.view_latest(request=request), None)]
     else:
         turns = selectors.conversation_turns(conversation=conversation)  # type: ignore[assignment]
-    return views.page(http, "responses_app/shared.html", {
+    return pages.page(http, "responses_app/shared.html", {
         "share": share,
         "conversation": conversation,
-        "turns": [views.turn_context(r, v, can_post=False, can_cancel=False, versions=versions)
+        "turns": [pages.turn_context(r, v, can_post=False, can_cancel=False, versions=versions)
                   for r, v, versions in turns],
         "relay_urls": addresses.share_url_templates(share.token),
     })
@@ -125,6 +126,6 @@ def shared_turn(http: HttpRequest, token: str, request_id: uuid.UUID) -> HttpRes
     if request is None:
         raise Http404("No such turn")
     versions = None if share.request_id else branches.versions_of(request)
-    context = views.turn_context(request, selectors.view_latest(request=request), can_post=False, can_cancel=False,
+    context = pages.turn_context(request, selectors.view_latest(request=request), can_post=False, can_cancel=False,
                                  versions=versions)
     return render(http, "responses_app/_turn.html", {**context, "share": share})

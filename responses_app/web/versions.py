@@ -18,8 +18,8 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
-from . import branches, selectors
-from .conversation_events import announce
+from .. import branches, selectors
+from ..conversation_events import announce
 
 
 def _show(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UUID) -> tuple[list[str], bool]:

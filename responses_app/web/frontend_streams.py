@@ -38,17 +38,17 @@ from django.urls import reverse
 from django.utils.crypto import constant_time_compare
 from django.views.decorators.csrf import csrf_exempt
 
-from . import selectors, services, submission
-from .conf import app_settings
-from .follow import Follow, approvals_asked, asks, current_view
-from .frontends import aisdk
-from .frontends.steps import CursorError, Told
-from .idempotency import client_key
-from .models import Conversation, ResponseRequest
-from .relay.hub import get_hub
-from .relay.worker import cancel_request, start_request
-from .submission import Refused
-from .views import DEFAULT_MODEL
+from .. import selectors, services, submission
+from ..conf import app_settings
+from ..follow import Follow, approvals_asked, asks, current_view
+from ..frontends import aisdk
+from ..frontends.steps import CursorError, Told
+from ..idempotency import client_key
+from ..models import Conversation, ResponseRequest
+from ..relay.hub import get_hub
+from ..relay.worker import cancel_request, start_request
+from ..submission import Refused
+from .pages import DEFAULT_MODEL
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 ENDED = ResponseRequest.ENDED
 
 try:
-    from .frontends import agui
+    from ..frontends import agui
 except ImportError:  # the optional extra: responses-relay[agui]
     agui = None  # type: ignore[assignment]
 

@@ -24,10 +24,10 @@ from typing import Any
 
 import httpx
 
-from .providers import Provider
-from .streaming import vocabulary as v
-from .streaming.transcript import Transcript
-from .upstream import Upstream, UpstreamHTTPError, stream_reader
+from ..providers import Provider
+from ..streaming import vocabulary as v
+from ..streaming.transcript import Transcript
+from .http import Upstream, UpstreamHTTPError, stream_reader
 
 REFUSED = (400, 404, 405, 422, 501)  # statuses that mean "this server does not do that"
 INPUT = "Say hello in two words."
@@ -71,7 +71,7 @@ def _failed(exc: Exception) -> tuple[bool | None, str]:
 
 
 async def probe(provider: Provider, model: str, *, websocket: bool = False) -> list[Probe]:
-    from .upstream_ws import WebSocketUpstream
+    from .websocket import WebSocketUpstream
 
     supports = provider.supports
     found: list[Probe] = []

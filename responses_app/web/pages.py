@@ -23,15 +23,17 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from . import analytics, branches, forms, idempotency, selectors, services, submission, upstream
-from .branches import Versions
-from .conf import app_settings
-from .conversation_events import announce
-from .models import Conversation, ResponseRequest
-from .relay import worker
-from .submission import Refused, Submitted
-from .templatetags.relay_charts import series_color
-from .templatetags.relay_tags import BADGE_LABELS, badge_is_final, badge_key
+from .. import branches, forms, idempotency, selectors, services, submission
+from ..branches import Versions
+from ..conf import app_settings
+from ..conversation_events import announce
+from ..models import Conversation, ResponseRequest
+from ..ops import analytics
+from ..relay import worker
+from ..submission import Refused, Submitted
+from ..templatetags.relay_charts import series_color
+from ..templatetags.relay_tags import BADGE_LABELS, badge_is_final, badge_key
+from ..upstream import http as upstream
 
 logger = logging.getLogger(__name__)
 

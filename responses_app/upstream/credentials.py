@@ -11,8 +11,8 @@ event log for its error events.
 
 from __future__ import annotations
 
-from .conf import app_settings
-from .streaming.masking import MAX_MESSAGE, mask_secrets
+from ..conf import app_settings
+from ..streaming.masking import MAX_MESSAGE, mask_secrets
 
 
 def known() -> tuple[str, ...]:

@@ -19,9 +19,9 @@ from typing import Any
 
 from django.utils import timezone
 
-from . import selectors
-from .models import Conversation, ResponseRequest
-from .templatetags.relay_tags import citations, group_blocks, notice_sentence, tool_details, tool_state, tool_title
+from .. import selectors
+from ..models import Conversation, ResponseRequest
+from ..templatetags.relay_tags import citations, group_blocks, notice_sentence, tool_details, tool_state, tool_title
 
 FORMAT = "responses-relay.conversation/1"
 

@@ -41,11 +41,11 @@ import orjson
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 
-from .conf import app_settings
+from ..conf import app_settings
+from ..providers import Provider
 from .embedded import EMBEDDED_BASE_URL, EmbeddedClosed, EmbeddedRefused, EmbeddedWebSocket, simulator_app
-from .providers import Provider
-from .upstream import EventFrames, Upstream, UpstreamHTTPError, base_url
-from .upstream_lane import LIMIT_CODE, Lane, Rotate, lane_of
+from .http import EventFrames, Upstream, UpstreamHTTPError, base_url
+from .lane import LIMIT_CODE, Lane, Rotate, lane_of
 
 logger = logging.getLogger(__name__)
 

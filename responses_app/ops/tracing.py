@@ -20,8 +20,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .conf import app_settings
-from .streaming import vocabulary as v
+from ..conf import app_settings
+from ..streaming import vocabulary as v
 
 _provider: Any = None  # a TracerProvider of its own (tests); None: the global one
 _FAILED = frozenset({v.FAILED, v.ERROR, v.UNKNOWN})

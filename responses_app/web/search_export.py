@@ -16,12 +16,12 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
+from .. import limits, selectors
+from .. import search as searching
+from ..conf import app_settings
+from ..forms import unstorable
 from . import export as exports
-from . import limits, selectors
-from . import search as searching
-from .conf import app_settings
-from .forms import unstorable
-from .views import page
+from .pages import page
 
 
 @login_required

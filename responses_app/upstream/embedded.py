@@ -23,8 +23,8 @@ from typing import Any
 
 import httpx
 
-from .conf import app_settings
-from .simulator import SimulatorApp, create_app
+from ..conf import app_settings
+from ..simulator import SimulatorApp, create_app
 
 EMBEDDED_BASE_URL = "http://embedded-simulator/v1"
 _QUEUE_CHUNKS = 64
