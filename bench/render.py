@@ -133,7 +133,7 @@ def _page() -> str:
     django.setup()
     from django.template.loader import render_to_string
 
-    from responses_app.templatetags.relay_tags import vocabulary
+    from responses_app.web.turns import vocabulary
 
     entry = render_to_string("responses_app/_block.html", {"live": True, "block": {
         "id": "m0-c0", "kind": "text", "state": "streaming", "text": "", "annotations": []}})

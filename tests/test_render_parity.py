@@ -1,7 +1,7 @@
 """What the browser still renders itself, held to the server: the Markdown of a growing text
 (markdown.py and markdown.js give the same HTML whole, streamed in chunks of any size, and cut at
 every position while still being written, where neither shows half-built syntax), and the badge
-of a live turn (relay_tags.badge_key and state.js). Every block's markup is the server's alone
+of a live turn (turns.badge_key and state.js). Every block's markup is the server's alone
 (responses_app/blocks/, tests/test_views_render.py).
 
 Node runs the browser modules (tests/js/render_parity.mjs). Skipped without node, unless CI=true.
@@ -20,7 +20,7 @@ import pytest
 
 from responses_app import markdown
 from responses_app.simulator.texts import PARAGRAPHS, SUMMARY_PARTS
-from responses_app.templatetags.relay_tags import badge_key, badge_text, vocabulary
+from responses_app.web.turns import badge_key, badge_text, vocabulary
 from tests.node import node_or_skip
 
 ROOT = Path(__file__).resolve().parents[1]

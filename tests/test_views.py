@@ -18,8 +18,8 @@ from django.urls import reverse
 
 from responses_app import markdown, services
 from responses_app.models import Checkpoint, Conversation, ResponseRequest
-from responses_app.templatetags.relay_tags import badge_key
 from responses_app.web.pages import FALLBACK_MODELS
+from responses_app.web.turns import badge_key
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_upstream")]
 

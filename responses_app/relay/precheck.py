@@ -91,7 +91,7 @@ def _file_text(data: str) -> str | None:
 
 
 def blocked_message(categories: list[str] | tuple[str, ...], error: str) -> str:
-    """What the page says after "Not sent" (relay_tags.ERROR_LABELS["input_flagged"])."""
+    """What the page says after "Not sent" (web/turns.py: ERROR_LABELS["input_flagged"])."""
     if error:
         return (f"The safety check of this message could not be made ({error}), and the safety policy does not "
                 "send unchecked messages. Nothing was sent to the model.")

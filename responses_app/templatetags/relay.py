@@ -25,6 +25,7 @@ from django.utils.html import format_html, json_script
 from django.utils.safestring import SafeString, mark_safe
 
 from ..addresses import url_templates
+from ..web import turns
 
 register = template.Library()
 
@@ -33,8 +34,6 @@ register = template.Library()
 def relay_assets(context: template.Context) -> SafeString:
     """The stylesheet, the words and addresses the script reads, and the script: once per page
     (a page with several embedded responses gets them once)."""
-    from .relay_tags import vocabulary
-
     request = context.get("request")
     if request is not None:
         if getattr(request, "_relay_assets", False):
@@ -45,7 +44,7 @@ def relay_assets(context: template.Context) -> SafeString:
         '<script type="module" src="{}"></script>',
         static("responses_app/chat.css"),
         static("responses_app/chat-tools.css"),
-        json_script(vocabulary(), "relay-vocabulary"),
+        json_script(turns.vocabulary(), "relay-vocabulary"),
         json_script({**url_templates(), **(context.get("relay_urls") or {})}, "relay-urls"),  # shared.html: its own
         static("responses_app/chat/main.js"),
     )
@@ -55,13 +54,12 @@ def relay_assets(context: template.Context) -> SafeString:
 def relay_response(context: template.Context, request: Any, prompt: bool = False) -> SafeString:
     from .. import selectors
     from ..models import ResponseRequest
-    from ..web.pages import turn_context
 
     if not isinstance(request, ResponseRequest):
         request = ResponseRequest.objects.select_related("conversation").get(pk=request)
     http = context.get("request")
     user = getattr(http, "user", None) or context.get("user")
     can_cancel = bool(user is not None and selectors.can_cancel(user, request))
-    turn = turn_context(request, selectors.view_latest(request=request), can_cancel=can_cancel)
+    turn = turns.turn_context(request, selectors.view_latest(request=request), can_cancel=can_cancel)
     html = render_to_string("responses_app/_turn.html", {**turn, "embed": not prompt}, request=http)
     return format_html('<div class="relay relay-embed">{}{}</div>', relay_assets(context), mark_safe(html))

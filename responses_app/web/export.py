@@ -20,8 +20,8 @@ from typing import Any
 from django.utils import timezone
 
 from .. import selectors
+from ..blockwords import citations, group_blocks, notice_sentence, tool_details, tool_state, tool_title
 from ..models import Conversation, ResponseRequest
-from ..templatetags.relay_tags import citations, group_blocks, notice_sentence, tool_details, tool_state, tool_title
 
 FORMAT = "responses-relay.conversation/1"
 

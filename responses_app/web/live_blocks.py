@@ -32,7 +32,8 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
 from .. import limits, selectors
-from ..templatetags.relay_tags import group_blocks, turn_notice
+from ..blockwords import group_blocks
+from .turns import turn_notice
 
 MAX_BLOCKS = 5000
 # The page sends no Markdown text (its box holds it) and an image's first characters only: what

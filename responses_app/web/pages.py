@@ -24,16 +24,15 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from .. import branches, forms, idempotency, selectors, services, submission
-from ..branches import Versions
 from ..conf import app_settings
 from ..conversation_events import announce
-from ..models import Conversation, ResponseRequest
+from ..models import Conversation
 from ..ops import analytics
 from ..relay import worker
 from ..submission import Refused, Submitted
 from ..templatetags.relay_charts import series_color
-from ..templatetags.relay_tags import BADGE_LABELS, badge_is_final, badge_key
 from ..upstream import http as upstream
+from .turns import BADGE_LABELS, turn_context
 
 logger = logging.getLogger(__name__)
 
@@ -104,54 +103,6 @@ def composer_context(*, conversation: Conversation | None = None, values: dict[s
         "errors": errors or {},
         "conversation": conversation,
     }
-
-
-# --- turns --------------------------------------------------------------------------------------
-
-def _thought_s(request: ResponseRequest, view: dict[str, Any]) -> int | None:
-    """Seconds from the request to its first visible text, when it reasoned first."""
-    if request.first_text_at is None or not any(b.get("kind") == "reasoning" for b in view.get("blocks") or []):
-        return None
-    return max(0, round((request.first_text_at - request.created).total_seconds()))
-
-
-def turn_context(request: ResponseRequest, view: dict[str, Any], *, can_post: bool = False,
-                 can_cancel: bool | None = None, versions: Versions | None = None) -> dict[str, Any]:
-    """`can_cancel`: Stop is offered (the owner's, or a viewer with change_responserequest);
-    `versions`: the turn's place among its versions (`‹ 2/3 ›`, branches.py)."""
-    live = not request.is_terminal and request.status != ResponseRequest.Status.UNKNOWN
-    badge = badge_key(request.status, view)
-    usage = request.usage or (view.get("meta") or {}).get("usage")
-    meta = view.get("meta") or {}
-    error = None
-    if request.error_code or request.error_message:
-        error = {"code": request.error_code, "message": request.error_message}
-    elif isinstance(meta.get("error"), dict):
-        error = meta["error"]
-    return {
-        "request": request,
-        "view": view,
-        "live": live,
-        "badge": badge,
-        # no Stop beside a known outcome, nor to a viewer who may not stop it
-        "show_stop": live and not badge_is_final(badge) and (can_post if can_cancel is None else can_cancel),
-        "error": error,
-        "incomplete_reason": request.incomplete_reason or meta.get("incomplete_reason") or "",
-        "usage": usage,
-        "cost": selectors.usage_cost(usage=usage, model=request.model),
-        "thought_s": _thought_s(request, view),
-        "can_post": can_post,
-        "regenerate_id": str(uuid.uuid4()),  # fresh per render: idempotency keys, as the composer's
-        "resend_id": str(uuid.uuid4()),
-        "versions": versions,
-        "markdown_source": markdown_source(view),
-        "max_input_chars": forms.MAX_INPUT_CHARS,
-    }
-
-
-def markdown_source(view: dict[str, Any]) -> str:
-    """What Copy puts on the clipboard for an answer: its text, as the model wrote it (Markdown)."""
-    return "\n\n".join(b["text"] for b in view.get("blocks") or () if b.get("kind") == "text" and b.get("text"))
 
 
 def _chat_url(conversation_id: Any, request_id: Any | None = None) -> str:

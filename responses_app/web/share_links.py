@@ -25,6 +25,7 @@ from django.views.decorators.http import require_GET, require_POST
 from .. import addresses, branches, selectors, shares
 from ..models import Conversation, Share
 from . import pages
+from .turns import turn_context
 
 
 def _own(http: HttpRequest, conversation_id: uuid.UUID) -> Conversation:
@@ -108,7 +109,7 @@ def shared(http: HttpRequest, token: str) -> HttpResponse:
     return pages.page(http, "responses_app/shared.html", {
         "share": share,
         "conversation": conversation,
-        "turns": [pages.turn_context(r, v, can_post=False, can_cancel=False, versions=versions)
+        "turns": [turn_context(r, v, can_post=False, can_cancel=False, versions=versions)
                   for r, v, versions in turns],
         "relay_urls": addresses.share_url_templates(share.token),
     })
@@ -126,6 +127,6 @@ def shared_turn(http: HttpRequest, token: str, request_id: uuid.UUID) -> HttpRes
     if request is None:
         raise Http404("No such turn")
     versions = None if share.request_id else branches.versions_of(request)
-    context = pages.turn_context(request, selectors.view_latest(request=request), can_post=False, can_cancel=False,
+    context = turn_context(request, selectors.view_latest(request=request), can_post=False, can_cancel=False,
                                  versions=versions)
     return render(http, "responses_app/_turn.html", {**context, "share": share})
