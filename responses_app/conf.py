@@ -49,7 +49,7 @@ class Setting:
 
 
 def _default_redact_fields(_: AppSettings) -> tuple[str, ...]:
-    from .relay.redact import DEFAULT_FIELDS  # plain data
+    from .streaming.redact import DEFAULT_FIELDS  # plain data
 
     return tuple(DEFAULT_FIELDS)
 
@@ -131,7 +131,7 @@ SETTINGS: tuple[Setting, ...] = (
             "upstream is stopped and the request ends incomplete (max_answer_chars). At most 20,000,000, "
             "so a checkpoint always fits the database.", "relay"),
     Setting("REDACT_FIELDS", _default_redact_fields, values.names,
-            "Tool payloads redacted in the raw event log (relay/redact.py).", "relay"),
+            "Tool payloads redacted in the raw event log (streaming/redact.py).", "relay"),
     Setting("IDLE_TIMEOUT_S", 120, values.integer(), "No bytes from upstream this long: the stream is stalled.",
             "relay"),
     Setting("REQUEST_DEADLINE_S", 900, values.integer(),

@@ -13,7 +13,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from responses_app import selectors, services
-from responses_app.relay.redact import DEFAULT_FIELDS, REDACTED, needs_redaction, redact_event
+from responses_app.streaming.redact import DEFAULT_FIELDS, REDACTED, needs_redaction, redact_event
 from responses_app.streaming.replay import replay_bytes
 from tests.conftest import REAL_STREAMS, real_stream_files, require_real_streams
 

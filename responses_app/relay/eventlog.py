@@ -8,7 +8,7 @@ changed, are serialised from the dict, on one line each.
 Padding is never stored: a delta's `obfuscation` (random characters some providers add however
 the relay asks) is dropped, and such an event serialised from the dict without it.
 
-Tool payloads are redacted (RELAY_REDACT_FIELDS, see redact.py) and the upstream's error
+Tool payloads are redacted (RELAY_REDACT_FIELDS, see streaming/redact.py) and the upstream's error
 messages masked before they are written down; message text, item structure and every id stay,
 so the log replays. Batches carry the segment
 they came from and their first and last sequence numbers, and go to the database with the next
@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from .redact import REDACTED_TYPES, redact_event
+from ..streaming.redact import REDACTED_TYPES, redact_event
 
 LOG_FLUSH_BYTES = 32 * 1024  # raw events held in memory before they go to the writer on their own
 
@@ -32,7 +32,7 @@ class EventLog:
 
     def __init__(self, redact_fields: frozenset[str], secrets: tuple[str, ...] = ()) -> None:
         self.redact_fields = redact_fields
-        self.secrets = secrets  # masked in the upstream's error messages (redact.py)
+        self.secrets = secrets  # masked in the upstream's error messages (streaming/redact.py)
         self.segment_index = 0  # the segment the events being added belong to
         # Grown in place, not a list of each event's bytes framed at `take`: the list saves a few
         # appends an event, but its small objects fragment pymalloc's arenas, and every in-flight

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from responses_app.relay.redact import REDACTED, redact_event
+from responses_app.streaming.redact import REDACTED, redact_event
 
 FIELDS = frozenset({"arguments", "output"})
 
