@@ -172,7 +172,7 @@ def test_time_to_first_text_stops_its_clock_while_a_person_is_asked(user: Any) -
 
 
 def test_every_model_gets_a_colour_of_its_own() -> None:
-    from responses_app.templatetags.relay_charts import PALETTE, series_color
+    from responses_app.web.charts import PALETTE, series_color
     from responses_app.web.pages import FALLBACK_MODELS
 
     colours = [series_color(model, i) for i, model in enumerate(FALLBACK_MODELS + ["a", "b", "c", "d", "e", "f"])]

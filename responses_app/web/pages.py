@@ -30,8 +30,8 @@ from ..models import Conversation
 from ..ops import analytics
 from ..relay import worker
 from ..submission import Refused, Submitted
-from ..templatetags.relay_charts import series_color
 from ..upstream import http as upstream
+from .charts import series_color
 from .turns import BADGE_LABELS, turn_context
 
 logger = logging.getLogger(__name__)
