@@ -1,7 +1,8 @@
 """The import graph and module sizes, checked: the pure core imports no framework, no module imports
-another that imports it back (function-level and TYPE_CHECKING imports count too), and no module
-is longer than MODULE_LINES. Comments and docstrings of the app and the site carry no lab notes:
-no benchmark figures, dates, machines or issue numbers (those belong in bench/README.md)."""
+another that imports it back (function-level and TYPE_CHECKING imports count too), no room of the
+app imports a room above it (LAYERS), and no module is longer than MODULE_LINES. Comments and
+docstrings of the app and the site carry no lab notes: no benchmark figures, dates, machines or
+issue numbers (those belong in bench/README.md)."""
 
 from __future__ import annotations
 
@@ -139,6 +140,92 @@ def test_the_checker_sees_a_circle_held_together_by_a_function_level_import(tmp_
     (package / "runner.py").write_text("from . import hub\nfrom .clean import x\n")
     (package / "clean.py").write_text("import os\n")
     assert cycles_in(modules(tmp_path, ("pkg",))) == [["pkg.hub", "pkg.runner"]]
+
+
+# The rooms of responses_app, low to high: a room imports only rooms of its own layer or below.
+# A room is a package, or a top-level module placed by TOP_LEVEL (the storage layer unless named).
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("streaming",),  # the pure core
+    ("frontends", "simulator"),  # pure too: AG-UI and the AI SDK from the core's views; the simulator
+    ("settings",),  # conf and what it reads
+    ("upstream",),  # how bytes arrive: clients the relay drives, never the models
+    ("storage", "ops"),  # models, services (writes), selectors (reads)...; metrics, analytics, tracing, logs
+    ("safety",),  # the checks the gate asks for (through the upstream)
+    ("relay",),  # the runner and what it owns
+    ("viewers",),  # the viewer protocol and the websockets that use it
+    ("doors",),  # what starts and stops requests, and what names their addresses
+    ("web",),  # the HTTP edge
+    ("wiring",),  # what Django finds by name: urls, apps, admin, checks, template tags, commands
+)
+TOP_LEVEL = {
+    "conf": "settings", "conf_values": "settings", "providers": "settings", "input_items": "settings",
+    "redact": "settings",
+    "health": "ops", "metrics": "ops", "logcontext": "ops",  # the public names of ops/ modules (docs/)
+    "limits": "relay",  # counts on the relay's database threads
+    "consumers": "viewers", "follow": "viewers", "wsthreads": "viewers",
+    "submission": "doors", "api": "doors", "routing": "doors", "addresses": "doors",
+    "templatetags": "wiring", "management": "wiring", "urls": "wiring", "apps": "wiring", "admin": "wiring",
+    "checks": "wiring", "native": "wiring", "native_build": "wiring", "": "wiring",
+}
+# Upward imports that another branch of the same change removes (the runner out of consumers/):
+# each must still exist, so the list only shrinks, to empty.
+KNOWN_UPWARD = {
+    "responses_app.relay.worker -> responses_app.consumers.runner",
+}
+
+
+def room(name: str, known: dict[str, Path], app: str = "responses_app") -> str:
+    """The layer of a module of `app`: its package's, or its top-level module's."""
+    parts = name.split(".")[1:]
+    top = parts[0] if parts else ""
+    is_package = bool(parts) and (len(parts) > 1 or known[name].name == "__init__.py")
+    placed = TOP_LEVEL.get(top)
+    if placed:
+        return placed
+    return top if is_package else "storage"
+
+
+def upward_imports(known: dict[str, Path], layers: tuple[tuple[str, ...], ...] = LAYERS,
+                   app: str = "responses_app") -> list[str]:
+    """Every import of a module of `app` from a room above its own, and every room no layer holds."""
+    rank = {name: level for level, names in enumerate(layers) for name in names}
+    found = []
+    for name, imported in sorted(graph(known).items()):
+        if name != app and not name.startswith(app + "."):
+            continue
+        here = room(name, known, app)
+        if here not in rank:
+            found.append(f"{name}: its room {here!r} is in no layer")
+            continue
+        for target in sorted(imported):
+            if target.startswith(app + ".") and rank.get(room(target, known, app), -1) > rank[here]:
+                found.append(f"{name} -> {target}")
+    return found
+
+
+def test_no_room_imports_a_room_above_it() -> None:
+    upward = upward_imports(modules())
+    assert sorted(set(upward) - KNOWN_UPWARD) == [], "upward imports (LAYERS orders the rooms)"
+    assert sorted(KNOWN_UPWARD - set(upward)) == [], "gone: take them out of KNOWN_UPWARD"
+
+
+def test_the_layer_check_names_an_upward_import_and_an_unplaced_room(tmp_path: Path) -> None:
+    app = tmp_path / "responses_app"
+    for package in ("streaming", "relay", "web", "attic"):
+        (app / package).mkdir(parents=True)
+        (app / package / "__init__.py").write_text("")
+    (app / "__init__.py").write_text("")
+    (app / "models.py").write_text("from .streaming import core\n")
+    (app / "streaming" / "core.py").write_text("def f():\n    from ..relay import runner\n")
+    (app / "relay" / "runner.py").write_text("from .. import models\nfrom ..streaming import core\n")
+    (app / "web" / "pages.py").write_text("from ..relay import runner\n")
+    (app / "attic" / "old.py").write_text("")
+    layers = (("streaming",), ("storage",), ("relay",), ("web",), ("wiring",))
+    assert upward_imports(modules(tmp_path, ("responses_app",)), layers) == [
+        "responses_app.attic: its room 'attic' is in no layer",
+        "responses_app.attic.old: its room 'attic' is in no layer",
+        "responses_app.streaming.core -> responses_app.relay.runner",
+    ]
 
 
 def oversized(packages: tuple[str, ...], root: Path = ROOT, limit: int = MODULE_LINES) -> list[str]:
