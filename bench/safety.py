@@ -80,10 +80,10 @@ class Relay:
     """One stream's transcript, checks and patch stream, timed like Delivery (one timer)."""
 
     def __init__(self, mode: str, unit: str, latencies: list[float]) -> None:
+        from responses_app.relay.gate_checks import SafetyChecks
         from responses_app.relay.patches import PatchStream
-        from responses_app.relay.safety import SafetyChecks
         from responses_app.safety.checkers import RulesChecker
-        from responses_app.streaming.safety import SafetyGate
+        from responses_app.streaming.gate import SafetyGate
         from responses_app.streaming.transcript import Transcript
 
         self.loop = asyncio.get_running_loop()
@@ -197,7 +197,7 @@ async def latency(streams: int, tokens: int, pace: float) -> dict[tuple[str, str
 def cpu(deltas: int) -> dict[str, float]:
     """Seconds per delta through Transcript (+ gate, verdicts at once), best of 3."""
     from bench.core import chunks_of, to_sse
-    from responses_app.streaming.safety import SafetyGate
+    from responses_app.streaming.gate import SafetyGate
     from responses_app.streaming.transcript import Transcript
 
     data = to_sse(stream_events(corpus(deltas, 1)))

@@ -42,7 +42,7 @@ GROUP = "responses_app_native"  # the group's shared library: responses_app_nati
 
 # Everything a relayed chunk passes through in the core and the delivery; nothing that Django,
 # Channels or the tests subclass.
-RELAY_MODULES = ("delivery", "eventlog", "patches", "checkpoints", "deadlines")
+RELAY_MODULES = ("delivery", "eventlog", "patches", "checkpointer", "deadlines")
 INTERPRETED = ("__init__.py", "event_types.py", "objects.py", "schema.py")  # declarations, read by introspection
 
 logger = logging.getLogger(__name__)

@@ -55,7 +55,7 @@ from ag_ui.encoder import EventEncoder
 
 from . import jsonpatch
 from .aisdk import error_text
-from .steps import REASONING, SPAN, TEXT, Part, Step, Told
+from .told import REASONING, SPAN, TEXT, Part, Step, Told
 
 HEARTBEAT = ": keep-alive\n\n"  # an SSE comment, which every AG-UI consumer must tolerate
 _SUCCESS = frozenset({"completed", "incomplete"})

@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from .steps import REASONING, SPAN, TEXT, Step, Told
+from .told import REASONING, SPAN, TEXT, Step, Told
 
 HEADERS = {"x-vercel-ai-ui-message-stream": "v1", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 DONE = "data: [DONE]\n\n"

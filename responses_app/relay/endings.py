@@ -34,8 +34,8 @@ from ..upstream.http import Upstream, UpstreamHTTPError
 from .dbthreads import db
 from .delivery import Delivery
 from .flag import Flag
+from .gate_checks import SafetyChecks
 from .outcomes import Ending, Stopped
-from .safety import SafetyChecks
 from .steps import conclude
 
 Kind = Segment.Kind

@@ -36,23 +36,23 @@ from ..safety import policy as safety_policy
 from ..safety.checkers import checker_from_settings
 from ..selectors import RunRequest
 from ..streaming import vocabulary as v
-from ..streaming.safety import SafetyGate
+from ..streaming.gate import SafetyGate
 from ..streaming.transcript import Step, Transcript
 from ..upstream.credentials import known
 from ..upstream.http import EventFrames, Upstream, UpstreamHTTPError, stream_reader
 from .bodies import build_body, continuation_body, full_context_body, stateless_continuation_body, stores
+from .checkpoint_writer import CheckpointNotWritten
 from .dbthreads import db
 from .delivery import Delivery
 from .endings import Kind
 from .flag import Flag
+from .gate_checks import SafetyChecks
 from .hub import Hub
 from .letgo import LettingGo
 from .outcomes import Ending, SegmentResult, Stopped, connection_failure
 from .precheck import precheck
-from .safety import SafetyChecks
 from .steps import MAX_HTTP_RETRIES, Action, Next, Situation, next_step
 from .toolround import ToolRound
-from .writer import CheckpointNotWritten
 
 logger = logging.getLogger(__name__)
 

@@ -17,24 +17,14 @@ from urllib.parse import parse_qs
 import orjson
 
 from . import wsmode
+from .api_errors import ApiError, bad_request, not_found
+from .asgi_io import Connection, Receive, Scope, Send, parse_json, read_body, send_error, send_json, stream_log
 from .auth import check_authorization
 from .creation import start_response
-from .errors import ApiError, bad_request, not_found
 from .faults import FAULTS
 from .moderation import moderate
 from .scenarios import SCENARIOS
 from .store import TERMINAL, SimResponse, Store
-from .wire import (
-    Connection,
-    Receive,
-    Scope,
-    Send,
-    parse_json,
-    read_body,
-    send_error,
-    send_json,
-    stream_log,
-)
 
 _MODELS_CREATED = 1_750_000_000
 

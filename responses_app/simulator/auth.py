@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import hmac
 
-from .errors import ApiError
-from .wire import Scope
+from .api_errors import ApiError
+from .asgi_io import Scope
 
 # The development default, shared by `make run`'s embedded simulator and the standalone server.
 DEV_API_KEY = "sim-dev-key"

@@ -17,12 +17,12 @@ from typing import Any
 import orjson
 
 from . import texts
+from .api_errors import ApiError, bad_request, http_fault, not_found
 from .dialects import response_id as dialect_response_id
 from .emitter import Emitter
-from .errors import ApiError, bad_request, http_fault, not_found
 from .faults import Faults, parse_faults, validate_metadata
-from .objects import base_response
-from .runner import Clock, generate
+from .generation import Clock, generate
+from .response_object import base_response
 from .scenarios import FOLLOWUP, SCENARIOS, Context, ToolResult
 from .store import SimResponse, Store
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .items import Event, Step
+from .emit_items import Event, Step
 from .texts import tokenize
 from .tool_items import ToolEmitter
 

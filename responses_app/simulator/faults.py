@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .api_errors import ApiError, bad_request
 from .dialects import NAMES as DIALECTS
-from .errors import ApiError, bad_request
 
 PREFIX = "sim."
 

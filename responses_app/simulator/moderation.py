@@ -14,7 +14,7 @@ import hashlib
 import re
 from typing import Any
 
-from .errors import ApiError, bad_request, http_fault
+from .api_errors import ApiError, bad_request, http_fault
 from .faults import HTTP_ERRORS
 
 MODELS = ("omni-moderation-latest", "omni-moderation-2024-09-26", "text-moderation-latest",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .items import Event, ItemEmitter, Step
+from .emit_items import Event, ItemEmitter, Step
 from .texts import tokenize
 
 

@@ -29,11 +29,11 @@ from typing import Any
 
 import orjson
 
+from .api_errors import ApiError, bad_request
+from .asgi_io import Receive, Scope, Send, sse_data
 from .auth import check_authorization
 from .creation import request_faults, start_response
-from .errors import ApiError, bad_request
 from .store import SimResponse, Store
-from .wire import Receive, Scope, Send, sse_data
 
 WS_MAX_AGE_S = 3600.0  # the API's limit on one connection
 LIMIT_CODE = "websocket_connection_limit_reached"

@@ -16,9 +16,9 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .assembler import MAX_ITEMS, Applied, Assembler, AssemblerStats
+from .gate import SafetyGate, Window
 from .item_events import MAX_ANSWER_CHARS
 from .pipeline import StreamPipeline
-from .safety import SafetyGate, Window
 from .sse import SSEDecoder
 from .view import Op, ViewModel
 from .vocabulary import CANCELLED, ERROR, RESPONSE_FINAL_STATUSES, TERMINAL_EVENT_BY_STATUS, UNKNOWN

@@ -42,7 +42,7 @@ from .. import selectors, services, submission
 from ..conf import app_settings
 from ..follow import Follow, approvals_asked, asks, current_view
 from ..frontends import aisdk
-from ..frontends.steps import CursorError, Told
+from ..frontends.told import CursorError, Told
 from ..idempotency import client_key
 from ..models import Conversation, ResponseRequest
 from ..relay.hub import get_hub

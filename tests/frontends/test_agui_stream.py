@@ -11,7 +11,7 @@ import pytest
 from ag_ui.core import EventType
 
 from responses_app.frontends.agui import AguiStream, last_user_text, parse_input, resume_answers
-from responses_app.frontends.steps import CursorError, Told
+from responses_app.frontends.told import CursorError, Told
 from tests.frontends.agui_client import EVENT, Consumer
 from tests.frontends.views import Views, approval_scenario, scenario, timeline
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from responses_app.frontends import jsonpatch
 from responses_app.frontends.aisdk import DONE, AisdkStream, approval_answers, last_user_text
-from responses_app.frontends.steps import Told
+from responses_app.frontends.told import Told
 from tests.frontends.views import approval_scenario, scenario, timeline
 
 

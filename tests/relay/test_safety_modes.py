@@ -15,7 +15,7 @@ from responses_app import selectors
 from responses_app.models import Checkpoint, ResponseRequest, SafetyVerdict, ToolCall
 from responses_app.relay import runner as runner_module
 from responses_app.safety.checkers import RulesChecker, Verdict, reset_checker
-from responses_app.streaming.safety import NOTICE_ID
+from responses_app.streaming.gate import NOTICE_ID
 from tests.relay.helpers import Watcher, connect, make_request, reload
 from tests.relay.test_runner_faults import SIM_AUTH
 

@@ -16,7 +16,7 @@ from responses_app.models import Checkpoint, SafetyVerdict
 from responses_app.relay.hub import get_hub
 from responses_app.relay.runner import StreamRunner
 from responses_app.safety.checkers import reset_checker
-from responses_app.streaming.safety import NOTICE_ID
+from responses_app.streaming.gate import NOTICE_ID
 from responses_app.upstream.http import Upstream
 from tests.conftest import REAL_STREAMS, require_real_streams
 from tests.relay.helpers import make_request, reload

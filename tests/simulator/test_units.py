@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from responses_app.simulator import create_app
-from responses_app.simulator.errors import ApiError
+from responses_app.simulator.api_errors import ApiError
 from responses_app.simulator.faults import Faults, parse_faults, validate_metadata
 from responses_app.simulator.inprocess import request
 from responses_app.simulator.store import SimResponse, Store

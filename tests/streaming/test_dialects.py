@@ -255,7 +255,7 @@ def test_foreign_item_ids_match_the_final_response_by_position() -> None:
 
 
 def test_an_unknown_dialect_is_a_clear_400() -> None:
-    from responses_app.simulator.errors import ApiError
+    from responses_app.simulator.api_errors import ApiError
     from responses_app.simulator.faults import parse_faults
 
     assert parse_faults({"sim.dialect": "llama.cpp"}).dialect == "llama.cpp"

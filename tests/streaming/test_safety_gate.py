@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from responses_app.streaming.safety import NOTICE_ID, SafetyGate, Window, window_end
+from responses_app.streaming.gate import NOTICE_ID, SafetyGate, Window, window_end
 from responses_app.streaming.view import ViewModel, apply_op
 
 TEXT = "Hello there. All fine here! The secret is kumquat zeppelin. After that, more.\nA new line"

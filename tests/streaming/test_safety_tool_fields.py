@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from responses_app.streaming.safety import NOTICE_ID, SafetyGate, Window
+from responses_app.streaming.gate import NOTICE_ID, SafetyGate, Window
 from responses_app.streaming.transcript import Transcript
 from responses_app.templatetags.relay_tags import tool_details, tool_title
 from tests.conftest import real_stream_files

@@ -18,7 +18,7 @@ import pytest
 
 from responses_app.safety.checkers import RulesChecker
 from responses_app.streaming import schema
-from responses_app.streaming.safety import SafetyGate
+from responses_app.streaming.gate import SafetyGate
 from responses_app.streaming.transcript import Transcript
 from tests.conftest import real_stream_files
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import orjson
 
+from .api_errors import ApiError, bad_request
 from .dialects import trailer
-from .errors import ApiError, bad_request
 from .store import SimResponse
 
 Scope = MutableMapping[str, Any]

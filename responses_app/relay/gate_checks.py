@@ -28,7 +28,7 @@ from django.utils import timezone
 
 from .. import services
 from ..safety.checkers import Checker, Verdict, judge
-from ..streaming.safety import Window
+from ..streaming.gate import Window
 from ..streaming.transcript import Ops, Transcript
 from .dbthreads import db
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import bad_request
+from .api_errors import bad_request
 
 _ECHOED_DEFAULTS: tuple[tuple[str, Any], ...] = (
     ("instructions", None),

@@ -16,14 +16,14 @@ from typing import Any
 
 import orjson
 
+from .asgi_io import sse_prefix
 from .dialects import DEFAULT as PLAIN_DIALECT
 from .dialects import DialectWriter
 from .emitter import Emitter, Step
 from .faults import Faults, stamp_delta
-from .objects import usage
+from .response_object import usage
 from .scenarios import Context, error_payload
 from .store import SimResponse
-from .wire import sse_prefix
 
 logger = logging.getLogger("responses_app.simulator")
 
