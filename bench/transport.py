@@ -3,7 +3,7 @@
 N concurrent paced streams from the simulator (its own process) are read with the same
 `httpx.AsyncClient` API over (a) httpx's default transport and (b) the httpx-aiohttp transport,
 each chunk going through the relay's StreamPipeline. The client process's CPU time per event is
-what one relay core can afford, so the cheaper transport is the default (responses_app/upstream.py).
+what one relay core can afford, so the cheaper transport is the default (responses_app/upstream/http.py).
 Two more readers bound what a cheaper read path could still save: (c) the relay's own path,
 httpx-aiohttp with `upstream.body_chunks` (aiohttp's buffer read straight, one task wakeup per
 chunk), and (d) a bare `asyncio.Protocol` that decodes the chunked body and feeds the pipeline in

@@ -257,7 +257,7 @@ if not DEVELOPMENT:
     }
 
 # Every line logged while a request is handled names it and its upstream response
-# (responses_app/logcontext.py: set by the runner and the request's websocket consumers).
+# (responses_app/ops/logcontext.py: set by the runner and the request's websocket consumers).
 # Django's own handler of `django.request` prints only under DEBUG (and mails ADMINS, none here):
 # without DEBUG, an answer of 500 and its traceback go to stderr through `errors` (4xx warnings
 # stay out of it), the app's loggers through `console` (StreamHandler: stderr).

@@ -14,7 +14,7 @@ from typing import Any
 
 from . import markdown as md
 
-# The safety policy's notice (streaming/safety.py), where the answer was stopped: the turn's
+# The safety policy's notice (streaming/gate.py), where the answer was stopped: the turn's
 # incomplete reason already says that part was withheld; the notice says where, and how.
 NOTICE_SENTENCES = {
     "withheld": "The rest of this answer was withheld by the safety policy.",
@@ -47,7 +47,7 @@ TOOL_NAMES = {
     "local_shell_call": "Shell",
     "shell_call": "Shell",
     "apply_patch_call": "Patch",
-    # The safety policy's notice (streaming/safety.py): a compaction-kind block in place of the text.
+    # The safety policy's notice (streaming/gate.py): a compaction-kind block in place of the text.
     "content_filter": "Part of this answer was withheld by the safety policy",
 }
 

@@ -151,7 +151,7 @@ def _chains(head: branches.Head, provider: Provider) -> bool:
 def _params(cleaned: dict[str, Any], *, head: branches.Head, tools: Any, provider: Provider) -> dict[str, Any]:
     background = cleaned["background"]
     # WebSocket mode has no background mode: a provider spoken to over it streams in the foreground
-    # unless a request asks for background (then POSTed over HTTP, upstream_ws.py).
+    # unless a request asks for background (then POSTed over HTTP, upstream/websocket.py).
     default = app_settings.BACKGROUND_DEFAULT and not provider.websocket
     params: dict[str, Any] = {
         # A provider without background mode gets none: nothing would resume it.

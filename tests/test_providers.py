@@ -124,7 +124,7 @@ def test_the_door_records_the_provider_and_what_it_can_do(settings: Any, owner: 
 
 def test_a_websocket_provider_streams_in_the_foreground_unless_asked(settings: Any, owner: Any) -> None:
     """WebSocket mode has no background mode: by default its requests go over the socket, in the
-    foreground; one that asks for background is POSTed over HTTP (upstream_ws.py) and may have it."""
+    foreground; one that asks for background is POSTed over HTTP (upstream/websocket.py) and may have it."""
     settings.RELAY_PROVIDERS = {"openai": {**TWO["openai"], "transport": "websocket"}}
     plain = submission.submit(user=owner, data={"input": "Hi", "model": "gpt-5"}).request
     asked = submission.submit(user=owner, data={"input": "Hi", "model": "gpt-5", "background": True}).request

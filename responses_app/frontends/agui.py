@@ -1,7 +1,7 @@
 """A request's view as an AG-UI event stream (https://docs.ag-ui.com, protocol 1.x), built with the
 `ag-ui-protocol` package's types and encoder.
 
-`AguiStream.frames(view, status)` turns each newer view into SSE frames: the steps of steps.py as
+`AguiStream.frames(view, status)` turns each newer view into SSE frames: the steps of told.py as
 RUN_STARTED, TEXT_MESSAGE_START/CONTENT/END (one message per text part), REASONING_START/END
 around REASONING_MESSAGE_* (reasoning summaries), TOOL_CALL_START/ARGS/END/RESULT (per call id),
 STATE_SNAPSHOT on (re)connect and STATE_DELTA (RFC 6902) for every other change of the view (its
@@ -10,7 +10,7 @@ cancelled: the cancelled outcome) or RUN_ERROR (failed, error, unknown). MCP app
 the run with the interrupt outcome, one interrupt per approval request (id: the approval request
 id, answered by a `resume` entry whose payload is `{"approve": true|false}`).
 
-Every frame carries an SSE `id`: steps.py's cursor once the client holds that event. AG-UI's own
+Every frame carries an SSE `id`: told.py's cursor once the client holds that event. AG-UI's own
 HTTP binding ignores `id` (it has no resumption); this relay honours it: a stream opened with
 `Last-Event-ID` continues exactly after that event (a STATE_SNAPSHOT first, which replaces state
 and so repeats nothing). A resumed stream is the rest of the run, so it does not open with

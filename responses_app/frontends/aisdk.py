@@ -3,7 +3,7 @@ SSE frames of JSON chunks, `data: [DONE]` last, header `x-vercel-ai-ui-message-s
 
 One assistant message per logical request, its `messageId` the request's id, so a replay names the
 same message; each of its runs (before and after MCP approvals) a step (`start-step`,
-`finish-step`). The steps of steps.py become `start`, `text-start/-delta/-end` (answer text),
+`finish-step`). The steps of told.py become `start`, `text-start/-delta/-end` (answer text),
 `reasoning-start/-delta/-end` (reasoning summaries), `tool-input-start/-delta/-available` and
 `tool-output-available` (tool calls the relay ran: `providerExecuted`, `dynamic`, so the client's
 `onToolCall` never runs them again), then `finish` (`stop`; `length` or `content-filter` for an

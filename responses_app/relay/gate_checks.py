@@ -1,6 +1,6 @@
 """The safety gate's shell: it runs the checks the core's gate asks for, off the read loop.
 
-The gate (streaming/safety.py) decides what is a window, what is held and what is shown; this
+The gate (streaming/gate.py) decides what is a window, what is held and what is shown; this
 shell only judges windows (`checkers.judge`: the checker, its timeout and error policy), at most
 `concurrency` at once per request, hands each verdict back to the transcript, sends the ops that
 caused through the delivery, and stores every verdict (batched on the relay's database threads).

@@ -1,5 +1,5 @@
 """Output items as event sequences, following the ordering rules of the real API: messages and
-reasoning here, tool calls in tool_items.py, ids and shared item events in items.py.
+reasoning here, tool calls in tool_items.py, ids and shared item events in emit_items.py.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A view reaches every viewer's frames, the checkpoints, the JSON API and the serv
 so each field of each TypedDict below is classified by its annotation's metadata:
 
 - `Gated(kind)`: text the model or a tool wrote, or the upstream quotes (an error's message): the
-  safety gate (safety.py) shows it under buffered/progressive only as far as it passed a check of
+  safety gate (gate.py) shows it under buffered/progressive only as far as it passed a check of
   that checker kind (output | tool_arguments | tool_output);
 - `SAFE_ID`: an identifier the provider or the relay made (a response, item, call or block id);
 - `SAFE_ENUM`: a word of a set the API or the relay defines (a kind, a state, a status, a tool type);

@@ -1,4 +1,4 @@
-"""Windows: the runs of a gated field's text that the safety gate (safety.py) hands out for a check.
+"""Windows: the runs of a gated field's text that the safety gate (gate.py) hands out for a check.
 
 A *window* is a run of one field's text: it ends after a sentence (`.`, `!`, `?` or `…` and a
 whitespace character, or a newline) or a paragraph (a blank line), at `max_chars`, when its block

@@ -3,7 +3,7 @@
 `known()` is the configured keys (RELAY_UPSTREAM_API_KEY, RELAY_SIMULATOR_API_KEY, every
 RELAY_PROVIDERS key: one provider's error never shows another's key either); `masked(text)`
 is the core's `mask_secrets` with them. Every upstream error message passes it before it is stored
-or shown: an HTTP error's body (upstream.py), a transport failure (relay/outcomes.py), the relay's
+or shown: an HTTP error's body (upstream/http.py), a transport failure (relay/outcomes.py), the relay's
 own errors and every message a request or segment stores (services.py); the core is handed
 `known()` for the messages inside the stream (the view's meta, the Response snapshot) and the raw
 event log for its error events.

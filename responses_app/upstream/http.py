@@ -8,7 +8,7 @@ Transport: httpx's own async transport spends about twice the CPU per streamed e
 `httpx-aiohttp` transport (bench/README.md, transport), so the aiohttp transport is the default;
 RELAY_UPSTREAM_TRANSPORT=httpx selects httpx's own.
 The httpx API is the same either way, and tests may inject any transport (MockTransport too).
-RELAY_UPSTREAM_TRANSPORT=websocket is the Responses API's WebSocket mode (upstream_ws.py): a
+RELAY_UPSTREAM_TRANSPORT=websocket is the Responses API's WebSocket mode (upstream/websocket.py): a
 subclass whose `create_stream` yields `EventFrames` (one event's JSON per item) instead of a
 response body; `stream_reader` hands the runner the matching feed.
 

@@ -1,4 +1,4 @@
-"""A lane: one response's frames on a shared upstream WebSocket (upstream_ws.py), bounded.
+"""A lane: one response's frames on a shared upstream WebSocket (upstream/websocket.py), bounded.
 
 The connection's reader routes each frame to its lane by `stream_id` (`lane_of`); the runner
 iterates the lane for the events' JSON. A lane holds at most `lane_max_chars` of unread frames

@@ -15,7 +15,7 @@ frames (a drop: the runner reconciles). WebSocket mode has no background mode an
 request asking for background mode is POSTed over HTTP instead, and resumed there after a drop.
 
 Bounded: frames of at most four events' bound (a larger one closes the connection), at most
-MAX_QUEUE frames buffered by the client, and per lane (upstream_lane.py) at most an event's bound of
+MAX_QUEUE frames buffered by the client, and per lane (upstream/lane.py) at most an event's bound of
 unread frames; the connection's reader waits for a full lane's runner at most LANE_WAIT_S, then
 ends that lane alone; frames nobody reads past `orphan_max_chars` close the connection once no lane
 is open. A fault in one response (an oversized or broken frame, an error event) stays in its lane.

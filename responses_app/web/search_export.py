@@ -1,5 +1,5 @@
 """Find and take out: search across one's own conversations (search.py), results linking to the
-turn (opened on its branch, branch_views.chat_show); export a conversation's branch shown as
+turn (opened on its branch, versions.chat_show); export a conversation's branch shown as
 Markdown or JSON (export.py). Both only ever the user's own: another user's conversation is a
 404 here, staff included.
 """

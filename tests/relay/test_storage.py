@@ -89,7 +89,7 @@ async def test_a_rounds_captures_land_as_one_row_that_continues_the_chain(owner:
     submitted: list[Any] = [None]
 
     def capture(reason: str) -> Any:
-        row = builder.capture(transcript, reason)  # as relay/checkpoints.py: a row is submitted once
+        row = builder.capture(transcript, reason)  # as relay/checkpointer.py: a row is submitted once
         future = writer.submit(request.pk, None if row is submitted[0] else row, None)
         submitted[0] = row
         return future

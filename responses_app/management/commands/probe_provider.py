@@ -1,5 +1,5 @@
 """`manage.py probe_provider NAME`: ask one provider, live, what it can do, beside what
-RELAY_PROVIDERS claims for it (responses_app/probe.py). Exits 1 when the settings claim a
+RELAY_PROVIDERS claims for it (responses_app/upstream/probe.py). Exits 1 when the settings claim a
 capability the provider did not show (the relay would depend on it), 2 when it cannot be reached."""
 
 from __future__ import annotations

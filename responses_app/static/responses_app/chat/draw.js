@@ -1,4 +1,4 @@
-// draw.js: asks the server to draw blocks of a live view (POST render/blocks, views_render.py),
+// draw.js: asks the server to draw blocks of a live view (POST render/blocks, web/live_blocks.py),
 // with the page's own templates, so no block's markup is written in the script.
 //
 // One request in flight per turn: what is wanted meanwhile goes in the next one, which always

@@ -1,4 +1,4 @@
-// state.js: a live turn's state, told from its view as relay_tags.badge_key tells it, and worded
+// state.js: a live turn's state, told from its view as turns.badge_key tells it, and worded
 // with the server's words (vocab.js). Pure: no DOM. tests/test_render_parity.py holds the two
 // to the same badge.
 

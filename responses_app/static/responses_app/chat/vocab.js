@@ -1,4 +1,4 @@
-// vocab.js: the words and status sets the server hands over (relay_tags.vocabulary(), rendered
+// vocab.js: the words and status sets the server hands over (turns.vocabulary(), rendered
 // with json_script as #relay-vocabulary), so no list is spelled out twice. Pure: Node can
 // configure() it directly.
 
