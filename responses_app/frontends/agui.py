@@ -55,7 +55,7 @@ from ag_ui.encoder import EventEncoder
 
 from . import jsonpatch
 from .aisdk import error_text
-from .told import REASONING, SPAN, TEXT, Part, Step, Told
+from .told import REASONING, SPAN, TEXT, Part, Told, ToldStep
 
 HEARTBEAT = ": keep-alive\n\n"  # an SSE comment, which every AG-UI consumer must tolerate
 _SUCCESS = frozenset({"completed", "incomplete"})
@@ -129,7 +129,7 @@ class AguiStream:
     def _frame(self, event: BaseEvent, cursor: str) -> str:
         return f"id: {cursor}\n{self._encoder.encode(event)}"
 
-    def _event(self, step: Step, view: dict[str, Any]) -> BaseEvent:
+    def _event(self, step: ToldStep, view: dict[str, Any]) -> BaseEvent:
         kind, part = step.kind, step.part
         if kind == "run_start":
             return RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id(step.value),

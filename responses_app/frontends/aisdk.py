@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from .told import REASONING, SPAN, TEXT, Step, Told
+from .told import REASONING, SPAN, TEXT, Told, ToldStep
 
 HEADERS = {"x-vercel-ai-ui-message-stream": "v1", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 DONE = "data: [DONE]\n\n"
@@ -76,7 +76,7 @@ class AisdkStream:
             self._closed = True
         return frames
 
-    def _chunks(self, step: Step, view: dict[str, Any]) -> list[dict[str, Any]]:
+    def _chunks(self, step: ToldStep, view: dict[str, Any]) -> list[dict[str, Any]]:
         kind, part = step.kind, step.part
         if kind == "run_start":  # a run is a step: the client checks approvals step by step
             return [{"type": "start", "messageId": self.request_id, "messageMetadata": {"requestId": self.request_id}},

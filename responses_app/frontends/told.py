@@ -59,7 +59,7 @@ class Part:
     approval: bool = False  # an MCP approval request: a person answers it; it has no result
 
 
-class Step(NamedTuple):
+class ToldStep(NamedTuple):
     kind: str  # run_start | start | delta | end | result | interrupt | finish
     part: Part | None
     value: Any  # run_start: the run's index; delta, result: text; interrupt: [(Part, block)];
@@ -161,13 +161,13 @@ class Told:
 
     # --- steps ----------------------------------------------------------------------------------
 
-    def advance(self, view: dict[str, Any], ended: str | None) -> list[Step]:
+    def advance(self, view: dict[str, Any], ended: str | None) -> list[ToldStep]:
         """The steps from what was told to `view`; `ended`: the request's status once it ended."""
         if self.finished:
             return []
         meta = view.get("meta") or {}
         waiting = ended is None and meta.get("status") == WAITING_FOR_APPROVAL
-        steps: list[Step] = []
+        steps: list[ToldStep] = []
         if self.run % 2:  # not started, or paused: a run starts once there is something new to say
             if self.run >= 0 and waiting:
                 return []
@@ -194,10 +194,11 @@ class Told:
                 self._emit(steps, "interrupt", None, asked)
         return steps
 
-    def _emit(self, steps: list[Step], kind: str, part: Part | None, value: Any = None) -> None:
-        steps.append(Step(kind, part, value, self.cursor()))
+    def _emit(self, steps: list[ToldStep], kind: str, part: Part | None, value: Any = None) -> None:
+        steps.append(ToldStep(kind, part, value, self.cursor()))
 
-    def _catch_up(self, index: int, part: Part, block: dict[str, Any], steps: list[Step], ended: str | None) -> None:
+    def _catch_up(self, index: int, part: Part, block: dict[str, Any], steps: list[ToldStep],
+                  ended: str | None) -> None:
         stage = self.stages[index]
         if stage[0] == "t":
             text = block.get("text") or ""
@@ -220,11 +221,12 @@ class Told:
                 stage[0] = ""
                 self._emit(steps, "result", part, result)
 
-    def _end(self, index: int, part: Part, steps: list[Step]) -> None:
+    def _end(self, index: int, part: Part, steps: list[ToldStep]) -> None:
         self.stages[index][:] = ["b" if part.kind == TOOL and not part.approval else "", 0]
         self._emit(steps, "end", part)
 
-    def _close_open(self, steps: list[Step], parts: list[tuple[Part, dict[str, Any]]], keep_span: str | None) -> None:
+    def _close_open(self, steps: list[ToldStep], parts: list[tuple[Part, dict[str, Any]]],
+                    keep_span: str | None) -> None:
         """End every open message and tool call, then every open span but `keep_span`."""
         for index, stage in enumerate(self.stages):
             if stage[0] in ("t", "a") and index < len(parts):
@@ -234,7 +236,7 @@ class Told:
                 stage[0] = ""
                 self._emit(steps, "end", parts[index][0])
 
-    def _close_spans(self, steps: list[Step], parts: list[tuple[Part, dict[str, Any]]], ended: str | None) -> None:
+    def _close_spans(self, steps: list[ToldStep], parts: list[tuple[Part, dict[str, Any]]], ended: str | None) -> None:
         """A span ends once its item is done and none of its messages is open."""
         for index, stage in enumerate(self.stages):
             if stage[0] != "s" or index >= len(parts):

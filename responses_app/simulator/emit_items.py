@@ -13,7 +13,7 @@ import secrets
 from typing import Any
 
 Event = dict[str, Any]
-Step = tuple[Event, int]
+Emission = tuple[Event, int]
 
 # Padding for streamed deltas (`obfuscation`, as the API sends unless
 # `stream_options.include_obfuscation` is false): a window into this string, so seeded streams stay
@@ -76,7 +76,7 @@ class ItemEmitter:
         self._obf_pos = (pos + 7) % (len(_OBF) - 16)
         return _OBF[pos : pos + size]
 
-    def _done(self, index: int, item: dict[str, Any]) -> Step:
+    def _done(self, index: int, item: dict[str, Any]) -> Emission:
         self.output.append(item)
         return (
             {
@@ -88,7 +88,7 @@ class ItemEmitter:
             0,
         )
 
-    def _added(self, index: int, item: dict[str, Any]) -> Step:
+    def _added(self, index: int, item: dict[str, Any]) -> Emission:
         return (
             {
                 "type": "response.output_item.added",
@@ -99,7 +99,7 @@ class ItemEmitter:
             0,
         )
 
-    def _simple(self, kind: str, item_id: str, index: int, cost: int = 0) -> Step:
+    def _simple(self, kind: str, item_id: str, index: int, cost: int = 0) -> Emission:
         return (
             {"type": kind, "sequence_number": 0, "output_index": index, "item_id": item_id},
             cost,

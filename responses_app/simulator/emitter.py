@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .emit_items import Event, Step
+from .emit_items import Emission, Event
 from .texts import tokenize
 from .tool_items import ToolEmitter
 
-__all__ = ["Emitter", "Event", "Step"]
+__all__ = ["Emitter", "Event", "Emission"]
 
 
 class Emitter(ToolEmitter):
@@ -24,7 +24,7 @@ class Emitter(ToolEmitter):
         status: str = "completed",
         finish: bool = True,
         refusal: bool = False,
-    ) -> Iterator[Step]:
+    ) -> Iterator[Emission]:
         """A message item; `annotations` are (char offset after which to announce, annotation).
 
         `finish=False` stops after the deltas, as a stream that fails mid-answer does."""
@@ -160,7 +160,7 @@ class Emitter(ToolEmitter):
         )
 
     # --- reasoning ------------------------------------------------------------------------
-    def reasoning(self, parts: list[str]) -> Iterator[Step]:
+    def reasoning(self, parts: list[str]) -> Iterator[Emission]:
         item_id = self.new_id("rs")
         index = self._index()
         yield self._added(index, {"id": item_id, "type": "reasoning", "summary": []})

@@ -19,7 +19,7 @@ import orjson
 from .asgi_io import sse_prefix
 from .dialects import DEFAULT as PLAIN_DIALECT
 from .dialects import DialectWriter
-from .emitter import Emitter, Step
+from .emitter import Emission, Emitter
 from .faults import Faults, stamp_delta
 from .response_object import usage
 from .scenarios import Context, error_payload
@@ -116,7 +116,7 @@ def _fault_schedule(faults: Faults) -> list[tuple[int, int, str]]:
 
 async def generate(
     resp: SimResponse,
-    plan: Iterator[Step],
+    plan: Iterator[Emission],
     ctx: Context,
     emitter: Emitter,
     *,

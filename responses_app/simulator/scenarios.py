@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from . import texts
-from .emitter import Emitter, Step
+from .emitter import Emission, Emitter
 
 
 @dataclass(slots=True)
@@ -45,7 +45,7 @@ class Context:
         ]
 
 
-Plan = Callable[[Context], Iterator[Step]]
+Plan = Callable[[Context], Iterator[Emission]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +66,7 @@ def _opening(ctx: Context) -> str:
     return f"You asked: “{prompt}”\n\n"
 
 
-def plain_text(ctx: Context) -> Iterator[Step]:
+def plain_text(ctx: Context) -> Iterator[Emission]:
     if ctx.tokens:
         text = texts.truncate_tokens(texts.long_text(ctx.rng, ctx.tokens), ctx.tokens)
     else:
@@ -74,7 +74,7 @@ def plain_text(ctx: Context) -> Iterator[Step]:
     yield from ctx.emitter.message(text)
 
 
-def long_text(ctx: Context) -> Iterator[Step]:
+def long_text(ctx: Context) -> Iterator[Emission]:
     tokens = ctx.tokens or 3000
     yield from ctx.emitter.message(texts.truncate_tokens(texts.long_text(ctx.rng, tokens), tokens))
 
@@ -92,7 +92,7 @@ _SOURCES = (
 )
 
 
-def citations(ctx: Context) -> Iterator[Step]:
+def citations(ctx: Context) -> Iterator[Emission]:
     query = ctx.prompt[:60] or "server-sent events resume"
     yield from ctx.emitter.web_search(query)
     sentences = (
@@ -150,7 +150,7 @@ def _arguments(tool: dict[str, Any] | None, variant: int) -> tuple[str, str]:
 
 
 def function_calls(count: int) -> Plan:
-    def plan(ctx: Context) -> Iterator[Step]:
+    def plan(ctx: Context) -> Iterator[Emission]:
         tools = ctx.function_tools()
         calls = count if ctx.request.get("parallel_tool_calls", True) else 1
         for variant in range(calls):
@@ -161,7 +161,7 @@ def function_calls(count: int) -> Plan:
     return plan
 
 
-def tool_followup(ctx: Context) -> Iterator[Step]:
+def tool_followup(ctx: Context) -> Iterator[Emission]:
     lines = ["Here is what the tools returned:\n"]
     for result in ctx.tool_results:
         lines.append(f"- `{result.name}` ({result.call_id}) → {result.output}")
@@ -169,16 +169,16 @@ def tool_followup(ctx: Context) -> Iterator[Step]:
     yield from ctx.emitter.message("\n".join(lines))
 
 
-def reasoning(ctx: Context) -> Iterator[Step]:
+def reasoning(ctx: Context) -> Iterator[Emission]:
     yield from ctx.emitter.reasoning(list(texts.SUMMARY_PARTS[: ctx.rng.randint(2, 3)]))
     yield from ctx.emitter.message(_opening(ctx) + "\n\n".join(texts.paragraphs(ctx.rng, 2)))
 
 
-def refusal(ctx: Context) -> Iterator[Step]:
+def refusal(ctx: Context) -> Iterator[Emission]:
     yield from ctx.emitter.message(texts.REFUSAL, refusal=True)
 
 
-def incomplete(ctx: Context) -> Iterator[Step]:
+def incomplete(ctx: Context) -> Iterator[Emission]:
     limit = ctx.request.get("max_output_tokens")
     limit = limit if isinstance(limit, int) and limit > 0 else 24
     text = texts.truncate_tokens(texts.long_text(ctx.rng, limit + 50), limit)
@@ -187,14 +187,14 @@ def incomplete(ctx: Context) -> Iterator[Step]:
     ctx.incomplete_details = {"reason": "max_output_tokens"}
 
 
-def failed(ctx: Context) -> Iterator[Step]:
+def failed(ctx: Context) -> Iterator[Emission]:
     text = "\n\n".join(texts.paragraphs(ctx.rng, 2))
     yield from ctx.emitter.message(texts.truncate_tokens(text, 30), finish=False)
     ctx.status = "failed"
     ctx.error = {"code": "server_error", "message": "The model failed to generate a response."}
 
 
-def error_event(ctx: Context) -> Iterator[Step]:
+def error_event(ctx: Context) -> Iterator[Emission]:
     text = "\n\n".join(texts.paragraphs(ctx.rng, 2))
     yield from ctx.emitter.message(texts.truncate_tokens(text, 20), finish=False)
     yield (error_payload("server_error", "An error occurred while processing your request."), 0)
@@ -217,7 +217,7 @@ def error_payload(code: str, message: str) -> dict[str, Any]:
     }
 
 
-def file_search(ctx: Context) -> Iterator[Step]:
+def file_search(ctx: Context) -> Iterator[Emission]:
     topic = ctx.prompt[:40] or "favourite foods"
     yield from ctx.emitter.file_search([topic, f"{topic} notes", "favourite food"])
     text = (
@@ -247,7 +247,7 @@ def file_search(ctx: Context) -> Iterator[Step]:
     yield from ctx.emitter.message(text, annotations=annotations)
 
 
-def code_interpreter(ctx: Context) -> Iterator[Step]:
+def code_interpreter(ctx: Context) -> Iterator[Emission]:
     container = "cntr_" + f"{ctx.rng.getrandbits(192):048x}"
     yield from ctx.emitter.code_interpreter(texts.CODE, texts.CODE_LOGS, container)
     yield from ctx.emitter.message(
@@ -255,7 +255,7 @@ def code_interpreter(ctx: Context) -> Iterator[Step]:
     )
 
 
-def image(ctx: Context) -> Iterator[Step]:
+def image(ctx: Context) -> Iterator[Emission]:
     seed = ctx.rng.getrandbits(32)
     partials = [texts.picture_png(random.Random(seed), fill=f) for f in (0.33, 0.66)]
     result = texts.picture_png(random.Random(seed), fill=1.0)
@@ -277,7 +277,7 @@ _MCP_TOOL = {
 }
 
 
-def mcp(ctx: Context) -> Iterator[Step]:
+def mcp(ctx: Context) -> Iterator[Emission]:
     label = "dice"
     for tool in ctx.request.get("tools") or []:
         if isinstance(tool, dict) and tool.get("type") == "mcp" and tool.get("server_label"):
@@ -289,7 +289,7 @@ def mcp(ctx: Context) -> Iterator[Step]:
     yield from ctx.emitter.message(f"You rolled 2d4+1 and got {roll}.")
 
 
-def mcp_approval(ctx: Context) -> Iterator[Step]:
+def mcp_approval(ctx: Context) -> Iterator[Emission]:
     """Asks before it rolls: an mcp_approval_request ends the first response; the continuation
     with an mcp_approval_response either rolls (approved) or says it did not (denied)."""
     label, arguments = "dice", '{"expression":"2d4+1"}'

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .emit_items import Event, ItemEmitter, Step
+from .emit_items import Emission, Event, ItemEmitter
 from .texts import tokenize
 
 
 class ToolEmitter(ItemEmitter):
     def _argument_deltas(
         self, kind: str, item_id: str, index: int, arguments: str
-    ) -> Iterator[Step]:
+    ) -> Iterator[Emission]:
         for token in tokenize(arguments):
             event: Event = {
                 "type": kind,
@@ -26,7 +26,7 @@ class ToolEmitter(ItemEmitter):
             self.output_tokens += 1
             yield (event, 1)
 
-    def function_call(self, name: str, arguments: str, call_id: str) -> Iterator[Step]:
+    def function_call(self, name: str, arguments: str, call_id: str) -> Iterator[Emission]:
         item_id = self.new_id("fc")
         index = self._index()
         item = {
@@ -54,7 +54,7 @@ class ToolEmitter(ItemEmitter):
         )
         yield self._done(index, dict(item, status="completed", arguments=arguments))
 
-    def web_search(self, query: str) -> Iterator[Step]:
+    def web_search(self, query: str) -> Iterator[Emission]:
         item_id = self.new_id("ws")
         index = self._index()
         yield self._added(
@@ -73,7 +73,7 @@ class ToolEmitter(ItemEmitter):
             },
         )
 
-    def file_search(self, queries: list[str]) -> Iterator[Step]:
+    def file_search(self, queries: list[str]) -> Iterator[Emission]:
         item_id = self.new_id("fs")
         index = self._index()
         yield self._added(
@@ -100,7 +100,7 @@ class ToolEmitter(ItemEmitter):
             },
         )
 
-    def code_interpreter(self, code: str, logs: str, container_id: str) -> Iterator[Step]:
+    def code_interpreter(self, code: str, logs: str, container_id: str) -> Iterator[Emission]:
         item_id = self.new_id("ci")
         index = self._index()
         yield self._added(
@@ -144,7 +144,7 @@ class ToolEmitter(ItemEmitter):
 
     def image_generation(
         self, partials: list[str], result: str, revised_prompt: str
-    ) -> Iterator[Step]:
+    ) -> Iterator[Emission]:
         item_id = self.new_id("ig")
         index = self._index()
         yield self._added(
@@ -184,7 +184,7 @@ class ToolEmitter(ItemEmitter):
             },
         )
 
-    def mcp_list_tools(self, server_label: str, tools: list[dict[str, Any]]) -> Iterator[Step]:
+    def mcp_list_tools(self, server_label: str, tools: list[dict[str, Any]]) -> Iterator[Emission]:
         item_id = self.new_id("mcpl")
         index = self._index()
         yield self._added(
@@ -198,7 +198,7 @@ class ToolEmitter(ItemEmitter):
             {"id": item_id, "type": "mcp_list_tools", "server_label": server_label, "tools": tools},
         )
 
-    def mcp_approval_request(self, server_label: str, name: str, arguments: str) -> Iterator[Step]:
+    def mcp_approval_request(self, server_label: str, name: str, arguments: str) -> Iterator[Emission]:
         """The model wants to call an MCP tool that needs the user's approval first."""
         index = self._index()
         item = {"id": self.new_id("mcpr"), "type": "mcp_approval_request", "arguments": arguments,
@@ -207,7 +207,7 @@ class ToolEmitter(ItemEmitter):
         yield self._done(index, item)
 
     def mcp_call(self, server_label: str, name: str, arguments: str, output: str,
-                 approval_request_id: str | None = None) -> Iterator[Step]:
+                 approval_request_id: str | None = None) -> Iterator[Emission]:
         item_id = self.new_id("mcp")
         index = self._index()
         item = {
