@@ -294,6 +294,17 @@ def test_comments_and_docstrings_carry_no_benchmark_figures_dates_or_issue_numbe
     assert lab_notes() == []
 
 
+# The tests say what they hold to, not where a change came from: no issue number, no date.
+TEST_NOTE = re.compile(r"(?i:\bissues?\s*#?\d+)|(?<![&\w])#\d+\b|\b20\d\d-\d\d-\d\d\b")
+
+
+def test_the_tests_carry_no_issue_numbers_or_dates() -> None:
+    notes = [f"{path.relative_to(ROOT)}:{line}: {text.strip()}"
+             for path in sorted((ROOT / "tests").rglob("*.py")) if "fixtures" not in path.parts
+             for line, text in prose(path) if TEST_NOTE.search(text)]
+    assert notes == []
+
+
 def test_the_lab_note_check_reads_comments_and_docstrings_not_data(tmp_path: Path) -> None:
     package = tmp_path / "pkg"
     package.mkdir()

@@ -1,7 +1,7 @@
 """The relay benchmark's stamped deltas: with RELAY_FLUSH_MIN_CHARS scaled by what a stamp adds
 (bench/stamps.py), a paced answer goes out in as many patches as the same text unstamped does
-with the default; with the default, stamped, in about twice as many (what the CPU section measured
-before 2026-12-03)."""
+with the default; with the default, stamped, in about twice as many (what the CPU section of bench/README.md
+measured before stamps were scaled)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The HTTP handler the project serves (project.handler): the middleware chain entered once per
-request, in one worker thread, with every middleware still acting (issue #13). That an async view
+request, in one worker thread, with every middleware still acting. That an async view
 still runs on the event loop (where the hub and its runners live) is tests/relay/test_start.py's."""
 
 from __future__ import annotations

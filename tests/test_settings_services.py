@@ -1,4 +1,4 @@
-"""The dependency settings of a scaled-out process (issue 14): the Redis client's read timeout
+"""The dependency settings of a scaled-out process: the Redis client's read timeout
 above channels_redis' blocking read, a pool big enough for load, a bounded PostgreSQL pool that
 counts the runner's threads; bad values refused at start-up."""
 

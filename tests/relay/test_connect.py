@@ -1,4 +1,4 @@
-"""A viewer's connect never waits for the process's one thread-sensitive thread (issue #13).
+"""A viewer's connect never waits for the process's one thread-sensitive thread.
 
 In a burst of websocket connects every consumer's database calls, Channels' session and user
 lookup, and the hop Channels' dispatch spends before every handler queued on asgiref's single

@@ -174,7 +174,7 @@ async def test_a_resync_is_counted_and_the_first_snapshot_is_not(owner: Any) -> 
         m["type"] == "snapshot" for m in watcher.messages) - 1 >= 1
 
 
-def test_the_metric_names_are_the_issue_s() -> None:
+def test_the_documented_metric_names_are_served() -> None:
     text = metrics.render().decode()
     for name in ["relay_time_to_created_seconds", "relay_time_to_first_token_seconds",
                  "relay_time_to_first_tool_event_seconds", "relay_request_duration_seconds",

@@ -1,4 +1,4 @@
-"""A created request starts at once: its start never waits for the takeover sweep (issue #13).
+"""A created request starts at once: its start never waits for the takeover sweep.
 
 Under a burst of websocket connects the process's one thread-sensitive thread (where every
 websocket consumer's database calls run) has a queue; the runner consumer must not wait in it."""

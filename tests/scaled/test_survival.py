@@ -1,4 +1,4 @@
-"""Scaled out for real (issue 14): two Daphne web processes (RELAY_INPROCESS_RUNNER=false), two
+"""Scaled out for real: two Daphne web processes (RELAY_INPROCESS_RUNNER=false), two
 `relayworker` processes, the standalone simulator, and a private Redis and PostgreSQL
 that these tests kill, stop and restart mid-stream. Each stream must complete with the
 simulator's exact text, its event log without a hole, and every viewer on the committed final
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.services
 
 POOL_MAX = 17  # DATABASE_POOL_MAX's default: RELAY_DB_THREADS (8) + the writer + 8 for the rest
 TAKEOVER_S = 20.0
-LAG_P99_MS = 1000.0  # the issue's bound: lease + sweep interval (15 s by default), plus slack
+LAG_P99_MS = 1000.0  # the bound: lease + sweep interval (15 s by default), plus slack
 
 
 def explain(cluster: Cluster, load: Load) -> str:
