@@ -46,8 +46,11 @@ run: $(VENV)/.demo
 #   3.11 with the core interpreted, then the relay's tests on PostgreSQL, whose write path differs
 #   (a thread pool per process, bytes sent as they are). CI must have PostgreSQL.
 PG_TEST_URL ?= postgres://postgres@127.0.0.1:5432/relay
-# Beside the relay: what answers differently on PostgreSQL (U+0000 in text, the search index).
-PG_TOO := tests/test_search_indexed.py tests/test_nul_inputs.py tests/test_fuzz_routes.py
+# Beside the relay: what answers differently on PostgreSQL (U+0000 in text, the search index), and
+# the upstream clients' tests that drive the relay.
+PG_TOO := tests/web/test_search_indexed.py tests/web/test_nul_inputs.py tests/web/test_fuzz_routes.py \
+	tests/upstream/test_body_chunks.py tests/upstream/test_websocket.py tests/upstream/test_websocket_captures.py \
+	tests/upstream/test_websocket_drops.py tests/upstream/test_websocket_lanes.py
 SECOND_LOG := build/test-second.log
 test: install $(VENV_OLD)/.installed
 	@mkdir -p build; echo "== beside this run: make test-second (its log: $(SECOND_LOG))"
@@ -69,7 +72,7 @@ test-postgresql: install
 
 # Everything but the browser, the scaled-out cluster and the wheel's fresh virtualenv, on the
 # oldest supported Django and Python, with the core interpreted (RELAY_COMPILED=false): the first
-# run used the compiled core, and tests/test_native.py compares the two on every fixture.
+# run used the compiled core, and tests/streaming/test_native.py compares the two on every fixture.
 $(VENV_OLD)/.installed: pyproject.toml
 	$(PYTHON_OLD) -m venv --clear $(VENV_OLD)
 	$(VENV_OLD)/bin/python -m pip install -q --upgrade pip

@@ -8,7 +8,7 @@ browser's module (`chat/markdown.js` in node). Linear time reads as seconds x4 p
     python -m bench markdown [--sizes 16384,65536,262144,1048576] [--baseline REF] [--limit 20]
 
 `--baseline REF` times the renderers of an older commit beside this tree's (a case that takes
-more than `--limit` seconds reads `>limit`). Tests hold the bound: tests/test_markdown_linear.py.
+more than `--limit` seconds reads `>limit`). Tests hold the bound: tests/web/test_markdown_linear.py.
 """
 
 from __future__ import annotations

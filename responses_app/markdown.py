@@ -12,7 +12,7 @@ span and a link's address are held back until they close), and a fence line stil
 is held. Complete lines are final: nothing on them can close later.
 
 `static/responses_app/chat/markdown.js` implements the same algorithm for the live stream
-(tests/test_render_parity.py cuts every corpus document at every position); when a response ends
+(tests/web/test_render_parity.py cuts every corpus document at every position); when a response ends
 the page swaps in this server rendering, so a finished answer looks the same in every tab.
 """
 

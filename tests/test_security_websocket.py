@@ -25,8 +25,8 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from responses_app.consumers.cursor import RESYNC, Cursor
 from responses_app.consumers.request import RequestConsumer
 from responses_app.limits import FrameBudget
+from tests.host.test_security_production import free_port, serve
 from tests.servers import stop
-from tests.test_security_production import free_port, serve
 
 ROOT = Path(__file__).resolve().parent.parent
 USERS = ("alice", "bob", "carol", "dave", "erin")

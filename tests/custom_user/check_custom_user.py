@@ -1,4 +1,4 @@
-"""Run by tests/test_custom_user_model.py under tests.custom_user.settings (AUTH_USER_MODEL is
+"""Run by tests/host/test_custom_user_model.py under tests.custom_user.settings (AUTH_USER_MODEL is
 custom_user.Member): migrations, the demo account, a streamed request, the pages and the admin."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The demo's settings with a custom user model (tests/test_custom_user_model.py runs under it)."""
+"""The demo's settings with a custom user model (tests/host/test_custom_user_model.py runs under it)."""
 
 from project.settings import *  # noqa: F403
 

@@ -15,8 +15,8 @@ import uvicorn
 
 from responses_app.simulator.auth import DEV_API_KEY
 from tests.door.harness import CAP, PATHS, PHRASE, PROPERTIES, ROOT, SETUP, TURNS, Door, Recorder
+from tests.host.test_security_production import serve
 from tests.servers import free_port, stop
-from tests.test_security_production import serve
 
 
 @pytest.fixture(scope="package")

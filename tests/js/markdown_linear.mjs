@@ -1,4 +1,4 @@
-// Times the browser's Markdown renderer on long texts, for tests/test_markdown_linear.py and
+// Times the browser's Markdown renderer on long texts, for tests/web/test_markdown_linear.py and
 // `python -m bench markdown`.
 // Usage: node markdown_linear.mjs SPEC.json > TIMES.json
 // SPEC: {"cases": {name: [[unit, share], ...]}, "sizes": [n, ...]}: a text of n characters is each

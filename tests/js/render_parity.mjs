@@ -1,4 +1,4 @@
-// Renders a corpus with the browser's modules, for tests/test_render_parity.py.
+// Renders a corpus with the browser's modules, for tests/web/test_render_parity.py.
 // Usage: node render_parity.mjs CORPUS.json > RESULT.json
 // CORPUS: {"vocabulary": {...}, "texts": ["markdown", ...], "badges": [[status, view], ...],
 //          "adds": [[blocks, block], ...]}.

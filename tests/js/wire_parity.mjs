@@ -1,4 +1,4 @@
-// Applies websocket frames with the browser's wire.js, for tests/test_wire_parity.py.
+// Applies websocket frames with the browser's wire.js, for tests/streaming/test_wire_parity.py.
 // Usage: node wire_parity.mjs CASES.json > RESULT.json
 // CASES: [{"name", "snapshot": view, "frames": ["...", ...]}]. Each result: the view reached by
 // applying every frame in order (a frame of no known shape: {"error": message}), and for each

@@ -22,9 +22,9 @@ import psycopg
 import pytest
 
 from tests.conftest import IN_CI
+from tests.host.test_restart import PASSWORD, logged_in, start, submit_and_wait
 from tests.litellm import chat_mock, venv
 from tests.servers import ROOT, free_port, stop
-from tests.test_restart import PASSWORD, logged_in, start, submit_and_wait
 
 pytestmark = [pytest.mark.services]
 

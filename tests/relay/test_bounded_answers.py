@@ -18,7 +18,7 @@ from responses_app.relay.runner import StreamRunner
 from responses_app.streaming.transcript import Transcript
 from responses_app.upstream.http import Upstream
 from tests.relay.helpers import make_request, reload
-from tests.relay.test_upstream_websocket import hub_over_websocket  # noqa: F401  (a fixture)
+from tests.upstream.test_websocket import hub_over_websocket  # noqa: F401  (a fixture)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("relay_settings")]
 

@@ -1,5 +1,5 @@
 // state.js: a live turn's state, told from its view as turns.badge_key tells it, and worded
-// with the server's words (vocab.js). Pure: no DOM. tests/test_render_parity.py holds the two
+// with the server's words (vocab.js). Pure: no DOM. tests/web/test_render_parity.py holds the two
 // to the same badge.
 
 import { vocab } from "./vocab.js";

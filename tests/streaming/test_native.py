@@ -13,7 +13,7 @@ import pytest
 
 from responses_app import native
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "sim"
 EXTENSION = tuple(importlib.machinery.EXTENSION_SUFFIXES)
 

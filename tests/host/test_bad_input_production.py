@@ -14,8 +14,8 @@ import httpx
 import pytest
 import websockets
 
+from tests.host.test_security_production import HOST, manage, production_env, serve
 from tests.servers import stop
-from tests.test_security_production import HOST, manage, production_env, serve
 
 TOKEN = "alice-" + secrets.token_hex(24)
 

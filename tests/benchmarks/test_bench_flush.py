@@ -15,7 +15,7 @@ import pytest
 from bench.stamps import FLUSH_MIN_CHARS, STAMP, STAMP_CHARS, stamped_min_chars
 from responses_app.streaming.policies import FlushPolicy
 
-FIXTURE = Path(__file__).parent / "fixtures" / "sim" / "sim-long.sse"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "sim" / "sim-long.sse"
 PACE = 30  # deltas per second, the CPU section's
 TICK = 0.01  # the simulator's shared pacing clock
 

@@ -24,7 +24,7 @@ from responses_app.streaming.view import apply_patch
 from responses_app.streaming.wire import WireError, decode, encode_patch
 from tests.node import node_or_skip
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tests" / "js" / "wire_parity.mjs"
 CAPTURES = sorted((ROOT / "tests" / "fixtures" / "sim").glob("*.sse"))
 EMPTY: dict[str, Any] = {"revision": 0, "meta": {"response_id": None, "status": None}, "blocks": []}

@@ -17,7 +17,7 @@ from responses_app.relay.hub import get_hub
 from responses_app.relay.runner import StreamRunner
 from tests.relay.helpers import make_request, reload
 from tests.relay.test_endings import segments_of
-from tests.relay.test_upstream_websocket import PACED, hub_over_websocket, relay  # noqa: F401
+from tests.upstream.test_websocket import PACED, hub_over_websocket, relay  # noqa: F401
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("relay_settings")]
 

@@ -17,7 +17,7 @@ from responses_app.upstream.websocket import WebSocketUpstream
 from tests.conftest import REAL_STREAMS, real_stream_files, require_real_streams
 from tests.relay.helpers import make_request, reload
 from tests.relay.test_endings import segments_of
-from tests.relay.test_upstream_websocket import outcome
+from tests.upstream.test_websocket import outcome
 from tests.upstreams import Reply, scripted_upstream, scripted_websocket
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("relay_settings")]

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import httpx
 
+from tests.host.test_security_production import ROOT, serve
 from tests.metrics_helpers import parse, value
 from tests.servers import stop
-from tests.test_security_production import ROOT, serve
 
 COUNT = """
 import django

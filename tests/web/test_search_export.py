@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from responses_app import search, services
 from responses_app.models import Conversation, ResponseRequest
-from tests.test_views import client_for, make_turn
+from tests.web.test_pages import client_for, make_turn
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_upstream")]
 

@@ -22,7 +22,7 @@ from responses_app.models import Conversation, ResponseRequest
 from responses_app.routing import websocket_urlpatterns
 from responses_app.templatetags.relay_tags import ago_text, group_blocks, usage_line
 from tests.conftest import relay_check_errors
-from tests.test_views import client_for, make_turn
+from tests.web.test_pages import client_for, make_turn
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_upstream")]
 

@@ -2,7 +2,7 @@
 (markdown.py and markdown.js give the same HTML whole, streamed in chunks of any size, and cut at
 every position while still being written, where neither shows half-built syntax), and the badge
 of a live turn (turns.badge_key and state.js). Every block's markup is the server's alone
-(responses_app/blocks/, tests/test_views_render.py).
+(responses_app/blocks/, tests/web/test_live_blocks.py).
 
 Node runs the browser modules (tests/js/render_parity.mjs). Skipped without node, unless CI=true.
 """
@@ -23,7 +23,7 @@ from responses_app.simulator.texts import PARAGRAPHS, SUMMARY_PARTS
 from responses_app.web.turns import badge_key, badge_text, vocabulary
 from tests.node import node_or_skip
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tests" / "js" / "render_parity.mjs"
 
 HOSTILE = [

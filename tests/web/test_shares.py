@@ -22,7 +22,7 @@ from responses_app import selectors, shares
 from responses_app.models import ResponseRequest, Share
 from responses_app.routing import websocket_urlpatterns
 from responses_app.streaming.wire import PROTOCOL
-from tests.test_views import client_for, make_turn
+from tests.web.test_pages import client_for, make_turn
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_upstream")]
 

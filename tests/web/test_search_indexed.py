@@ -17,8 +17,8 @@ from django.utils import timezone
 
 from responses_app import search, services
 from responses_app.models import ResponseRequest, SearchDocument
-from tests.test_search_export import answered, hits
-from tests.test_views import client_for
+from tests.web.test_pages import client_for
+from tests.web.test_search_export import answered, hits
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_upstream")]
 postgresql_only = pytest.mark.skipif("connection.vendor != 'postgresql'", reason="the index: PostgreSQL")

@@ -1,5 +1,5 @@
 """RELAY_PROVIDERS: the setting, its checks, the door's choice of provider and the grouped picker.
-The relay's calls to each provider are in test_providers_relay.py."""
+The relay's calls to each provider are in tests/upstream/test_providers_relay.py."""
 
 from __future__ import annotations
 

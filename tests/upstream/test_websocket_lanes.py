@@ -18,7 +18,7 @@ from responses_app.relay.runner import StreamRunner
 from responses_app.upstream import lane, websocket
 from responses_app.upstream.websocket import WebSocketUpstream
 from tests.relay.helpers import make_request, reload
-from tests.relay.test_upstream_websocket import hub_over_websocket, hub_upstream  # noqa: F401
+from tests.upstream.test_websocket import hub_over_websocket, hub_upstream  # noqa: F401
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("relay_settings")]
 

@@ -15,8 +15,8 @@ from django.urls import reverse
 from responses_app.idempotency import KEY_MAX, client_key, fitted
 from responses_app.models import ResponseRequest
 from responses_app.web import frontend_streams
-from tests.test_conversation_actions import add_turn, complete
-from tests.test_views import client_for, make_turn
+from tests.web.test_conversation_actions import add_turn, complete
+from tests.web.test_pages import client_for, make_turn
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from django.test import Client
 from django.urls import reverse
 
 from responses_app.models import ResponseRequest
-from tests.test_views import make_turn
+from tests.web.test_pages import make_turn
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_upstream")]
 NUL = "a\x00b"

@@ -25,7 +25,7 @@ from responses_app.models import Conversation, ResponseRequest
 from responses_app.ops import analytics
 from responses_app.relay.bodies import full_context_body
 from responses_app.routing import websocket_urlpatterns
-from tests.test_views import client_for
+from tests.web.test_pages import client_for
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_upstream")]
 

@@ -23,7 +23,7 @@ import pytest
 from responses_app.simulator.auth import DEV_API_KEY
 from tests.servers import stop
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 HOST = "relay.test"
 
 

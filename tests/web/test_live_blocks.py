@@ -32,7 +32,7 @@ from responses_app.web import live_blocks
 
 pytestmark = pytest.mark.django_db
 
-TEMPLATES = Path(__file__).resolve().parents[1] / "responses_app" / "templates" / "responses_app"
+TEMPLATES = Path(__file__).resolve().parents[2] / "responses_app" / "templates" / "responses_app"
 PNG = picture_png(random.Random(7), size=8)
 PARTIAL_PNG = picture_png(random.Random(7), size=8, fill=0.5)
 HOSTILE = "<script>alert('x')</script> [click](javascript:alert(1)) **b** `c <i>`"

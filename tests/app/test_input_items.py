@@ -16,7 +16,7 @@ from django.urls import reverse
 from responses_app import api, input_items, services
 from responses_app.models import ResponseRequest
 from tests.conftest import relay_check_errors
-from tests.test_views import client_for
+from tests.web.test_pages import client_for
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_upstream")]
 

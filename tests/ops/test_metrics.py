@@ -125,7 +125,7 @@ def test_a_short_token_is_refused_by_the_deployment_checks() -> None:
     import subprocess
     import sys
 
-    from tests.test_security_production import ROOT
+    from tests.host.test_security_production import ROOT
 
     env = {**os.environ, "DJANGO_ENV": "test", "SECRET_KEY": "k" * 50, "ALLOWED_HOSTS": "relay.test",
            "OPENAI_BASE_URL": "https://provider.example/v1", "RELAY_ALLOWED_MODELS": "gpt-4.1",
