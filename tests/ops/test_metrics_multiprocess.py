@@ -18,7 +18,7 @@ from tests.servers import stop
 COUNT = """
 import django
 django.setup()
-from responses_app import metrics
+from responses_app.ops import metrics
 for _ in range({n}):
     metrics.request_ended(status="completed", model="sim-text", duration_s=1.5)
 metrics.CANCELS.inc({n})
@@ -29,7 +29,7 @@ HOLD = """
 import sys
 import django
 django.setup()
-from responses_app import metrics
+from responses_app.ops import metrics
 metrics.request_ended(status="failed", model="sim-text", duration_s=0.5)
 metrics.STREAMS_IN_FLIGHT.inc(2)
 metrics.VIEWERS.inc(3)
