@@ -22,7 +22,7 @@ from .asgi_io import Connection, Receive, Scope, Send, parse_json, read_body, se
 from .auth import check_authorization
 from .creation import start_response
 from .faults import FAULTS
-from .moderation import moderate
+from .moderations_endpoint import moderate
 from .scenarios import SCENARIOS
 from .store import TERMINAL, SimResponse, Store
 

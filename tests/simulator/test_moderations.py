@@ -9,7 +9,7 @@ import httpx
 import openai
 import pytest
 
-from responses_app.simulator.moderation import CATEGORIES
+from responses_app.simulator.moderations_endpoint import CATEGORIES
 from tests.simulator.helpers import AUTH, DEV_API_KEY
 
 
