@@ -39,9 +39,7 @@ from channels.db import database_sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from channels.worker import Worker
 from django.core.handlers.asgi import ASGIHandler
-from django.core.signals import request_started
 from django.db import connection
-from django.dispatch import receiver
 
 from .. import logcontext, selectors
 from ..conf import app_settings
@@ -320,8 +318,7 @@ def _runner_factory(request_id: str) -> Any:
     return lambda: StreamRunner(request_id, hub)
 
 
-@receiver(request_started, dispatch_uid="relay-start-runner-with-the-first-request")
-async def _start_with_the_first_request(sender: Any, **kwargs: Any) -> None:
+async def start_with_the_first_request(sender: Any, **kwargs: Any) -> None:
     """Async, so Django's ASGI handler awaits it on the server's loop; WSGI handlers (and the test
     client's) are left alone: no runner lives in those processes."""
     if isinstance(sender, type) and issubclass(sender, ASGIHandler):
