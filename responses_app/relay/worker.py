@@ -44,6 +44,7 @@ from django.db import connection
 from .. import logcontext, selectors
 from ..conf import app_settings
 from ..consumers.runner import runner_application
+from .backoff import Backoff
 from .hub import RUNNER_CHANNEL, Hub, get_hub
 from .runner import StreamRunner
 
@@ -54,7 +55,6 @@ WATCH_S = 0.5  # SQLite with the in-memory layer: how often a runner process loo
 WATCH_WINDOW_S = 60  # ... among those created this recently (older ones are the sweep's)
 NOTIFY_START = "relay_start"  # PostgreSQL notification channels
 NOTIFY_CANCEL = "relay_cancel"
-BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)  # between restarts of a Worker whose channel layer failed
 HANDOFF_WAIT_S = 5.0  # a stopping process: how long its runners get to commit and let go
 BUSY_GRACE_S = 5.0  # ... and one busy ending (a tool round, its outcome) to end before it is handed off
 
@@ -80,7 +80,7 @@ async def serve() -> None:
     loop = asyncio.get_running_loop()
     sweeper = loop.create_task(_sweep_forever(), name="relay-sweeper")
     listener = loop.create_task(_listen_forever(), name="relay-listener")
-    failures = 0
+    backoff = Backoff()
     try:
         while True:
             layer = get_channel_layer()
@@ -88,14 +88,11 @@ async def serve() -> None:
             worker = _Worker(application=runner_application, channels=[RUNNER_CHANNEL], channel_layer=layer)
             try:
                 await worker.arun()
-                failures = 0
+                backoff.reset()
             except asyncio.CancelledError:
                 raise
             except Exception:
-                delay = BACKOFF_S[min(failures, len(BACKOFF_S) - 1)]
-                failures += 1
-                logger.warning("relay worker lost its channel layer; restarting in %.1fs", delay, exc_info=True)
-                await asyncio.sleep(delay)
+                await backoff.wait(logger, "relay worker lost its channel layer")
     finally:
         sweeper.cancel()
         listener.cancel()
@@ -277,7 +274,7 @@ async def _listen_postgresql() -> None:
     import psycopg
     from django.db import connections
 
-    delay = 0.2
+    backoff = Backoff()
     while True:
         try:
             params = connections["default"].get_connection_params()
@@ -286,7 +283,7 @@ async def _listen_postgresql() -> None:
             async with await psycopg.AsyncConnection.connect(**params, autocommit=True) as conn:
                 await conn.execute(f"LISTEN {NOTIFY_START}")
                 await conn.execute(f"LISTEN {NOTIFY_CANCEL}")
-                delay = 0.2
+                backoff.reset()
                 async for notice in conn.notifies():
                     if notice.channel == NOTIFY_START:
                         get_hub().spawn(notice.payload, _runner_factory(notice.payload))
@@ -295,9 +292,7 @@ async def _listen_postgresql() -> None:
         except asyncio.CancelledError:
             raise
         except Exception:
-            logger.warning("listening for relay starts failed; again in %.1fs", delay, exc_info=True)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+            await backoff.wait(logger, "listening for relay starts failed")
 
 
 async def _watch_pending() -> None:
