@@ -30,9 +30,10 @@ from httpx_aiohttp.transport import map_aiohttp_exceptions
 from .compat import aiohttp_content
 from .conf import app_settings
 from .credentials import masked
-from .embedded import EMBEDDED_BASE_URL, ASGIStreamTransport, simulator_app
+from .embedded import EMBEDDED_BASE_URL, simulator_app
 from .providers import SSE_TRANSPORTS, Provider, Supports
 from .simulator.app import models_payload
+from .simulator.inprocess import ASGIStreamTransport
 from .streaming.masking import MAX_CODE
 from .streaming.transcript import Step, Transcript
 

@@ -20,7 +20,8 @@ import httpx
 import orjson
 
 from ..conf import app_settings
-from ..embedded import EMBEDDED_BASE_URL, ASGIStreamTransport, simulator_app
+from ..embedded import EMBEDDED_BASE_URL, simulator_app
+from ..simulator.inprocess import ASGIStreamTransport
 from ..upstream import UpstreamHTTPError, auth_headers, base_url
 from .checkers import Kind, Verdict
 
