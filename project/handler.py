@@ -13,18 +13,16 @@ middleware would.
 
 from __future__ import annotations
 
-from typing import Any
-
 import django
-from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIHandler
+
+from responses_app.compat import enter_middleware_once
 
 
 class OneHopASGIHandler(ASGIHandler):
     def load_middleware(self, is_async: bool = False) -> None:
         super().load_middleware(is_async=False)
-        chain: Any = getattr(self, "_middleware_chain")  # noqa: B009 - Django's private attribute, untyped
-        self._middleware_chain = sync_to_async(chain, thread_sensitive=True)  # type: ignore[has-type]
+        enter_middleware_once(self)  # Django's private _middleware_chain: responses_app/compat.py
 
 
 def get_asgi_application() -> OneHopASGIHandler:

@@ -29,10 +29,10 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
-from . import selectors, services
+from . import selectors
 from .follow import Follow, Update
 from .models import Conversation, ResponseRequest
-from .submission import Refused, Submitted, start
+from .submission import Refused, Submitted, start, stop, stop_blocking
 from .submission import submit as _submit
 from .tools import tool
 
@@ -110,26 +110,14 @@ async def aview(request: ResponseRequest | Any) -> dict[str, Any]:
 
 
 def cancel(request: ResponseRequest | Any) -> bool:
-    """The explicit Stop: True while a cancel is in effect (a request that already ended: False)."""
-    request = _request(request)
-    if request.is_terminal:
-        return False
-    stopping = services.request_cancel(request=request)
-    from .relay.worker import notify_cancel
-
-    notify_cancel(str(request.pk))
-    return stopping
+    """The explicit Stop (submission.stop, as server code): True while a cancel is in effect (a
+    request that already ended: False)."""
+    return not stop_blocking(request=_request(request), trusted=True).ended
 
 
 async def acancel(request: ResponseRequest | Any) -> bool:
-    from .relay.worker import cancel_request
-
     request = await sync_to_async(_request)(request)
-    if request.is_terminal:
-        return False
-    stopping = await sync_to_async(services.request_cancel)(request=request)
-    await cancel_request(str(request.pk))
-    return stopping
+    return not (await stop(request=request, trusted=True)).ended
 
 
 def wait(request: ResponseRequest | Any, timeout: float | None = None) -> ResponseRequest:

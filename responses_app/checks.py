@@ -9,6 +9,8 @@ never raised at import or at first use. `docs/configuration.md` lists the ids.
     responses_app.E005  RELAY_BASE_TEMPLATE cannot be loaded
     responses_app.E006  a RELAY_TOOLS entry cannot be imported
     responses_app.E007  RELAY_OTEL=True without opentelemetry-api installed
+    responses_app.E008  WebSocket mode (RELAY_UPSTREAM_TRANSPORT or a provider's transport) without the
+                        websockets package (the `server` extra); the embedded simulator needs none
     responses_app.E020  a RELAY_PROVIDERS provider lists no models
     responses_app.E021  a RELAY_PROVIDERS provider at a host that needs a key has none
     responses_app.E022  a model listed by two RELAY_PROVIDERS providers
@@ -79,6 +81,7 @@ def settings_check(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     found += _provider_errors()
     found += _template_errors()
     found += _tool_errors()
+    found += _websocket_errors()
     if app_settings.OTEL and importlib.util.find_spec("opentelemetry") is None:
         found.append(_error("E007", "RELAY_OTEL=True needs the opentelemetry-api package.",
                             "pip install 'responses-relay[otel]' (and an SDK with an exporter to see the spans)."))
@@ -97,6 +100,21 @@ def _channel_layer_errors() -> list[checks.CheckMessage]:
                                "run a stream (a relayworker cannot hear this process).",
                        "Keep RELAY_INPROCESS_RUNNER=True, or use a channel layer shared by the processes (Redis).")]
     return []
+
+
+def _websocket_errors() -> list[checks.CheckMessage]:
+    from .upstream.embedded import EMBEDDED_BASE_URL
+    from .upstream.http import base_url
+    from .upstream.websocket import MISSING, client_installed, needs_client
+
+    if client_installed():
+        return []
+    wanted = [f"RELAY_PROVIDERS[{name!r}]" for name, provider in app_settings.PROVIDERS.items()
+              if provider.websocket and needs_client(provider.base_url or EMBEDDED_BASE_URL)]
+    if app_settings.UPSTREAM_TRANSPORT == "websocket" and needs_client(base_url()):
+        wanted.insert(0, "RELAY_UPSTREAM_TRANSPORT")
+    return [_error("E008", f"{where} asks for WebSocket mode, which needs the websockets package.", MISSING)
+            for where in wanted]
 
 
 def _provider_errors() -> list[checks.CheckMessage]:

@@ -20,9 +20,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from django.core.signals import setting_changed
-from django.dispatch import receiver
-
 from . import conf_values as values
 from . import providers as _providers
 from .conf_values import SAFETY_MODES
@@ -275,8 +272,7 @@ _MISSING = object()
 app_settings = AppSettings()
 
 
-@receiver(setting_changed, dispatch_uid="responses_app-settings-reload")
-def _reload(*, setting: str, **kwargs: Any) -> None:
+def reload_on_setting_changed(*, setting: str, **kwargs: Any) -> None:
     if setting.startswith(PREFIX) or setting == "DEBUG":
         app_settings.reload()
 

@@ -19,10 +19,11 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from django.core.cache import cache
 from django.db.models import Q
+from django.http import HttpResponse
 from django.utils import timezone
 
 from .conf import app_settings
@@ -30,6 +31,7 @@ from .models import ResponseRequest
 from .relay.dbthreads import ws_call
 
 Status = ResponseRequest.Status
+Answer = TypeVar("Answer", bound=HttpResponse)
 LOCK_SECONDS = 10  # longer than any submit takes; a crashed holder frees it by itself
 LOCK_WAIT_SECONDS = 5.0
 CONCURRENT_RETRY_AFTER = 5
@@ -43,6 +45,15 @@ class Refusal:
 
     def body(self) -> dict[str, Any]:
         return {"error": self.message, "code": self.code, "retry_after": self.retry_after}
+
+
+def refusal_answer(response: Answer, *, status: int, retry_after: int | None) -> Answer:
+    """The one answer to a refused use: `response` (a page, a JSON body) with the refusal's status
+    and, when waiting helps, how long to wait (429 with Retry-After)."""
+    response.status_code = status
+    if retry_after is not None:
+        response["Retry-After"] = str(retry_after)
+    return response
 
 
 def in_flight(*, user_id: int) -> int:

@@ -34,14 +34,19 @@ VIEW_PERMISSION = "responses_app.view_responserequest"
 CHANGE_PERMISSION = "responses_app.change_responserequest"
 
 
+def is_owner(user: Any, owned: Any) -> bool:
+    """The one owner check: `owned` (a request, a conversation) is the signed-in user's own."""
+    return bool(user is not None and user.is_authenticated and owned.owner_id == user.pk)
+
+
 def can_view(user: Any, request: ResponseRequest) -> bool:
     """The owner, or a user with the view_responserequest permission (superusers have every one)."""
-    return bool(user.is_authenticated and (request.owner_id == user.pk or user.has_perm(VIEW_PERMISSION)))
+    return is_owner(user, request) or bool(user.is_authenticated and user.has_perm(VIEW_PERMISSION))
 
 
 def can_cancel(user: Any, request: ResponseRequest) -> bool:
     """The owner, or a user with the change_responserequest permission."""
-    return bool(user.is_authenticated and (request.owner_id == user.pk or user.has_perm(CHANGE_PERMISSION)))
+    return is_owner(user, request) or bool(user.is_authenticated and user.has_perm(CHANGE_PERMISSION))
 
 
 def can_read_withheld(user: Any) -> bool:
@@ -300,7 +305,7 @@ def conversation_get_for_user(*, user: User, conversation_id: uuid.UUID | str) -
     conversation = Conversation.objects.filter(pk=pk).first() if pk is not None else None
     if conversation is None:
         return None
-    if conversation.owner_id != user.pk and not user.has_perm(VIEW_PERMISSION):
+    if not is_owner(user, conversation) and not user.has_perm(VIEW_PERMISSION):
         return None
     return conversation
 

@@ -429,6 +429,6 @@ def conversation_for_thread(*, user: User, thread_id: str) -> Conversation | Non
     made on first use. None when it is another user's conversation, or a deleted one."""
     pk = selectors.thread_conversation_id(user=user, thread_id=thread_id)
     conversation, _ = Conversation.objects.get_or_create(pk=pk, defaults={"owner": user})
-    if conversation.owner_id != user.pk or conversation.deleted_at is not None:
+    if not selectors.is_owner(user, conversation) or conversation.deleted_at is not None:
         return None
     return conversation

@@ -17,6 +17,7 @@ from typing import Any
 from channels.layers import get_channel_layer
 from django.utils import timezone
 
+from . import selectors
 from .conf import app_settings
 from .models import Conversation, ResponseRequest, Share
 
@@ -34,7 +35,7 @@ def share_create(*, conversation: Conversation, user: Any, request: ResponseRequ
                  anonymous: bool = False) -> Share:
     """A read-only link to the conversation, or to one of its turns. `anonymous` (no account
     needed) only where RELAY_SHARE_ANONYMOUS allows it."""
-    if conversation.owner_id != user.pk:
+    if not selectors.is_owner(user, conversation):
         raise PermissionError("only the owner shares a conversation")
     if request is not None and request.conversation_id != conversation.pk:
         raise ValueError("the turn is not this conversation's")

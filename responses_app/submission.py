@@ -1,4 +1,6 @@
-"""The one door for starting a request. Every path that starts one (the pages, the JSON API,
+"""The doors: `submit` starts a request, `stop` stops one, `approve` answers its approval requests.
+
+Every path that starts one (the pages, the JSON API,
 Regenerate and Edit, the Python API, the AG-UI and AI SDK endpoints) comes through `submit`, so
 none can forget a rule:
 
@@ -16,13 +18,24 @@ none can forget a rule:
 A resubmitted `client_request_id` finds the same logical request and starts nothing new. `submit`
 is synchronous (database work); `start` hands a new request to a runner, from async code;
 `api.submit` does both for callers in any process.
+
+Every Stop (the no-JS form, the JSON API, the AG-UI and AI SDK streams' DELETE, the request socket,
+`api.cancel`) comes through `stop` (`stop_blocking` from sync code): who may stop it
+(`selectors.can_cancel`, else Refused 403), an ended request answered as ended (nothing written,
+no runner told), else the cancel written once (services.request_cancel) and its runner told.
+Every approval answer (the JSON API, AG-UI `resume`, the AI SDK's approval parts) comes through
+`approve`: the owner only, a running request only, questions the request asks only.
+A refusal is answered by `Refused.answer` (its status, and Retry-After on a 429).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.http import HttpResponse, JsonResponse
 
 from . import branches, input_items, limits, selectors, services, signals
 from .conf import app_settings
@@ -53,6 +66,11 @@ class Refused(Exception):
         if self.retry_after is not None:
             body["retry_after"] = self.retry_after
         return body
+
+    def answer(self, response: HttpResponse | None = None) -> HttpResponse:
+        """`response` (a page saying why), or the JSON body, with this refusal's status."""
+        return limits.refusal_answer(response if response is not None else JsonResponse(self.body()),
+                                     status=self.status, retry_after=self.retry_after)
 
 
 @dataclass(frozen=True)
@@ -125,7 +143,7 @@ def _conversation(user: Any, conversation_id: Any) -> Conversation:
     if not conversation_id:
         return services.conversation_create(owner=user)
     conversation = selectors.conversation_get_for_user(user=user, conversation_id=conversation_id)
-    if conversation is None or conversation.owner_id != user.pk or conversation.deleted_at is not None:
+    if conversation is None or not selectors.is_owner(user, conversation) or conversation.deleted_at is not None:
         raise Refused(404, "not_found", "No such conversation.", errors={"conversation": ["No such conversation."]})
     return conversation
 
@@ -194,3 +212,75 @@ async def start(submitted: Submitted) -> None:
         await worker.start_request(str(submitted.request.pk))
     if submitted.created:
         await announce_turn(submitted.request, branch=submitted.branch)
+
+
+# --- stopping --------------------------------------------------------------------------------------
+
+STOP_REFUSED = "stopping another person's answer needs the change_responserequest permission"
+
+
+@dataclass(frozen=True)
+class Stopped:
+    request: ResponseRequest
+    ended: bool  # it had ended already: nothing written, no runner told
+
+    @property
+    def http_status(self) -> int:
+        return 200 if self.ended else 202
+
+    def body(self) -> dict[str, Any]:
+        return {"id": str(self.request.pk), "status": self.request.status if self.ended else "cancelling",
+                "cancelled": not self.ended}
+
+
+def _stop(request: ResponseRequest, user: Any, trusted: bool) -> Stopped:
+    if not trusted and (user is None or not selectors.can_cancel(user, request)):
+        raise Refused(403, "forbidden", STOP_REFUSED)
+    if request.is_terminal:
+        return Stopped(request, True)
+    # False only when it ended since it was read: answered as ended.
+    return Stopped(request, not services.request_cancel(request=request))
+
+
+async def stop(*, request: ResponseRequest, user: Any = None, trusted: bool = False,
+               db: Callable[[Callable[..., Stopped]], Callable[..., Awaitable[Stopped]]] = sync_to_async,
+               ) -> Stopped:
+    """The one Stop, from async code: Refused (403) when `user` may not stop it. `trusted`: server
+    code (the Python API) stops any request. `db`: the thread pool its database work runs on (the
+    sockets' own, dbthreads.ws_call)."""
+    from .relay import worker
+
+    stopped = await db(_stop)(request, user, trusted)
+    if not stopped.ended:
+        await worker.cancel_request(str(request.pk))
+    return stopped
+
+
+def stop_blocking(*, request: ResponseRequest, user: Any = None, trusted: bool = False) -> Stopped:
+    """`stop` for sync code in any process: the runner is told through the channel layer or
+    PostgreSQL (worker.notify_cancel)."""
+    from .relay import worker
+
+    stopped = _stop(request, user, trusted)
+    if not stopped.ended:
+        worker.notify_cancel(str(request.pk))
+    return stopped
+
+
+# --- approvals -------------------------------------------------------------------------------------
+
+async def approve(*, user: Any, request: ResponseRequest, answers: Mapping[str, bool]) -> list[str]:
+    """Store a person's answers to the request's MCP approval requests; the ids stored now (an id
+    answered before is not stored again). Refused: 403 not the owner, 404 it does not ask one of these
+    (as the tabs see it: the live view, not only the committed), 409 the request has ended."""
+    from .follow import asks
+
+    if not selectors.is_owner(user, request):
+        raise Refused(403, "forbidden", "only the owner can answer an approval request")
+    if not answers or not await asks(str(request.pk), set(answers)):
+        raise Refused(404, "not_found", "no such approval request")  # at once for an ended request (asks)
+    if request.is_terminal:
+        raise Refused(409, "ended", "the request has ended")
+    decide = sync_to_async(services.mcp_approval_decide)
+    return [approval_id for approval_id, approved in answers.items()
+            if await decide(request=request, approval_request_id=approval_id, approve=approved, user=user)]

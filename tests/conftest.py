@@ -103,8 +103,7 @@ def no_upstream(settings: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
         started.append(f"cancel:{request_id}")
 
     monkeypatch.setattr("responses_app.relay.worker.start_request", fake_start)
-    for module in ("responses_app.relay.worker", "responses_app.web.jsonapi"):
-        monkeypatch.setattr(f"{module}.cancel_request", fake_cancel)
+    monkeypatch.setattr("responses_app.relay.worker.cancel_request", fake_cancel)  # every Stop: submission.stop
     return started
 
 

@@ -152,9 +152,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("storage", "ops"),  # models, services (writes), selectors (reads)...; metrics, analytics, tracing, logs
     ("safety",),  # the checks the gate asks for (through the upstream)
     ("relay",),  # the runner and what it owns
-    ("viewers",),  # the viewer protocol and the websockets that use it
     ("doors",),  # what starts and stops requests, and what names their addresses
-    ("web",),  # the HTTP edge
+    ("viewers",),  # the viewer protocol and the websockets that use it (a socket may submit or stop)
+    ("web",),  # the edges: HTTP, and the Python API
     ("wiring",),  # what Django finds by name: urls, apps, admin, checks, template tags, commands
 )
 TOP_LEVEL = {
@@ -163,7 +163,7 @@ TOP_LEVEL = {
     "health": "ops", "metrics": "ops", "logcontext": "ops",  # the public names of ops/ modules (docs/)
     "limits": "relay",  # counts on the relay's database threads
     "consumers": "viewers", "follow": "viewers", "wsthreads": "viewers",
-    "submission": "doors", "api": "doors", "routing": "doors", "addresses": "doors",
+    "submission": "doors", "addresses": "doors", "api": "web", "routing": "wiring",
     "templatetags": "wiring", "management": "wiring", "urls": "wiring", "apps": "wiring", "admin": "wiring",
     "checks": "wiring", "native": "wiring", "native_build": "wiring", "": "wiring",
 }

@@ -41,10 +41,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model, load_backend
-from django.contrib.auth.signals import user_logged_out
 from django.db import transaction
-from django.db.models.signals import post_save
-from django.dispatch import receiver
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
@@ -86,7 +83,6 @@ def _group_send(group: str, message: dict[str, Any]) -> None:
         logger.exception("could not tell the sockets of %s to check their session", group)
 
 
-@receiver(user_logged_out, dispatch_uid="relay-close-sockets-on-logout")
 def close_sockets_on_logout(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
     """Every socket opened with this session closes 4401 now, in any process (through the layer)."""
     session_key = getattr(getattr(request, "session", None), "session_key", None)
@@ -94,7 +90,6 @@ def close_sockets_on_logout(sender: Any, request: Any, user: Any, **kwargs: Any)
         _group_send(session_group(session_key), {"type": "relay.logout"})
 
 
-@receiver(post_save, sender=settings.AUTH_USER_MODEL, dispatch_uid="relay-recheck-sockets-on-user-save")
 def recheck_sockets_on_user_save(sender: Any, instance: Any, created: bool, update_fields: Any = None,
                                  **kwargs: Any) -> None:
     """A password set (`set_password`, a form, the admin) or a save that may deactivate the user:

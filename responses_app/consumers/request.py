@@ -11,8 +11,8 @@ most one a second, each saying which protocol this server speaks, so no tab misr
 What is sent when is the socket's cursor (consumers/cursor.py) and writer (consumers/writer.py).
 
 From the client: `snapshot` (a resync: at most one pending per socket), `cancel` (the explicit
-Stop: needs `selectors.can_cancel`, else answered `{"type": "error"}`; honoured and written once
-per request however many sockets press it), `ping`. Disconnecting never cancels, and a reconnect
+Stop, through submission.stop: refused there, answered `{"type": "error"}`; honoured and written
+once per request however many sockets press it), `ping`. Disconnecting never cancels, and a reconnect
 never starts an upstream call nor counts the request again.
 """
 
@@ -25,19 +25,18 @@ from urllib.parse import parse_qs
 import orjson
 from django.contrib.auth import get_user_model
 
-from .. import limits, selectors, services
+from .. import limits, selectors, services, submission
 from ..models import ResponseRequest
 from ..ops import logcontext
 from ..relay.dbthreads import ws_call, ws_db
 from ..relay.hub import get_hub
-from ..relay.worker import cancel_request, start_request
+from ..relay.worker import start_request
 from ..streaming.wire import PROTOCOL
 from .cursor import Cursor
 from .guard import CLOSE_FORBIDDEN, GuardedConsumer
 from .writer import Writer
 
 CANCEL_MEMORY_SECONDS = 24 * 3600
-CANCEL_REFUSED = "stopping another person's answer needs the change_responserequest permission"
 
 
 class RequestConsumer(GuardedConsumer):
@@ -93,21 +92,27 @@ class RequestConsumer(GuardedConsumer):
 
     async def _cancel_once(self) -> None:
         if self.cancel_refused:
-            await self.send(text_data=orjson.dumps({"type": "error", "message": CANCEL_REFUSED}).decode())
+            await self._refuse_cancel()
             return
         if self.cancel_sent:
             return
         if not await self.session_alive():  # logged out meanwhile: not honoured
             return
-        if not await self._may_cancel():
+        user = await self._stopper()  # asked before the once-per-request mark below
+        if user is None:
             self.cancel_refused = True
-            await self.send(text_data=orjson.dumps({"type": "error", "message": CANCEL_REFUSED}).decode())
+            await self._refuse_cancel()
             return
         self.cancel_sent = True
         # One write per request, however many sockets (in however many processes) press Stop.
         if await limits.cache_call("add", f"relay:cancel:{self.request_id}", 1, timeout=CANCEL_MEMORY_SECONDS):
-            await ws_call(services.request_cancel)(request=self.request)
-            await cancel_request(self.request_id)
+            try:
+                await submission.stop(request=self.request, user=user, db=ws_call)
+            except submission.Refused:  # the permission went between the two reads
+                await self._refuse_cancel()
+
+    async def _refuse_cancel(self) -> None:
+        await self.send(text_data=orjson.dumps({"type": "error", "message": submission.STOP_REFUSED}).decode())
 
     # --- database (on the websocket pool: dbthreads.ws_call) ---------------------------------------
 
@@ -122,14 +127,13 @@ class RequestConsumer(GuardedConsumer):
                                             share=self.share) is not None
 
     @ws_db
-    def _may_cancel(self) -> bool:
-        """Read now, with the user's current permissions (not those cached at connect)."""
+    def _stopper(self) -> Any:
+        """The user, with their permissions read now (not those cached at connect), if they may stop
+        this request (the door's rule, selectors.can_cancel); None otherwise."""
         user = self.scope["user"]
-        if not user.is_authenticated:
-            return False  # a share link's anonymous viewer
-        if user.pk != self.request.owner_id:
+        if user.is_authenticated and not selectors.is_owner(user, self.request):
             user = get_user_model()._default_manager.filter(pk=user.pk, is_active=True).first()
-        return user is not None and selectors.can_cancel(user, self.request)
+        return user if user is not None and selectors.can_cancel(user, self.request) else None
 
     @ws_db
     def _count(self, reconnect: bool) -> None:

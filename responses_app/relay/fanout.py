@@ -22,12 +22,13 @@ from collections.abc import Callable, Sequence
 
 from channels.layers import BaseChannelLayer
 
+from .backoff import Backoff
+
 logger = logging.getLogger(__name__)
 
 REMOTE_FLUSH_S = 0.1  # what other processes' viewers wait at most, on top of the flush interval
 JOIN_TIMEOUT_S = 3.0
 REJOIN_S = 10.0  # memberships renewed this often: a Redis that restarted unnoticed forgot them
-BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)
 
 
 def group_name(request_id: str) -> str:
@@ -127,7 +128,7 @@ class Fanout:
             await self._rejoin()
 
     async def _read(self) -> None:
-        failures = 0
+        backoff = Backoff()
         while True:
             assert self.inbox is not None
             try:
@@ -135,14 +136,11 @@ class Fanout:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                delay = BACKOFF_S[min(failures, len(BACKOFF_S) - 1)]
-                failures += 1
-                logger.warning("the process inbox lost the channel layer; again in %.1fs", delay, exc_info=True)
-                await asyncio.sleep(delay)
+                await backoff.wait(logger, "the process inbox lost the channel layer")
                 self.counters["reconnects"] += 1
                 await self._rejoin()
                 continue
-            failures = 0
+            backoff.reset()
             if message.get("type") != "relay.batch" or message.get("origin") == self.inbox:
                 continue  # this process's own messages reached its viewers directly
             self.counters["received"] += 1

@@ -39,14 +39,13 @@ from channels.db import database_sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from channels.worker import Worker
 from django.core.handlers.asgi import ASGIHandler
-from django.core.signals import request_started
 from django.db import connection
-from django.dispatch import receiver
 
 from .. import selectors
 from ..conf import app_settings
 from ..consumers.runner import runner_application
 from ..ops import logcontext
+from .backoff import Backoff
 from .hub import RUNNER_CHANNEL, Hub, get_hub
 from .runner import StreamRunner
 
@@ -57,7 +56,6 @@ WATCH_S = 0.5  # SQLite with the in-memory layer: how often a runner process loo
 WATCH_WINDOW_S = 60  # ... among those created this recently (older ones are the sweep's)
 NOTIFY_START = "relay_start"  # PostgreSQL notification channels
 NOTIFY_CANCEL = "relay_cancel"
-BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)  # between restarts of a Worker whose channel layer failed
 HANDOFF_WAIT_S = 5.0  # a stopping process: how long its runners get to commit and let go
 BUSY_GRACE_S = 5.0  # ... and one busy ending (a tool round, its outcome) to end before it is handed off
 
@@ -83,7 +81,7 @@ async def serve() -> None:
     loop = asyncio.get_running_loop()
     sweeper = loop.create_task(_sweep_forever(), name="relay-sweeper")
     listener = loop.create_task(_listen_forever(), name="relay-listener")
-    failures = 0
+    backoff = Backoff()
     try:
         while True:
             layer = get_channel_layer()
@@ -91,14 +89,11 @@ async def serve() -> None:
             worker = _Worker(application=runner_application, channels=[RUNNER_CHANNEL], channel_layer=layer)
             try:
                 await worker.arun()
-                failures = 0
+                backoff.reset()
             except asyncio.CancelledError:
                 raise
             except Exception:
-                delay = BACKOFF_S[min(failures, len(BACKOFF_S) - 1)]
-                failures += 1
-                logger.warning("relay worker lost its channel layer; restarting in %.1fs", delay, exc_info=True)
-                await asyncio.sleep(delay)
+                await backoff.wait(logger, "relay worker lost its channel layer")
     finally:
         sweeper.cancel()
         listener.cancel()
@@ -280,7 +275,7 @@ async def _listen_postgresql() -> None:
     import psycopg
     from django.db import connections
 
-    delay = 0.2
+    backoff = Backoff()
     while True:
         try:
             params = connections["default"].get_connection_params()
@@ -289,7 +284,7 @@ async def _listen_postgresql() -> None:
             async with await psycopg.AsyncConnection.connect(**params, autocommit=True) as conn:
                 await conn.execute(f"LISTEN {NOTIFY_START}")
                 await conn.execute(f"LISTEN {NOTIFY_CANCEL}")
-                delay = 0.2
+                backoff.reset()
                 async for notice in conn.notifies():
                     if notice.channel == NOTIFY_START:
                         get_hub().spawn(notice.payload, _runner_factory(notice.payload))
@@ -298,9 +293,7 @@ async def _listen_postgresql() -> None:
         except asyncio.CancelledError:
             raise
         except Exception:
-            logger.warning("listening for relay starts failed; again in %.1fs", delay, exc_info=True)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+            await backoff.wait(logger, "listening for relay starts failed")
 
 
 async def _watch_pending() -> None:
@@ -321,8 +314,7 @@ def _runner_factory(request_id: str) -> Any:
     return lambda: StreamRunner(request_id, hub)
 
 
-@receiver(request_started, dispatch_uid="relay-start-runner-with-the-first-request")
-async def _start_with_the_first_request(sender: Any, **kwargs: Any) -> None:
+async def start_with_the_first_request(sender: Any, **kwargs: Any) -> None:
     """Async, so Django's ASGI handler awaits it on the server's loop; WSGI handlers (and the test
     client's) are left alone: no runner lives in those processes."""
     if isinstance(sender, type) and issubclass(sender, ASGIHandler):

@@ -20,7 +20,8 @@ import httpx
 import orjson
 
 from ..conf import app_settings
-from ..upstream.embedded import EMBEDDED_BASE_URL, ASGIStreamTransport, simulator_app
+from ..simulator.inprocess import ASGIStreamTransport
+from ..upstream.embedded import EMBEDDED_BASE_URL, simulator_app
 from ..upstream.http import UpstreamHTTPError, auth_headers, base_url
 from .checkers import Kind, Verdict
 

@@ -25,15 +25,17 @@ from typing import Any, Protocol
 
 import httpx
 import orjson
-from httpx_aiohttp.transport import AiohttpResponseStream, map_aiohttp_exceptions
+from httpx_aiohttp.transport import map_aiohttp_exceptions
 
+from ..compat import aiohttp_content
 from ..conf import app_settings
 from ..providers import SSE_TRANSPORTS, Provider, Supports
 from ..simulator.app import models_payload
+from ..simulator.inprocess import ASGIStreamTransport
 from ..streaming.masking import MAX_CODE
 from ..streaming.transcript import Step, Transcript
 from .credentials import masked
-from .embedded import EMBEDDED_BASE_URL, ASGIStreamTransport, simulator_app
+from .embedded import EMBEDDED_BASE_URL, simulator_app
 
 
 class UpstreamHTTPError(Exception):
@@ -219,11 +221,11 @@ def body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
     """The streamed body's bytes, decoded. Straight from aiohttp when the aiohttp transport carries
     it unencoded (what the relay asks for: SSE), holding no chunk between reads; otherwise httpx's
     `aiter_bytes` (another transport, or a content encoding to undo)."""
-    transport_stream = getattr(response.stream, "_stream", None)  # httpx's BoundAsyncStream wraps it
-    if isinstance(transport_stream, AiohttpResponseStream) and response.headers.get(
-            "content-encoding", "identity").strip().lower() in ("", "identity"):
+    content = aiohttp_content(response)  # a private reach-in: compat.py
+    if content is not None and response.headers.get("content-encoding", "identity").strip().lower() in (
+            "", "identity"):
         response.is_stream_consumed = True  # as aiter_raw would: a second read fails, never half-reads
-        return _AiohttpChunks(transport_stream._aiohttp_response.content)
+        return _AiohttpChunks(content)
     return response.aiter_bytes()
 
 

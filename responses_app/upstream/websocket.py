@@ -34,18 +34,43 @@ import itertools
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 import orjson
-from websockets.asyncio.client import connect
-from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
+from django.core.exceptions import ImproperlyConfigured
 
 from ..conf import app_settings
 from ..providers import Provider
 from .embedded import EMBEDDED_BASE_URL, EmbeddedClosed, EmbeddedRefused, EmbeddedWebSocket, simulator_app
 from .http import EventFrames, Upstream, UpstreamHTTPError, base_url
 from .lane import LIMIT_CODE, Lane, Rotate, lane_of
+
+if TYPE_CHECKING:
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
+else:
+    try:  # the `server` extra: a bare install imports this module, and asks for it only when used
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
+    except ImportError:
+        connect = None
+
+        class ConnectionClosed(Exception):  # never raised: no websockets socket is ever opened
+            rcvd = sent = None
+
+        InvalidStatus = WebSocketException = ConnectionClosed
+
+MISSING = "pip install 'responses-relay[server]', or use transport 'sse' (the embedded simulator needs neither)."
+
+
+def client_installed() -> bool:
+    return connect is not None
+
+
+def needs_client(base: str) -> bool:
+    """A WebSocket-mode upstream at `base` opens real sockets (the embedded simulator needs none)."""
+    return base.rstrip("/") != EMBEDDED_BASE_URL
 
 logger = logging.getLogger(__name__)
 
@@ -175,6 +200,8 @@ class WebSocketUpstream(Upstream):
                  transport: httpx.AsyncBaseTransport | None = None, max_age: float | None = None,
                  provider: Provider | None = None) -> None:
         super().__init__(base=base, api_key=api_key, transport=transport, provider=provider)
+        if needs_client(self.base) and not client_installed():
+            raise ImproperlyConfigured(f"WebSocket mode needs the websockets package: {MISSING}")
         self.max_age = max_age_s() if max_age is None else max_age
         self.connection: Connection | None = None
         self.connections = 0  # opened so far (tests and the benchmark read it)

@@ -13,11 +13,11 @@ the relay itself (the committed view, then live patches), as the request socket 
 Authentication is the request socket's: the session (with CSRF on POST and DELETE), or
 `Authorization: Bearer <token>` for clients without a browser, a token of RELAY_API_TOKENS
 (token -> username). Who may follow a request is `selectors.request_get_for_user`, who may stop it
-`selectors.can_cancel` (403 otherwise); only its owner answers approvals. A new turn goes through
+`submission.stop` (403 otherwise); only its owner answers approvals (`submission.approve`). A new turn goes through
 the submit path with its per-user limits (429 and Retry-After, before any stream). A stream counts
 as one viewer connection of its request (a resumed one as a reconnect too), never as a request.
 
-The adapters below (`submit`, `subscribe`, `cancel`, `approve`) are this module's only contact
+The adapters below (`submit`, `subscribe`, `stop`, `approve`) are this module's only contact
 with how requests start, stream and stop.
 """
 
@@ -40,13 +40,13 @@ from django.views.decorators.csrf import csrf_exempt
 
 from .. import selectors, services, submission
 from ..conf import app_settings
-from ..follow import Follow, approvals_asked, asks, current_view
+from ..follow import Follow, approvals_asked, current_view
 from ..frontends import aisdk
 from ..frontends.told import CursorError, Told
 from ..idempotency import client_key
 from ..models import Conversation, ResponseRequest
 from ..relay.hub import get_hub
-from ..relay.worker import cancel_request, start_request
+from ..relay.worker import start_request
 from ..submission import Refused
 from .pages import DEFAULT_MODEL
 
@@ -77,28 +77,26 @@ async def submit(user: Any, data: dict[str, Any]) -> tuple[ResponseRequest | Non
     try:
         done = await sync_to_async(submission.submit)(user=user, data=data)
     except Refused as refused:
-        response = JsonResponse(refused.body(), status=refused.status)
-        if refused.retry_after is not None:
-            response["Retry-After"] = str(refused.retry_after)
-        return None, response
+        return None, refused.answer()
     await submission.start(done)  # and the conversation's open tabs show the new turn
     return done.request, None
 
 
-async def cancel(request: ResponseRequest) -> None:
-    await sync_to_async(services.request_cancel)(request=request)
-    await cancel_request(str(request.pk))
+async def stop(user: Any, request: ResponseRequest) -> HttpResponse:
+    """Stop through the one door (submission.stop); the answer says whether it was still running."""
+    try:
+        stopped = await submission.stop(request=request, user=user)
+    except Refused as refused:
+        return refused.answer()
+    return JsonResponse(stopped.body(), status=stopped.http_status)
 
 
-async def approve(user: Any, request: ResponseRequest, answers: dict[str, bool]) -> str | None:
-    """Store each answer (a repeated answer is a no-op); why not, when it cannot be answered."""
-    if request.owner_id != user.pk:
-        return "only the owner can answer an approval request"
-    if not answers or not await asks(str(request.pk), set(answers)):
-        return "no such approval request"
-    for approval_id, approved in answers.items():
-        await sync_to_async(services.mcp_approval_decide)(request=request, approval_request_id=approval_id,
-                                                        approve=approved, user=user)
+async def approve(user: Any, request: ResponseRequest, answers: dict[str, bool]) -> HttpResponse | None:
+    """Store each answer through the one door (a repeated answer is a no-op); the refusal, if any."""
+    try:
+        await submission.approve(user=user, request=request, answers=answers)
+    except Refused as refused:
+        return refused.answer()
     return None
 
 
@@ -243,11 +241,9 @@ async def _continue(user: Any, request_id: str, answers: dict[str, bool],
     request = await sync_to_async(selectors.request_get_for_user)(user=user, request_id=request_id)
     if request is None:
         return None, None, _error(404, "no such request")
-    if request.is_terminal:
-        return None, None, _error(409, "the request has ended")
     refused = await approve(user, request, answers)
     if refused is not None:
-        return None, None, _error(403 if refused.startswith("only") else 404, refused)
+        return None, None, refused
     view, _ = await current_view(str(request.pk))
     return Told.paused_at(view, set(answers), str(request.pk)), request, None
 
@@ -325,7 +321,7 @@ async def agui_stream(http: HttpRequest, request_id: str) -> HttpResponseBase:
     if request is None:
         return _error(404, "no such request")
     if http.method == "DELETE":
-        return await _stop(user, request)
+        return await stop(user, request)
     cursor = http.headers.get("Last-Event-ID") or http.GET.get("last_event_id")
     try:
         told = Told.from_cursor(cursor, str(request.pk)) if cursor else None
@@ -337,15 +333,6 @@ async def agui_stream(http: HttpRequest, request_id: str) -> HttpResponseBase:
     stream = agui.AguiStream(request_id=str(request.pk), thread_id=thread_id, run_id=http.GET.get("run_id"), told=told)
     return _stream_response(http, _sse(request, stream, reconnect=told is not None, heartbeat=agui.HEARTBEAT),
                             request, None)
-
-
-async def _stop(user: Any, request: ResponseRequest) -> JsonResponse:
-    if not await sync_to_async(selectors.can_cancel)(user, request):
-        return _error(403, "stopping another person's request needs the change_responserequest permission")
-    if request.is_terminal:
-        return JsonResponse({"id": str(request.pk), "status": request.status, "cancelled": False})
-    await cancel(request)
-    return JsonResponse({"id": str(request.pk), "status": "cancelling", "cancelled": True}, status=202)
 
 
 # --- the AI SDK ---------------------------------------------------------------------------------
@@ -389,7 +376,7 @@ async def aisdk_stream(http: HttpRequest, key: str) -> HttpResponseBase:
     if request is None:
         return HttpResponse(status=204)  # nothing in flight: useChat stays as it is
     if http.method == "DELETE":
-        return await _stop(user, request)
+        return await stop(user, request)
     stream = aisdk.AisdkStream(request_id=str(request.pk))
     return _stream_response(http, _sse(request, stream, reconnect=True, heartbeat=aisdk.HEARTBEAT), request, None,
                             aisdk.HEADERS)

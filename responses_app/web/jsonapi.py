@@ -14,15 +14,13 @@ from typing import Any
 
 import orjson
 from asgiref.sync import sync_to_async
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET, require_POST
 
-from .. import selectors, services, submission
+from .. import selectors, submission
 from ..addresses import request_socket
-from ..follow import asks
 from ..models import ResponseRequest
 from ..relay.hub import get_hub
-from ..relay.worker import cancel_request
 from ..submission import Refused
 
 
@@ -35,13 +33,6 @@ def _error(status: int, message: str, errors: dict[str, list[str]] | None = None
 
 def ws_url(request_id: uuid.UUID | str) -> str:
     return request_socket(request_id)
-
-
-def refused(refusal: Refused) -> JsonResponse:
-    response = JsonResponse(refusal.body(), status=refusal.status)
-    if refusal.retry_after is not None:
-        response["Retry-After"] = str(refusal.retry_after)
-    return response
 
 
 def describe(request: ResponseRequest, view: dict[str, Any]) -> dict[str, Any]:
@@ -57,7 +48,7 @@ def describe(request: ResponseRequest, view: dict[str, Any]) -> dict[str, Any]:
 
 
 @require_POST
-async def requests_create(http: HttpRequest) -> JsonResponse:
+async def requests_create(http: HttpRequest) -> HttpResponse:
     user = await http.auser()
     if not user.is_authenticated:
         return _error(401, "authentication required")
@@ -73,7 +64,7 @@ async def requests_create(http: HttpRequest) -> JsonResponse:
     try:
         done = await sync_to_async(submission.submit)(user=user, data=data)
     except Refused as refusal:
-        return refused(refusal)
+        return refusal.answer()
     await submission.start(done)  # and every open tab of the conversation shows the new turn
     request = done.request
     return JsonResponse({"id": str(request.pk), "ws_url": ws_url(request.pk), "status": request.status,
@@ -81,53 +72,53 @@ async def requests_create(http: HttpRequest) -> JsonResponse:
 
 
 @require_GET
-async def requests_detail(http: HttpRequest, request_id: str) -> JsonResponse:
-    user = await http.auser()
-    request = await sync_to_async(selectors.request_get_for_user)(user=user, request_id=request_id)
-    if request is None:
-        return _error(404, "not found")
+async def requests_detail(http: HttpRequest, request_id: str) -> HttpResponse:
+    try:
+        _, request = await _visible(http, request_id)
+    except Refused as refusal:
+        return refusal.answer()
     runner = get_hub().runner(str(request.pk))
     view = runner.view_now() if runner is not None else await sync_to_async(selectors.view_latest)(
         request=request)
     return JsonResponse(describe(request, view))
 
 
-@require_POST
-async def requests_cancel(http: HttpRequest, request_id: str) -> JsonResponse:
+async def _visible(http: HttpRequest, request_id: str) -> tuple[Any, ResponseRequest]:
+    """The signed-in user and the request they may see; Refused 404 otherwise."""
     user = await http.auser()
     request = await sync_to_async(selectors.request_get_for_user)(user=user, request_id=request_id)
     if request is None:
-        return _error(404, "not found")
-    if not await sync_to_async(selectors.can_cancel)(user, request):
-        return _error(403, "stopping another person's request needs the change_responserequest permission")
-    if request.is_terminal:
-        return JsonResponse({"id": str(request.pk), "status": request.status, "cancelled": False})
-    await sync_to_async(services.request_cancel)(request=request)
-    await cancel_request(str(request.pk))
-    return JsonResponse({"id": str(request.pk), "status": "cancelling", "cancelled": True}, status=202)
+        raise Refused(404, "not_found", "not found")
+    return user, request
 
 
 @require_POST
-async def requests_approve(http: HttpRequest, request_id: str, approval_request_id: str) -> JsonResponse:
+async def requests_cancel(http: HttpRequest, request_id: str) -> HttpResponse:
+    try:
+        user, request = await _visible(http, request_id)
+        stopped = await submission.stop(request=request, user=user)
+    except Refused as refusal:
+        return refusal.answer()
+    return JsonResponse(stopped.body(), status=stopped.http_status)
+
+
+@require_POST
+async def requests_approve(http: HttpRequest, request_id: str, approval_request_id: str) -> HttpResponse:
     """A person's answer to an MCP approval request: `{"approve": true|false}`, stored once."""
-    user = await http.auser()
-    request = await sync_to_async(selectors.request_get_for_user)(user=user, request_id=request_id)
-    if request is None:
-        return _error(404, "not found")
-    if request.owner_id != user.pk:
-        return _error(403, "only the owner can answer an approval request")
+    try:
+        user, request = await _visible(http, request_id)
+    except Refused as refusal:
+        return refusal.answer()
     try:
         data = orjson.loads(http.body or b"{}")
     except orjson.JSONDecodeError:
         return _error(400, "body is not valid JSON")
     if not isinstance(data, dict) or not isinstance(data.get("approve"), bool):
         return _error(400, "invalid request", {"approve": ["Must be true or false."]})
-    if not await asks(str(request.pk), {approval_request_id}):  # as the tabs see it, not only as committed
-        return _error(404, "no such approval request")
-    if request.is_terminal:
-        return _error(409, "the request has ended")
-    stored = await sync_to_async(services.mcp_approval_decide)(
-        request=request, approval_request_id=approval_request_id, approve=data["approve"], user=user)
+    try:
+        stored = await submission.approve(user=user, request=request, answers={approval_request_id: data["approve"]})
+    except Refused as refusal:
+        return refusal.answer()
     if not stored:
         return _error(409, "this approval request was already answered")
     return JsonResponse({"id": str(request.pk), "approval_request_id": approval_request_id,

@@ -98,9 +98,7 @@ def _render(http: HttpRequest, who: str) -> JsonResponse:
         return JsonResponse({"error": f"The body takes at most {MAX_BODY_BYTES} bytes."}, status=413)
     refusal = limits.rate_check(key=f"render-rate:{who}", rate=RENDER_RATE, now=time.time())
     if refusal is not None:
-        response = JsonResponse(refusal.body(), status=429)
-        response["Retry-After"] = str(refusal.retry_after)
-        return response
+        return limits.refusal_answer(JsonResponse(refusal.body()), status=429, retry_after=refusal.retry_after)
     try:
         data = json.loads(http.body)
     except (ValueError, RecursionError):  # RecursionError: arrays or objects nested too deep

@@ -26,7 +26,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from .. import branches, forms, idempotency, selectors, services, submission
 from ..conf import app_settings
 from ..conversation_events import announce
-from ..models import Conversation
+from ..models import Conversation, ResponseRequest
 from ..ops import analytics
 from ..relay import worker
 from ..submission import Refused, Submitted
@@ -141,14 +141,6 @@ def _conversation_list(http: HttpRequest, *, values: dict[str, Any] | None = Non
     }, status=400 if errors else 200)
 
 
-def _refused(response: HttpResponse, refused: Refused) -> HttpResponse:
-    """The page again, the typed prompt kept, saying why (the status the API answers)."""
-    response.status_code = refused.status
-    if refused.retry_after is not None:
-        response["Retry-After"] = str(refused.retry_after)
-    return response
-
-
 def _form_errors(refused: Refused) -> dict[str, list[str]]:
     return refused.errors if refused.status == 400 else {"request": [refused.message]}
 
@@ -158,7 +150,7 @@ def _conversation_new(http: HttpRequest) -> tuple[HttpResponse, Submitted | None
     try:
         done = submission.submit(user=http.user, data=data)
     except Refused as refused:
-        return _refused(_conversation_list(http, values=data, errors=_form_errors(refused)), refused), None
+        return refused.answer(_conversation_list(http, values=data, errors=_form_errors(refused))), None
     return HttpResponseRedirect(_chat_url(done.request.conversation_id, done.request.pk)), done
 
 
@@ -178,7 +170,7 @@ def _chat(http: HttpRequest, conversation_id: uuid.UUID) -> tuple[HttpResponse, 
     conversation = selectors.conversation_open_for_user(user=http.user, conversation_id=conversation_id)
     if conversation is None:
         raise Http404("No such conversation")
-    can_post = conversation.owner_id == http.user.pk
+    can_post = selectors.is_owner(http.user, conversation)
     can_cancel = can_post or http.user.has_perm(selectors.CHANGE_PERMISSION)
     values: dict[str, Any] = {}
     errors: dict[str, list[str]] = {}
@@ -203,7 +195,7 @@ def _chat(http: HttpRequest, conversation_id: uuid.UUID) -> tuple[HttpResponse, 
         "composer": composer_context(conversation=conversation, values=values, errors=errors),
         "composer_action": reverse("responses_app:chat", args=[conversation.pk]),
     }, status=400 if errors else 200)
-    return (_refused(response, refused) if refused is not None else response), None
+    return (refused.answer(response) if refused is not None else response), None
 
 
 @login_required
@@ -224,30 +216,28 @@ def chat_turn(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UU
     if request is None or request.conversation_id != conversation_id:
         raise Http404("No such request")
     view = selectors.view_latest(request=request)
-    can_post = request.owner_id == http.user.pk and request.conversation.deleted_at is None  # type: ignore[union-attr]
+    can_post = selectors.is_owner(http.user, request) and request.conversation.deleted_at is None  # type: ignore[union-attr]
     return render(http, "responses_app/_turn.html", turn_context(
         request, view, can_post=can_post, can_cancel=selectors.can_cancel(http.user, request),
         versions=branches.versions_of(request)))
 
 
-def _chat_cancel(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UUID) -> bool:
+def _chat_request(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UUID) -> ResponseRequest:
     request = selectors.request_get_for_user(user=http.user, request_id=request_id)
     if request is None or request.conversation_id != conversation_id:
         raise Http404("No such request")
-    if not selectors.can_cancel(http.user, request):
-        raise PermissionDenied("Stopping another person's answer needs the change_responserequest permission")
-    if request.is_terminal:
-        return False
-    services.request_cancel(request=request)
-    return True
+    return request
 
 
 @login_required
 @require_POST
 async def chat_cancel(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UUID) -> HttpResponse:
     """The Stop button without JavaScript (chat.js sends `cancel` over the websocket instead)."""
-    if await sync_to_async(_chat_cancel)(http, conversation_id, request_id):
-        await worker.cancel_request(str(request_id))
+    request = await sync_to_async(_chat_request)(http, conversation_id, request_id)
+    try:
+        await submission.stop(request=request, user=http.user)
+    except Refused as refused:
+        raise PermissionDenied(refused.message) from None
     return HttpResponseRedirect(_chat_url(conversation_id, request_id))
 
 
@@ -260,7 +250,7 @@ def own_conversation(http: HttpRequest, conversation_id: uuid.UUID,
     conversation = selectors.conversation_open_for_user(user=http.user, conversation_id=conversation_id)
     if conversation is None:
         raise Http404("No such conversation")
-    if conversation.owner_id != http.user.pk:
+    if not selectors.is_owner(http.user, conversation):
         raise PermissionDenied(refused)
     return conversation
 
@@ -287,7 +277,7 @@ async def conversation_rename(http: HttpRequest, conversation_id: uuid.UUID) -> 
 async def conversation_delete(http: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
     conversation = await sync_to_async(own_conversation)(http, conversation_id)
     stopped = await sync_to_async(services.conversation_delete)(conversation=conversation)
-    for request in stopped:
+    for request in stopped:  # already cancelled in the database: their runners are told
         await worker.cancel_request(str(request.pk))
     await announce(conversation.pk, {"type": "deleted"})
     return redirect("responses_app:conversations")
@@ -310,9 +300,9 @@ async def _resend_view(http: HttpRequest, conversation_id: uuid.UUID, request_id
         done = await sync_to_async(_resend)(http, conversation_id, request_id, edit=edit)
     except Refused as refused:
         if _wants_json(http):
-            return _refused(JsonResponse(refused.body()), refused)
+            return refused.answer()
         message = "; ".join(m for messages in refused.errors.values() for m in messages) or refused.message
-        return _refused(HttpResponse(message, content_type="text/plain"), refused)
+        return refused.answer(HttpResponse(message, content_type="text/plain"))
     await submission.start(done)
     request = done.request
     if _wants_json(http):

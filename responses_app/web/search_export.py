@@ -40,9 +40,8 @@ def search(http: HttpRequest) -> HttpResponse:
         refusal = limits.rate_check(key=f"search-rate:{http.user.pk}", rate=app_settings.SEARCH_RATE,
                                     now=time.time(), what="searches")
         if refusal is not None:
-            response = page(http, "responses_app/search.html", {**context, "error": refusal.message}, status=429)
-            response["Retry-After"] = str(refusal.retry_after)
-            return response
+            return limits.refusal_answer(page(http, "responses_app/search.html", {**context, "error": refusal.message}),
+                                         status=429, retry_after=refusal.retry_after)
     hits = searching.search_turns(user=http.user, query=query)
     return page(http, "responses_app/search.html", {**context, "hits": hits})
 
@@ -57,7 +56,7 @@ def _filename(title: str, extension: str) -> str:
 def export(http: HttpRequest, conversation_id: uuid.UUID, fmt: str) -> HttpResponse:
     """`export.md` or `export.json`: a download of the branch shown, committed views only."""
     conversation = selectors.conversation_open_for_user(user=http.user, conversation_id=conversation_id)
-    if conversation is None or conversation.owner_id != http.user.pk or fmt not in ("md", "json"):
+    if conversation is None or not selectors.is_owner(http.user, conversation) or fmt not in ("md", "json"):
         raise Http404("No such conversation")
     if fmt == "md":
         response = HttpResponse(exports.conversation_markdown(conversation),

@@ -26,7 +26,7 @@ def _show(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UUID) 
     conversation = selectors.conversation_open_for_user(user=http.user, conversation_id=conversation_id)
     if conversation is None:
         raise Http404("No such conversation")
-    if conversation.owner_id != http.user.pk:
+    if not selectors.is_owner(http.user, conversation):
         if http.method == "POST":
             raise PermissionDenied("Only the owner picks the version shown")
         return selectors.conversation_turn_ids(conversation_id=conversation.pk), False

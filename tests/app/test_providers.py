@@ -103,6 +103,34 @@ def test_two_sound_providers_pass_every_check_even_deploy(settings: Any) -> None
     assert run_checks(deploy=True) == []
 
 
+def test_websocket_mode_without_the_websockets_package_is_a_check_error(settings: Any,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bare install (no `server` extra) imports; asking it for WebSocket mode is E008, with the extra
+    to install, and never a ModuleNotFoundError at the first request."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from responses_app.upstream import websocket as upstream_ws
+
+    monkeypatch.setattr(upstream_ws, "connect", None)  # as when `import websockets` failed; the embedded
+    # simulator needs no package
+    settings.RELAY_PROVIDERS = {
+        "openai": {"base_url": "https://api.openai.com/v1", "api_key": "k", "models": ["gpt-5"],
+                   "transport": "websocket"},
+        "sim": {"base_url": upstream_ws.EMBEDDED_BASE_URL, "models": ["sim-text"], "transport": "websocket"},
+    }
+    found = [m for m in checks.run_checks() if m.id == "responses_app.E008"]
+    assert [m.msg.split(" asks")[0] for m in found] == ["RELAY_PROVIDERS['openai']"]
+    assert "responses-relay[server]" in str(found[0].hint)
+    with pytest.raises(ImproperlyConfigured, match=r"responses-relay\[server\]"):
+        upstream_ws.make_upstream(app_settings.provider("openai"))
+    assert upstream_ws.make_upstream(app_settings.provider("sim")).base == upstream_ws.EMBEDDED_BASE_URL
+    settings.RELAY_PROVIDERS = {}
+    settings.RELAY_UPSTREAM_TRANSPORT = "websocket"
+    settings.RELAY_UPSTREAM_BASE_URL = "https://api.openai.com/v1"
+    assert [m.msg.split(" asks")[0] for m in checks.run_checks() if m.id == "responses_app.E008"] == [
+        "RELAY_UPSTREAM_TRANSPORT"]
+
+
 def test_every_provider_key_is_masked(settings: Any) -> None:
     settings.RELAY_PROVIDERS = TWO
     assert "sk-openai-secret-0001" in credentials.known()

@@ -3,6 +3,7 @@ fresh virtualenv outside it, added to a `django-admin startproject` host by the 
 only (mounted under /assistant/, the host's own websocket route beside it, the host's base
 template, a host tool), then driven in Chromium:
 
+- a bare install (the wheel and Daphne, no extra) passes `manage.py check` and migrates;
 - a bad RELAY_* value is reported by `manage.py check` with its id;
 - an answer streams live in two tabs of the app's chat page;
 - a host page whose sync view starts a request with the Python API embeds the answer live;
@@ -165,7 +166,8 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]
     venv = work / "venv"
     run([sys.executable, "-m", "venv", str(venv)], cwd=work)
     python = venv / "bin" / "python"
-    run([str(python), "-m", "pip", "install", "-q", f"{wheel}[server]"], cwd=work, timeout=900)
+    # First as the Channels docs say: the app and Daphne, no extra (a bare install must import).
+    run([str(python), "-m", "pip", "install", "-q", str(wheel), "daphne"], cwd=work, timeout=900)
     run([str(venv / "bin" / "django-admin"), "startproject", "mysite", "."], cwd=work)
     site = work / "mysite"
     with (site / "settings.py").open("a") as settings:
@@ -190,7 +192,11 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]
     (work / "templates" / "registration").mkdir()
     (work / "templates" / "registration" / "login.html").write_text(LOGIN)
     env = host_env(work)
+    bare = run([str(python), "manage.py", "check"], cwd=work, env=env)
+    (work / "bare-check.txt").write_text(bare.stdout + bare.stderr)
     run([str(python), "manage.py", "migrate", "--noinput"], cwd=work, env=env)
+    # Then the server extra in the same virtualenv, for the browser tests (uvicorn).
+    run([str(python), "-m", "pip", "install", "-q", f"{wheel}[server]"], cwd=work, timeout=900)
     run([str(python), "manage.py", "shell", "-c",
          f"from django.contrib.auth import get_user_model; "
          f"get_user_model().objects.create_user('ada', password={PASSWORD!r})"], cwd=work, env=env)
@@ -214,6 +220,15 @@ def test_the_wheel_is_the_app_and_nothing_else(host: tuple[Path, Path]) -> None:
     site_packages = run([str(python), "-c", "import django, os; print(os.path.dirname(os.path.dirname("
                          "django.__file__)))"], cwd=work).stdout.strip()
     assert not (Path(site_packages) / "project").exists()
+
+
+def test_a_bare_install_passes_check_and_migrates(host: tuple[Path, Path]) -> None:
+    """`pip install responses-relay daphne`, no extra: `manage.py check` and `migrate` ran in the fixture,
+    before the server extra was added; the WebSocket-mode client is not needed to import the app."""
+    work, _ = host
+    said = (work / "bare-check.txt").read_text()
+    assert "System check identified" in said and "ERRORS" not in said, said
+    assert "websockets" not in said, said
 
 
 def test_check_reports_a_bad_setting_by_its_id(host: tuple[Path, Path]) -> None:

@@ -32,8 +32,8 @@ def nothing_runs(no_upstream: list[str], monkeypatch: pytest.MonkeyPatch) -> lis
     async def start(request_id: str) -> None:
         no_upstream.append(request_id)
 
+    monkeypatch.setattr("responses_app.relay.worker.cancel_request", cancel)  # every Stop: submission.stop
     for module in ("responses_app.consumers.request", "responses_app.web.frontend_streams"):
-        monkeypatch.setattr(f"{module}.cancel_request", cancel)
         monkeypatch.setattr(f"{module}.start_request", start)
     return no_upstream
 
