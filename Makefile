@@ -12,7 +12,8 @@ VENV_OLD := .venv-django52
 HOST    ?= 127.0.0.1
 PORT    ?= 8000
 
-.PHONY: run test test-second test-postgresql test-django52 install native bench lint wheel clean
+.PHONY: run test test-second test-third test-browser test-services test-postgresql test-django52 install native \
+	pinned-venvs setup bench lint wheel clean
 
 $(VENV)/.created:
 	$(PYTHON) -m venv --clear $(VENV)
@@ -35,16 +36,29 @@ install: $(VENV)/.installed native
 native: $(VENV)/.installed
 	@$(PY) -m responses_app.native_build $(if $(filter true,$(CI)),--strict)
 
+# The pinned environments of tests/sdk3 and tests/litellm (tests/pinned_venv.py): each does nothing
+# when already made. `make -j setup` makes everything the tests need at once (.ci/run does).
+pinned-venvs: $(VENV)/.created
+	$(PY) -m tests.sdk3.venv & sdk=$$!; $(PY) -m tests.litellm.venv; litellm=$$?; \
+	wait $$sdk && [ $$litellm -eq 0 ]
+
+setup: install pinned-venvs $(VENV_OLD)/.installed
+
 run: $(VENV)/.demo
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py bootstrap_demo --address http://$(HOST):$(PORT)/
 	$(PY) -m project.serve --host $(HOST) --port $(PORT) --reload
 
-# Two runs side by side (the machine's two cores; most of a test is waiting on a socket):
-# - in front, the whole suite on the newest Django, the core compiled, on SQLite;
-# - behind it (test-second, its log printed after), the fast suite on Django 5.2 LTS and Python
-#   3.11 with the core interpreted, then the relay's tests on PostgreSQL, whose write path differs
-#   (a thread pool per process, bytes sent as they are). CI must have PostgreSQL.
+# Three runs side by side (the machine's two cores; most of a test is waiting on a socket), each
+# lane about as long as the others, every test in exactly one of the newest-Django runs:
+# - in front, the whole suite on the newest Django, the core compiled, on SQLite, but for
+#   the browser and the private services;
+# - test-second (its log printed after): the browser's tests and the wheel's host in Chromium,
+#   then the relay's tests on PostgreSQL, whose write path differs (a thread pool per process,
+#   bytes sent as they are). CI must have PostgreSQL;
+# - test-third (its log printed last): the fast suite on Django 5.2 LTS and Python 3.11 with the
+#   core interpreted, then the tests that start services of their own (the scaled-out cluster,
+#   LiteLLM's proxy).
 PG_TEST_URL ?= postgres://postgres@127.0.0.1:5432/relay
 # Beside the relay: what answers differently on PostgreSQL (U+0000 in text, the search index), and
 # the upstream clients' tests that drive the relay.
@@ -52,16 +66,35 @@ PG_TOO := tests/web/test_search_indexed.py tests/web/test_nul_inputs.py tests/we
 	tests/upstream/test_body_chunks.py tests/upstream/test_websocket.py tests/upstream/test_websocket_captures.py \
 	tests/upstream/test_websocket_drops.py tests/upstream/test_websocket_lanes.py
 SECOND_LOG := build/test-second.log
+THIRD_LOG := build/test-third.log
 test: install $(VENV_OLD)/.installed
-	@mkdir -p build; echo "== beside this run: make test-second (its log: $(SECOND_LOG))"
+	@mkdir -p build; echo "== beside this run: make test-second and make test-third (logs: $(SECOND_LOG), $(THIRD_LOG))"
 	@( $(MAKE) --no-print-directory test-second > $(SECOND_LOG) 2>&1; echo $$? > $(SECOND_LOG).rc ) & \
-	$(PY) -m pytest $(PYTEST_ARGS); first=$$?; wait; \
+	( $(MAKE) --no-print-directory test-third > $(THIRD_LOG) 2>&1; echo $$? > $(THIRD_LOG).rc ) & \
+	$(PY) -m pytest -m "not browser and not services" --basetemp=build/pytest-main $(PYTEST_ARGS); first=$$?; \
+	wait; \
 	echo "== make test-second, as it ran beside:"; cat $(SECOND_LOG); \
-	second=$$(cat $(SECOND_LOG).rc); rm -f $(SECOND_LOG).rc; \
-	echo "== the whole suite: exit $$first; make test-second: exit $$second"; \
-	[ $$first -eq 0 ] && [ $$second -eq 0 ]
+	echo "== make test-third, as it ran beside:"; cat $(THIRD_LOG); \
+	second=$$(cat $(SECOND_LOG).rc); third=$$(cat $(THIRD_LOG).rc); rm -f $(SECOND_LOG).rc $(THIRD_LOG).rc; \
+	echo "== the suite but browser and services: exit $$first; make test-second: exit $$second; make test-third: exit $$third"; \
+	[ $$first -eq 0 ] && [ $$second -eq 0 ] && [ $$third -eq 0 ]
 
-test-second: test-django52 test-postgresql
+# In order, not side by side: each lane is one core's worth of waiting.
+test-second:
+	@$(MAKE) --no-print-directory test-browser; a=$$?; $(MAKE) --no-print-directory test-postgresql; b=$$?; \
+	[ $$a -eq 0 ] && [ $$b -eq 0 ]
+
+test-third:
+	@$(MAKE) --no-print-directory test-django52; a=$$?; $(MAKE) --no-print-directory test-services; b=$$?; \
+	[ $$a -eq 0 ] && [ $$b -eq 0 ]
+
+test-browser: install
+	@echo "== the browser's tests and the wheel's host, in Chromium"
+	$(PY) -m pytest -m browser --basetemp=build/pytest-browser $(PYTEST_ARGS)
+
+test-services: install
+	@echo "== the tests that start services of their own: the scaled-out cluster, LiteLLM's proxy"
+	$(PY) -m pytest -m "services and not browser" --basetemp=build/pytest-services $(PYTEST_ARGS)
 
 test-postgresql: install
 	@if (command -v pg_isready >/dev/null && pg_isready -q -h 127.0.0.1 -p 5432) || [ "$$CI" = "true" ]; then \

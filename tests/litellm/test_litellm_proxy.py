@@ -26,7 +26,9 @@ from tests.host.test_restart import PASSWORD, logged_in, start, submit_and_wait
 from tests.litellm import chat_mock, venv
 from tests.servers import ROOT, free_port, stop
 
-pytestmark = [pytest.mark.services]
+# The proxy may take its own readiness bound (wait_for below) to start on a loaded machine; the
+# first test's budget includes that start, so the suite's default would cut it short.
+pytestmark = [pytest.mark.services, pytest.mark.timeout(300)]
 
 MASTER_KEY = "sk-litellm-test"  # the proxy's own key: what the relay sends as its provider key
 MODELS = ("mock-text", "mock-tool", "mock-die")
