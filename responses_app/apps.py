@@ -8,6 +8,6 @@ class ResponsesAppConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks, logcontext  # noqa: F401 - checks registers the system checks
-        from .consumers import guard  # noqa: F401 - its receivers close sockets on logout, password change
+        from .viewers import guard  # noqa: F401 - its receivers close sockets on logout, password change
 
         logcontext.install()  # every log record names the request being handled

@@ -19,11 +19,11 @@ from django.views.decorators.http import require_GET, require_POST
 
 from . import selectors, services, submission
 from .addresses import request_socket
-from .follow import asks
 from .models import ResponseRequest
 from .relay.hub import get_hub
 from .relay.worker import cancel_request
 from .submission import Refused
+from .viewers.follow import asks
 
 
 def _error(status: int, message: str, errors: dict[str, list[str]] | None = None) -> JsonResponse:

@@ -32,7 +32,7 @@ def nothing_runs(no_upstream: list[str], monkeypatch: pytest.MonkeyPatch) -> lis
     async def start(request_id: str) -> None:
         no_upstream.append(request_id)
 
-    for module in ("responses_app.consumers.request", "responses_app.frontends_views"):
+    for module in ("responses_app.viewers.request", "responses_app.frontends_views"):
         monkeypatch.setattr(f"{module}.cancel_request", cancel)
         monkeypatch.setattr(f"{module}.start_request", start)
     return no_upstream

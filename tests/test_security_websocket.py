@@ -22,9 +22,9 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from responses_app.consumers.cursor import RESYNC, Cursor
-from responses_app.consumers.request import RequestConsumer
 from responses_app.limits import FrameBudget
+from responses_app.viewers.cursor import RESYNC, Cursor
+from responses_app.viewers.request import RequestConsumer
 from tests.servers import stop
 from tests.test_security_production import free_port, serve
 

@@ -1,4 +1,4 @@
-"""The sockets' session rule without a socket (consumers/guard.py): a session is its user's while
+"""The sockets' session rule without a socket (viewers/guard.py): a session is its user's while
 Django's own rule holds against the user as stored now (the password's hash, a fallback secret's,
 an active user, a configured backend); which saves of a user tell that user's sockets to look again."""
 
@@ -12,7 +12,7 @@ from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model
 from django.contrib.sessions.backends.db import SessionStore
 
-from responses_app.consumers.guard import session_time_left, user_group
+from responses_app.viewers.guard import session_time_left, user_group
 
 pytestmark = pytest.mark.django_db
 MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"

@@ -15,8 +15,9 @@ from pathlib import Path
 
 # (stage, frame patterns): a sample belongs to the first stage with a pattern in one of its frames.
 RULES: list[tuple[str, tuple[str, ...]]] = [
-    ("checkpoints and database (other threads)", ("concurrent/futures/thread.py", "psycopg", "relay/writer.py",
-                                                  "relay/checkpoints.py", "services.py", "django/db")),
+    ("checkpoints and database (other threads)", ("concurrent/futures/thread.py", "psycopg",
+                                                  "relay/checkpoint_writer.py", "relay/checkpoints.py", "services.py",
+                                                  "django/db")),
     ("websocket send (consumer, ASGI server, socket write)", (
         "RequestConsumer._write", "RequestConsumer.offer", "doWrite", "ws_protocol.py", "autobahn",
         "websockets_impl.py", "websockets_sansio_impl.py", "wsproto_impl.py", "hypercorn", "websockets/",

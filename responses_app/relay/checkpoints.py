@@ -16,7 +16,7 @@ from typing import Any
 from ..streaming.checkpoints import CheckpointBuilder, CheckpointRow
 from ..streaming.policies import CheckpointPolicy
 from ..streaming.transcript import Transcript
-from .writer import CheckpointNotWritten, CheckpointWriter
+from .checkpoint_writer import CheckpointNotWritten, CheckpointWriter
 
 logger = logging.getLogger(__name__)
 

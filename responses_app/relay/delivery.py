@@ -20,11 +20,11 @@ from ..conf import app_settings
 from ..streaming.policies import CheckpointPolicy
 from ..streaming.transcript import HANDED_OVER, Ops, Step, Transcript
 from . import eventlog
+from .checkpoint_writer import CheckpointNotWritten
 from .checkpoints import Checkpointer
 from .hub import Hub
 from .patches import PatchStream
 from .safety import SafetyChecks
-from .writer import CheckpointNotWritten
 
 LOG_BACKLOG_BYTES = 256 * 1024  # raw events waiting for the database before the runner waits too
 

@@ -23,12 +23,12 @@ from ..conf import app_settings
 from ..streaming.wire import decode
 from ..upstream import Upstream
 from ..upstream_ws import make_upstream, matches_settings
+from .checkpoint_writer import CheckpointWriter
 from .dbthreads import db, db_writer
 from .deadlines import Deadlines
 from .fanout import Fanout
 from .keepers import LeaseKeeper, Pacer
 from .protocols import Runner, Viewer
-from .writer import CheckpointWriter
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Where runners run: the runner consumer (consumers/runner.py), kept alive by a supervisor.
+"""Where runners run: the runner consumer (relay/runner_channel.py), kept alive by a supervisor.
 
 Submitting a request sends `relay.start` to the `relay-runner` channel. By default a Channels
 `Worker` listens on that channel inside the web process itself (started on first use), so
@@ -45,9 +45,9 @@ from django.dispatch import receiver
 
 from .. import logcontext, selectors
 from ..conf import app_settings
-from ..consumers.runner import runner_application
 from .hub import RUNNER_CHANNEL, Hub, get_hub
-from .runner import StreamRunner
+from .runner_channel import runner_application
+from .stream_runner import StreamRunner
 
 logger = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from .dialects import response_id as dialect_response_id
 from .emitter import Emitter
 from .errors import ApiError, bad_request, http_fault, not_found
 from .faults import Faults, parse_faults, validate_metadata
+from .generation import Clock, generate
 from .objects import base_response
-from .runner import Clock, generate
 from .scenarios import FOLLOWUP, SCENARIOS, Context, ToolResult
 from .store import SimResponse, Store
 

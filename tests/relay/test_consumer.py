@@ -180,7 +180,7 @@ async def test_checkpoints_are_coarse_not_per_delta(owner: Any) -> None:
 async def test_a_failing_writer_closes_its_socket_so_the_tab_reconnects(owner: Any, monkeypatch: Any) -> None:
     """A viewer's writer that fails (here: the resync a `snapshot` message asks for) must not leave
     the socket open and silent: it is closed with 1011, and the tab's reconnect resyncs it."""
-    from responses_app.consumers.writer import Writer
+    from responses_app.viewers.sender import Writer
 
     request = await make_request(owner, "sim-text")
     communicator = await connect(owner, request.pk)
@@ -202,7 +202,7 @@ async def test_a_quiet_socket_gets_a_ping_carrying_its_revision_after_ping_secon
         owner: Any, monkeypatch: Any) -> None:
     """The writer's one idle timer: nothing sent for PING_SECONDS (a stream stalled mid-answer),
     a ping with the revision the client holds; none while frames flow."""
-    from responses_app.consumers import writer
+    from responses_app.viewers import sender as writer
 
     monkeypatch.setattr(writer, "PING_SECONDS", 0.4)
     request = await make_request(owner, "sim-text", {"sim.stall_at": "8", "sim.stall_ms": "1500"})
@@ -228,7 +228,7 @@ def test_frames_go_past_the_session_wrapper_only_where_it_does_nothing() -> None
     frames skip it (it read the lazy session twice per frame); a wrapper that would act is kept."""
     from channels.sessions import InstanceSessionWrapper
 
-    from responses_app.consumers.writer import frame_send
+    from responses_app.viewers.sender import frame_send
 
     async def inner(message: dict[str, Any]) -> None:
         pass

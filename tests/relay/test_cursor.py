@@ -1,4 +1,4 @@
-"""The per-viewer cursor (consumers/cursor.py) without a socket: what a viewer's client holds, what
+"""The per-viewer cursor (viewers/cursor.py) without a socket: what a viewer's client holds, what
 is queued for it, when it resyncs instead, and that a slow viewer never slows the runner (its
 bounded outbox turns a backlog into one snapshot). Time is a fake clock; timers are recorded."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from responses_app.consumers.cursor import IDLE, OUTBOX_SIZE, RESYNC, RESYNC_MIN_S, Cursor
 from responses_app.metrics import ARRIVED
+from responses_app.viewers.cursor import IDLE, OUTBOX_SIZE, RESYNC, RESYNC_MIN_S, Cursor
 
 
 class Clock:

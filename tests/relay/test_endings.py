@@ -15,7 +15,7 @@ from asgiref.sync import sync_to_async
 from responses_app import selectors, submission
 from responses_app.models import Conversation, ResponseRequest, Segment
 from responses_app.relay.hub import get_hub
-from responses_app.relay.runner import StreamRunner
+from responses_app.relay.stream_runner import StreamRunner
 from responses_app.upstream import Upstream
 from tests.conftest import REAL_STREAMS, require_real_streams
 from tests.relay.helpers import make_request, reload
@@ -220,7 +220,7 @@ async def test_the_full_context_is_the_conversations_turns_as_input_items(owner:
 
 
 async def test_a_request_whose_writes_fail_for_good_ends_error_not_streaming(owner: Any, monkeypatch: Any) -> None:
-    from responses_app.relay.writer import CheckpointNotWritten
+    from responses_app.relay.checkpoint_writer import CheckpointNotWritten
 
     hub = get_hub()
     real_submit = hub.writer.submit

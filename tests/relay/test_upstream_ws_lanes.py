@@ -15,7 +15,7 @@ import pytest
 
 from responses_app import upstream_lane, upstream_ws
 from responses_app.relay.hub import get_hub
-from responses_app.relay.runner import StreamRunner
+from responses_app.relay.stream_runner import StreamRunner
 from responses_app.upstream_ws import WebSocketUpstream
 from tests.relay.helpers import make_request, reload
 from tests.relay.test_upstream_websocket import hub_over_websocket, hub_upstream  # noqa: F401

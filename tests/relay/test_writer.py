@@ -17,8 +17,8 @@ from django.utils import timezone
 
 from responses_app import services, storage
 from responses_app.models import Checkpoint, EventRecord, ResponseRequest
+from responses_app.relay.checkpoint_writer import CheckpointNotWritten, CheckpointWriter
 from responses_app.relay.dbthreads import db_writer
-from responses_app.relay.writer import CheckpointNotWritten, CheckpointWriter
 from responses_app.streaming.checkpoints import CheckpointRow
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -2,13 +2,13 @@
 link's viewers): one browser tab watching one logical request.
 
 On connect: who may watch it (`selectors.request_for_viewer`: else closed 4403), then the hardening both
-sockets share (consumers/guard.py: sockets per user, the session, the frame budget, bad frames),
+sockets share (viewers/guard.py: sockets per user, the session, the frame budget, bad frames),
 then the latest view as a `snapshot`, live patches, and `terminal`. Messages are JSON objects
 with `type` and `revision`, except patches: arrays in the wire format of streaming/wire.py, which
 carry their base too. The client names the protocol it reads (`?v=2`); a socket that names none
 or another one (a tab loaded before this protocol, or after the next) gets snapshots only, at
 most one a second, each saying which protocol this server speaks, so no tab misreads a patch.
-What is sent when is the socket's cursor (consumers/cursor.py) and writer (consumers/writer.py).
+What is sent when is the socket's cursor (viewers/cursor.py) and writer (viewers/sender.py).
 
 From the client: `snapshot` (a resync: at most one pending per socket), `cancel` (the explicit
 Stop: needs `selectors.can_cancel`, else answered `{"type": "error"}`; honoured and written once
@@ -33,7 +33,7 @@ from ..relay.worker import cancel_request, start_request
 from ..streaming.wire import PROTOCOL
 from .cursor import Cursor
 from .guard import CLOSE_FORBIDDEN, GuardedConsumer
-from .writer import Writer
+from .sender import Writer
 
 CANCEL_MEMORY_SECONDS = 24 * 3600
 CANCEL_REFUSED = "stopping another person's answer needs the change_responserequest permission"

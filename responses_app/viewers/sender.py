@@ -26,12 +26,12 @@ import orjson
 from channels.sessions import InstanceSessionWrapper
 
 from .. import metrics, selectors
-from ..follow import current_view
 from ..models import ResponseRequest
 from ..relay.dbthreads import ws_call
 from ..relay.hub import get_hub
 from ..streaming.wire import PROTOCOL
 from .cursor import IDLE, RESYNC, Cursor
+from .follow import current_view
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 The hub offers every message of the request to the cursor (`offer`: it never waits). The cursor
 queues what continues the client's revision in a bounded outbox, and the socket's writer sends the
-outbox in order (consumers/writer.py). When the client is behind, the cursor puts one RESYNC
+outbox in order (viewers/sender.py). When the client is behind, the cursor puts one RESYNC
 marker in the outbox instead of what the client could not apply, and the writer sends a snapshot
 there. The rules, all in `offer`:
 
@@ -35,7 +35,7 @@ from ..metrics import ARRIVED
 OUTBOX_SIZE = 64  # messages; a viewer further behind than this drops patches and resyncs
 RESYNC_MIN_S = 1.0  # at most one snapshot per viewer per second (about a checkpoint interval)
 RESYNC = "resync"  # outbox marker: send a fresh snapshot instead of the patches dropped before it
-IDLE = "idle"  # outbox marker: nothing was sent for a while (consumers/writer.py sends a ping)
+IDLE = "idle"  # outbox marker: nothing was sent for a while (viewers/sender.py sends a ping)
 
 Clock = Callable[[], float]
 Later = Callable[[float, Callable[[], None]], object]

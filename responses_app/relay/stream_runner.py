@@ -40,6 +40,7 @@ from ..streaming.safety import SafetyGate
 from ..streaming.transcript import Step, Transcript
 from ..upstream import EventFrames, Upstream, UpstreamHTTPError, stream_reader
 from .bodies import build_body, continuation_body, full_context_body, stateless_continuation_body, stores
+from .checkpoint_writer import CheckpointNotWritten
 from .dbthreads import db
 from .delivery import Delivery
 from .endings import Kind
@@ -51,7 +52,6 @@ from .precheck import precheck
 from .safety import SafetyChecks
 from .steps import MAX_HTTP_RETRIES, Action, Next, Situation, next_step
 from .toolround import ToolRound
-from .writer import CheckpointNotWritten
 
 logger = logging.getLogger(__name__)
 

@@ -23,11 +23,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from . import selectors, services
-from .models import ResponseRequest
-from .relay.dbthreads import ws_call
-from .relay.hub import get_hub
-from .streaming.view import apply_patch
+from .. import selectors, services
+from ..models import ResponseRequest
+from ..relay.dbthreads import ws_call
+from ..relay.hub import get_hub
+from ..streaming.view import apply_patch
 
 QUEUE_SIZE = 256  # messages; a follower further behind than this resyncs
 PING_S = 20.0
