@@ -84,7 +84,7 @@ class Sender:
         cursor.watch_silence()
         try:
             while True:
-                # `take` inlined for a queued patch, the hot path: the markers go through it.
+                # `take` inlined for a queued text, the hot path (see bench/README.md, "Viewer path").
                 text = outbox.get_nowait() if not outbox.empty() else None
                 if text is None or text is IDLE or text is RESYNC:
                     text = await take(text)
