@@ -32,6 +32,8 @@ BENCHMARKS = (
               "[--streams 200] [--rounds 1]"),
     Benchmark("writer", "bench.writer", "a checkpoint round's CPU on PostgreSQL, COPY beside INSERT", "[--rounds 60]"),
     Benchmark("metrics", "bench.metrics", "what the live metrics add to the per-event work", ""),
+    Benchmark("viewer", "bench.viewer_path", "one viewer's CPU per patch: the cursor's offer and the sender's loop",
+              "[--rounds 7]"),
     Benchmark("safety", "bench.safety", "the latency and CPU each safety mode adds", "[--quick] [--pace 50]"),
     Benchmark("markdown", "bench.markdown", "seconds per render of hostile Markdown as it grows, both renderers",
               "[--sizes N,...] [--baseline REF]"),

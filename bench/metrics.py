@@ -3,7 +3,7 @@
 The same generated stream (bench/core.py's, one event per chunk as paced upstreams deliver them)
 goes through the relay shell's per-event work: the core (Transcript.feed), the patch stream
 (responses_app/relay/patches.py) flushed every K events as the 50 ms interval would, two viewers
-per patch (the offer and send of consumers/cursor.py and writer.py) and a checkpoint every 64
+per patch (the offer and send of viewers/cursor.py and sender.py) and a checkpoint every 64
 events. *before*: patches.py as it was before the metrics (read from git `main`), no stamps, no
 observations. *after*: today's patches.py, the consumer's lag probe, `relay_patch_lag_seconds`
 observed per patch and viewer, the event counters' deltas at each checkpoint. Both in-process
@@ -58,7 +58,7 @@ def _old_patches() -> Any:
 
 
 class Viewer:
-    """The offer and send (consumers/cursor.py, writer.py), with or without the lag probe."""
+    """The offer and send (viewers/cursor.py, sender.py), with or without the lag probe."""
 
     __slots__ = ("outbox", "probe", "probe_at", "sent", "metrics")
 

@@ -51,7 +51,7 @@ async def _answer(cfg: dict[str, Any]) -> dict[str, Any]:
     from responses_app import selectors, storage
     from responses_app.models import Checkpoint, EventRecord, ResponseRequest
     from responses_app.relay.hub import get_hub
-    from responses_app.relay.runner import StreamRunner
+    from responses_app.relay.stream_runner import StreamRunner
 
     metadata = {"sim.tokens": str(cfg["tokens"]), "sim.tokens_per_s": str(cfg["tokens_per_s"])}
     [request_id] = await sync_to_async(make_requests)(1, metadata, False)
@@ -212,7 +212,7 @@ async def _memory(cfg: dict[str, Any]) -> dict[str, Any]:
     from asgiref.sync import sync_to_async
 
     from responses_app.relay.hub import get_hub
-    from responses_app.relay.runner import StreamRunner
+    from responses_app.relay.stream_runner import StreamRunner
 
     hub = get_hub()
     tokens, n, pace = cfg["tokens"], cfg["streams"], cfg["tokens_per_s"]

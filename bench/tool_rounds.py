@@ -2,7 +2,7 @@
 
 Each conversation is 10 responses chained by `previous_response_id`: a function call first, then 9
 rounds that send a `function_call_output` and read the answer, as the relay's tool rounds do. The
-relay's own clients read them (`upstream.Upstream` on httpx-aiohttp for SSE, `upstream_ws.
+relay's own clients read them (`upstream.http.Upstream` on httpx-aiohttp for SSE, `upstream.websocket.
 WebSocketUpstream` for WebSocket mode) into a `Transcript`; the simulator runs in its own process,
 flat out (`sim.tokens_per_s` 0), so what differs is the per-round cost of the transport. Each
 conversation starts with new clients (a cold connection); the transports alternate, one

@@ -23,7 +23,7 @@ refuse_errors(deploy=settings.PRODUCTION)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
-from responses_app.consumers.runner import runner_application  # noqa: E402
+from responses_app.relay.runner_channel import runner_application  # noqa: E402
 from responses_app.routing import (  # noqa: E402
     ExactOriginValidator,
     NotFoundConsumer,

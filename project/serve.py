@@ -55,7 +55,7 @@ def tune_gc() -> None:
 
 def ws_max_bytes(max_frame_chars: int) -> int:
     """The server's own limit on a client's websocket message, in bytes: the app's limit in
-    characters (consumers/guard.py, MAX_FRAME_CHARS) at UTF-8's four bytes each, so every frame
+    characters (viewers/guard.py, MAX_FRAME_CHARS) at UTF-8's four bytes each, so every frame
     the app would read passes and a bigger one is refused (1009) from its header, its payload
     never read (uvicorn's much larger default would read it whole before the app's check applied)."""
     return 4 * max_frame_chars
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
 
         app = application
         tune_gc()
-    from responses_app.consumers.guard import MAX_FRAME_CHARS
+    from responses_app.viewers.guard import MAX_FRAME_CHARS
     logging.getLogger("uvicorn.error").addFilter(ClientFrameFilter())  # kept when uvicorn configures logging
     options: dict[str, object] = dict(
         host=args.host,

@@ -30,11 +30,11 @@ from typing import Any
 from asgiref.sync import sync_to_async
 
 from . import selectors
-from .follow import Follow, Update
 from .models import Conversation, ResponseRequest
 from .submission import Refused, Submitted, start, stop, stop_blocking
 from .submission import submit as _submit
 from .tools import tool
+from .viewers.follow import Follow, Update
 
 __all__ = ["Refused", "Update", "acancel", "asubmit", "aview", "await_request", "cancel", "submit", "subscribe",
            "tool", "view", "wait"]

@@ -23,8 +23,8 @@ def connect_receivers() -> None:
     from django.db.models.signals import post_save
 
     from .conf import reload_on_setting_changed
-    from .consumers.guard import close_sockets_on_logout, recheck_sockets_on_user_save
     from .relay.worker import start_with_the_first_request
+    from .viewers.guard import close_sockets_on_logout, recheck_sockets_on_user_save
 
     setting_changed.connect(reload_on_setting_changed, dispatch_uid="responses_app-settings-reload")
     # A runner starts with the first request an ASGI server handles.

@@ -1,4 +1,4 @@
-"""What every open tab of a conversation hears (consumers/conversation.py relays it to them):
+"""What every open tab of a conversation hears (viewers/conversation.py relays it to them):
 which turns it has, a turn added anywhere (another tab, the API, Regenerate, Edit), a rename and
 the deletion. Messages, server to client:
 

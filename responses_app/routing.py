@@ -24,8 +24,8 @@ from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 from django.urls import path
 
-from .consumers.conversation import ConversationConsumer
-from .consumers.request import RequestConsumer
+from .viewers.conversation import ConversationConsumer
+from .viewers.request import RequestConsumer
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 

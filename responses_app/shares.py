@@ -2,7 +2,7 @@
 selectors.share_open, for the shared pages and their sockets alike.
 
 Every socket opened through a link (a turn's, the conversation's) joins the link's group
-(consumers/guard.py), so a revocation closes them at once in any process, as a logout closes a
+(viewers/guard.py), so a revocation closes them at once in any process, as a logout closes a
 session's sockets: the viewer's page says it may no longer watch, and the link answers 404 from
 then on.
 """

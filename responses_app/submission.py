@@ -273,7 +273,7 @@ async def approve(*, user: Any, request: ResponseRequest, answers: Mapping[str, 
     """Store a person's answers to the request's MCP approval requests; the ids stored now (an id
     answered before is not stored again). Refused: 403 not the owner, 404 it does not ask one of these
     (as the tabs see it: the live view, not only the committed), 409 the request has ended."""
-    from .follow import asks
+    from .viewers.follow import asks
 
     if not selectors.is_owner(user, request):
         raise Refused(403, "forbidden", "only the owner can answer an approval request")

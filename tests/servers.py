@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -9,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -98,3 +100,27 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+@contextmanager
+def served(tmp: Path, setup: str, **settings: str) -> Iterator[dict[str, Any]]:
+    """The demo's server (project.serve) with the embedded simulator, on a SQLite file of its own,
+    after `setup` (a `manage.py shell` script that prints "SETUP <json>") made its users."""
+    from tests.test_security_production import serve
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "DJANGO_ENV": "development", "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}",
+           "SIMULATOR_ENABLED": "true", "SIMULATOR_BASE_URL": f"{url}/simulator/v1", "OPENAI_BASE_URL": "",
+           "OPENAI_API_KEY": "", "REDIS_URL": "", **settings, "PYTHONUNBUFFERED": "1"}
+    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env, check=True,
+                   capture_output=True, timeout=120)
+    shell = subprocess.run([sys.executable, "manage.py", "shell", "-c", setup], cwd=ROOT,
+                           env=env, check=True, capture_output=True, text=True, timeout=120)
+    users = json.loads(next(line for line in shell.stdout.splitlines() if line.startswith("SETUP "))[6:])
+    proc, _ = serve(env, tmp / "server.log", port=port)
+    try:
+        yield {"url": url, "port": port, "users": users, "log": tmp / "server.log", "db": tmp / "db.sqlite3",
+               "env": env}
+    finally:
+        stop(proc)  # type: ignore[arg-type]

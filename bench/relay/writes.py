@@ -25,7 +25,7 @@ async def writes(cfg: dict[str, Any]) -> dict[str, Any]:
     from django.db.backends.signals import connection_created
 
     from responses_app.relay.hub import get_hub
-    from responses_app.relay.runner import StreamRunner
+    from responses_app.relay.stream_runner import StreamRunner
 
     counts: dict[str, int] = {}
     total = {"writes": 0, "all": 0}

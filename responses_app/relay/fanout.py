@@ -10,7 +10,7 @@ processes grew to seconds with every process mostly idle (bench/README.md, scale
   request per REMOTE_FLUSH_S (a patch, a heartbeat, a terminal: in order), from one sending task;
 - the inbox reader survives the layer going away (Redis restarting): it backs off, reconnects and
   joins its groups again (a restarted Redis has forgotten them). Meanwhile viewers converge by
-  heartbeats and resyncs (see consumers/cursor.py), and nothing here ever blocks a runner.
+  heartbeats and resyncs (see viewers/cursor.py), and nothing here ever blocks a runner.
 """
 
 from __future__ import annotations

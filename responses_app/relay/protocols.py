@@ -13,7 +13,7 @@ from .flag import Flag
 
 
 class Runner(Protocol):
-    """What the hub and its keepers need of a stream runner (relay/runner.py)."""
+    """What the hub and its keepers need of a stream runner (relay/stream_runner.py)."""
 
     uuid: UUID
     token: UUID

@@ -1,4 +1,4 @@
-"""Where runners run: the runner consumer (consumers/runner.py), kept alive by a supervisor.
+"""Where runners run: the runner consumer (relay/runner_channel.py), kept alive by a supervisor.
 
 Submitting a request sends `relay.start` to the `relay-runner` channel. By default a Channels
 `Worker` listens on that channel inside the web process itself (started on first use), so
@@ -43,11 +43,11 @@ from django.db import connection
 
 from .. import selectors
 from ..conf import app_settings
-from ..consumers.runner import runner_application
 from ..ops import logcontext
 from .backoff import Backoff
 from .hub import RUNNER_CHANNEL, Hub, get_hub
-from .runner import StreamRunner
+from .runner_channel import runner_application
+from .stream_runner import StreamRunner
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ processes apply frames with the one reducer; follower.js/wire.js read the same f
 
 PROTOCOL is named by the client (`?v=2` on the socket's URL) and echoed in every snapshot: a tab
 that names another version gets snapshots only, and a tab whose own version differs from a
-snapshot's reloads (see consumers/cursor.py and follower.js). Pure: no Django, no I/O.
+snapshot's reloads (see viewers/cursor.py and follower.js). Pure: no Django, no I/O.
 """
 
 from __future__ import annotations

@@ -40,7 +40,6 @@ from django.views.decorators.csrf import csrf_exempt
 
 from .. import selectors, services, submission
 from ..conf import app_settings
-from ..follow import Follow, approvals_asked, current_view
 from ..frontends import aisdk
 from ..frontends.told import CursorError, Told
 from ..idempotency import client_key
@@ -48,6 +47,7 @@ from ..models import Conversation, ResponseRequest
 from ..relay.hub import get_hub
 from ..relay.worker import start_request
 from ..submission import Refused
+from ..viewers.follow import Follow, approvals_asked, current_view
 from .pages import DEFAULT_MODEL
 
 logger = logging.getLogger(__name__)

@@ -13,10 +13,10 @@ from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 
 from responses_app import selectors
-from responses_app.follow import approvals_asked
 from responses_app.models import Checkpoint, McpApproval, Segment
 from responses_app.relay.hub import get_hub
-from responses_app.relay.runner import StreamRunner
+from responses_app.relay.stream_runner import StreamRunner
+from responses_app.viewers.follow import approvals_asked
 from tests.relay.helpers import make_request, reload
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("relay_settings")]

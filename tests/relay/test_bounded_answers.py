@@ -14,7 +14,7 @@ import pytest
 
 from responses_app.checks import settings_check
 from responses_app.relay.hub import get_hub
-from responses_app.relay.runner import StreamRunner
+from responses_app.relay.stream_runner import StreamRunner
 from responses_app.streaming.transcript import Transcript
 from responses_app.upstream.http import Upstream
 from tests.relay.helpers import make_request, reload

@@ -15,7 +15,7 @@ from asgiref.sync import sync_to_async
 from responses_app import submission
 from responses_app.models import ResponseRequest
 from responses_app.relay.hub import get_hub
-from responses_app.relay.runner import StreamRunner
+from responses_app.relay.stream_runner import StreamRunner
 from tests.relay.test_runner_faults import SIM_AUTH
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("relay_settings")]
@@ -47,7 +47,7 @@ async def test_a_regenerated_answer_is_chained_upstream_to_the_answer_before_its
 
 
 async def test_a_forgotten_chain_is_sent_as_the_branch_s_turns(owner: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from responses_app.relay import runner as runner_module
+    from responses_app.relay import stream_runner as runner_module
 
     sent: list[dict[str, Any]] = []
     real = runner_module.full_context_body

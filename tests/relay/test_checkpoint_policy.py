@@ -11,7 +11,7 @@ from responses_app import selectors
 from responses_app.models import Checkpoint, EventRecord
 from responses_app.relay import eventlog
 from responses_app.relay.hub import get_hub
-from responses_app.relay.runner import StreamRunner
+from responses_app.relay.stream_runner import StreamRunner
 from responses_app.streaming.replay import replay_bytes
 from tests.relay.helpers import make_request, reload
 

@@ -177,10 +177,10 @@ async def test_checkpoints_are_coarse_not_per_delta(owner: Any) -> None:
     await communicator.disconnect()
 
 
-async def test_a_failing_writer_closes_its_socket_so_the_tab_reconnects(owner: Any, monkeypatch: Any) -> None:
-    """A viewer's writer that fails (here: the resync a `snapshot` message asks for) must not leave
+async def test_a_failing_sender_closes_its_socket_so_the_tab_reconnects(owner: Any, monkeypatch: Any) -> None:
+    """A viewer's sender that fails (here: the resync a `snapshot` message asks for) must not leave
     the socket open and silent: it is closed with 1011, and the tab's reconnect resyncs it."""
-    from responses_app.consumers.writer import Writer
+    from responses_app.viewers.sender import Sender
 
     request = await make_request(owner, "sim-text")
     communicator = await connect(owner, request.pk)
@@ -191,20 +191,20 @@ async def test_a_failing_writer_closes_its_socket_so_the_tab_reconnects(owner: A
     async def broken(self: Any) -> None:
         raise RuntimeError("the database went away")
 
-    monkeypatch.setattr(Writer, "snapshot", broken)
+    monkeypatch.setattr(Sender, "snapshot", broken)
     await communicator.send_to(text_data='{"type":"snapshot"}')
     closed = await communicator.receive_output(timeout=10)
     assert closed == {"type": "websocket.close", "code": 1011}
     await communicator.disconnect()
 
 
-async def test_a_quiet_socket_gets_a_ping_carrying_its_revision_after_ping_seconds_of_silence(
+async def test_a_quiet_socket_gets_a_ping_carrying_its_revision_after_silence(
         owner: Any, monkeypatch: Any) -> None:
-    """The writer's one idle timer: nothing sent for PING_SECONDS (a stream stalled mid-answer),
+    """The cursor's one silence timer: nothing sent for SILENCE_S (a stream stalled mid-answer),
     a ping with the revision the client holds; none while frames flow."""
-    from responses_app.consumers import writer
+    from responses_app.viewers import cursor
 
-    monkeypatch.setattr(writer, "PING_SECONDS", 0.4)
+    monkeypatch.setattr(cursor, "SILENCE_S", 0.4)
     request = await make_request(owner, "sim-text", {"sim.stall_at": "8", "sim.stall_ms": "1500"})
     communicator = await connect(owner, request.pk)
     assert (await communicator.connect())[0]
@@ -219,16 +219,16 @@ async def test_a_quiet_socket_gets_a_ping_carrying_its_revision_after_ping_secon
             assert watcher.view is not None and ping["revision"] == watcher.view["revision"]
         last = now
     assert ping is not None, "a stall of 1.5 s: at least one ping"
-    assert silence >= 0.35, "a ping only after PING_SECONDS of silence"
+    assert silence >= 0.35, "a ping only after SILENCE_S of silence"
     await communicator.disconnect()
 
 
 def test_frames_go_past_the_session_wrapper_only_where_it_does_nothing() -> None:
-    """Channels' InstanceSessionWrapper saves the session on `http.response.start` only: the writer's
+    """Channels' InstanceSessionWrapper saves the session on `http.response.start` only: the sender's
     frames skip it (it read the lazy session twice per frame); a wrapper that would act is kept."""
     from channels.sessions import InstanceSessionWrapper
 
-    from responses_app.consumers.writer import frame_send
+    from responses_app.viewers.sender import frame_send
 
     async def inner(message: dict[str, Any]) -> None:
         pass

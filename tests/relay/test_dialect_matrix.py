@@ -15,7 +15,7 @@ from asgiref.sync import sync_to_async
 from responses_app import services
 from responses_app.models import ResponseRequest
 from responses_app.relay.hub import get_hub
-from responses_app.relay.runner import StreamRunner
+from responses_app.relay.stream_runner import StreamRunner
 from responses_app.simulator.dialects import NAMES, NO_UPDATE
 from responses_app.tools import tool_definitions
 from responses_app.upstream.http import Upstream

@@ -15,7 +15,7 @@ from asgiref.sync import sync_to_async
 from responses_app import selectors, submission
 from responses_app.models import Conversation, ResponseRequest, Segment
 from responses_app.relay.hub import get_hub
-from responses_app.relay.runner import StreamRunner
+from responses_app.relay.stream_runner import StreamRunner
 from responses_app.upstream.http import Upstream
 from tests.conftest import REAL_STREAMS, require_real_streams
 from tests.relay.helpers import make_request, reload

@@ -16,7 +16,7 @@ from django.utils import timezone
 from responses_app import selectors
 from responses_app.models import Segment
 from responses_app.relay.hub import Hub, get_hub
-from responses_app.relay.runner import StreamRunner
+from responses_app.relay.stream_runner import StreamRunner
 from tests.relay.helpers import Watcher, connect, make_request, reload
 from tests.relay.test_runner_faults import SIM_AUTH
 from tests.relay.test_takeover import wait_for_status

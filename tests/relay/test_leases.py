@@ -12,7 +12,7 @@ from asgiref.sync import sync_to_async
 from responses_app.models import ResponseRequest
 from responses_app.relay import keepers
 from responses_app.relay.hub import get_hub
-from responses_app.relay.runner import StreamRunner
+from responses_app.relay.stream_runner import StreamRunner
 from tests.relay.helpers import make_request, reload
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("relay_settings")]

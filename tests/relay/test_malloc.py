@@ -9,7 +9,7 @@ import pytest
 
 from responses_app.relay import keepers, malloc
 from responses_app.relay.hub import get_hub
-from responses_app.relay.runner import StreamRunner
+from responses_app.relay.stream_runner import StreamRunner
 from tests.relay.helpers import make_request
 
 needs_glibc = pytest.mark.skipif(not malloc.AVAILABLE, reason="no malloc_trim (not glibc)")

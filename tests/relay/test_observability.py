@@ -16,7 +16,7 @@ from opentelemetry.trace import StatusCode
 from responses_app.conf import app_settings
 from responses_app.ops import logcontext, tracing
 from responses_app.relay.hub import get_hub
-from responses_app.relay.runner import StreamRunner
+from responses_app.relay.stream_runner import StreamRunner
 from responses_app.upstream.http import Upstream
 from tests.relay.helpers import make_request, reload
 from tests.relay.test_runner_faults import fixture_events, mock_upstream, run_runner, run_to_end

@@ -16,7 +16,7 @@ from django.urls import reverse
 from responses_app import services
 from responses_app.models import ResponseRequest, SafetyVerdict, Segment
 from responses_app.relay.hub import get_hub
-from responses_app.relay.runner import StreamRunner
+from responses_app.relay.stream_runner import StreamRunner
 from responses_app.safety.checkers import reset_checker
 from tests.relay.helpers import Watcher, connect, make_request, reload
 from tests.upstreams import Reply, scripted_upstream

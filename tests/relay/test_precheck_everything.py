@@ -19,7 +19,7 @@ from responses_app import api, selectors, services
 from responses_app.models import Conversation, ResponseRequest
 from responses_app.relay.hub import get_hub
 from responses_app.relay.precheck import input_text, unreadable_files
-from responses_app.relay.runner import StreamRunner
+from responses_app.relay.stream_runner import StreamRunner
 from responses_app.safety.checkers import reset_checker
 from tests.relay.helpers import FAST, make_request, reload
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from responses_app.relay.hub import get_hub
-from responses_app.relay.runner import StreamRunner
+from responses_app.relay.stream_runner import StreamRunner
 from responses_app.streaming.replay import replay_bytes
 from responses_app.upstream.http import Upstream
 from tests.conftest import REAL_STREAMS, real_stream_files, require_real_streams

@@ -13,7 +13,7 @@ from asgiref.sync import sync_to_async
 from responses_app import selectors, services
 from responses_app.models import EventRecord, ResponseRequest, Segment
 from responses_app.relay.hub import get_hub
-from responses_app.relay.runner import StreamRunner
+from responses_app.relay.stream_runner import StreamRunner
 from responses_app.simulator.auth import DEV_API_KEY
 from responses_app.streaming.replay import replay_bytes
 from responses_app.upstream.http import Upstream

@@ -13,7 +13,7 @@ from django.test import Client
 
 from responses_app import selectors
 from responses_app.models import Checkpoint, ResponseRequest, SafetyVerdict, ToolCall
-from responses_app.relay import runner as runner_module
+from responses_app.relay import stream_runner as runner_module
 from responses_app.safety.checkers import RulesChecker, Verdict, reset_checker
 from responses_app.streaming.gate import NOTICE_ID
 from tests.relay.helpers import Watcher, connect, make_request, reload
@@ -328,7 +328,7 @@ async def test_a_runner_that_takes_over_does_not_judge_what_passed_again(
 
     from responses_app import selectors
     from responses_app.relay.hub import get_hub
-    from responses_app.relay.runner import StreamRunner
+    from responses_app.relay.stream_runner import StreamRunner
 
     safety.RELAY_SAFETY_MODE = "buffered"
     first_checker = use_checker(monkeypatch, Counting())

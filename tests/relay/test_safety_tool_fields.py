@@ -14,7 +14,7 @@ from django.test import Client
 
 from responses_app.models import Checkpoint, SafetyVerdict
 from responses_app.relay.hub import get_hub
-from responses_app.relay.runner import StreamRunner
+from responses_app.relay.stream_runner import StreamRunner
 from responses_app.safety.checkers import reset_checker
 from responses_app.streaming.gate import NOTICE_ID
 from responses_app.upstream.http import Upstream

@@ -21,7 +21,7 @@ from responses_app.models import Checkpoint, EventRecord
 from responses_app.relay.checkpoint_writer import CheckpointWriter
 from responses_app.relay.dbthreads import db_writer
 from responses_app.relay.hub import get_hub
-from responses_app.relay.runner import StreamRunner
+from responses_app.relay.stream_runner import StreamRunner
 from responses_app.streaming import checkpoints
 from responses_app.streaming.checkpoints import CheckpointBuilder
 from responses_app.streaming.transcript import Transcript

@@ -15,7 +15,7 @@ from responses_app import services
 from responses_app.models import ResponseRequest, Segment
 from responses_app.relay import worker
 from responses_app.relay.hub import get_hub
-from responses_app.relay.runner import StreamRunner
+from responses_app.relay.stream_runner import StreamRunner
 from tests.relay.helpers import Watcher, connect, make_request, reload
 from tests.relay.test_runner_faults import SIM_AUTH
 

@@ -15,7 +15,7 @@ from django.utils import timezone
 from responses_app import selectors, services
 from responses_app.models import ResponseRequest, Segment, ToolCall
 from responses_app.relay.hub import get_hub
-from responses_app.relay.runner import StreamRunner
+from responses_app.relay.stream_runner import StreamRunner
 from responses_app.tools import ToolError, offered, parse_arguments, run_tool, tool_definitions
 from tests.relay.helpers import Watcher, connect, reload
 

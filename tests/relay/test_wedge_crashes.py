@@ -21,7 +21,7 @@ from responses_app import limits, selectors, services
 from responses_app.models import ResponseRequest
 from responses_app.relay import worker
 from responses_app.relay.hub import get_hub
-from responses_app.relay.runner import StreamRunner
+from responses_app.relay.stream_runner import StreamRunner
 from tests.relay.helpers import Watcher, connect, make_request, reload
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("relay_settings")]

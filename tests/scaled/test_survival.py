@@ -112,7 +112,7 @@ async def test_kill_9_of_the_worker_running_a_stream(cluster: Cluster) -> None:
 async def test_redis_restarted_mid_stream(cluster: Cluster) -> None:
     assert cluster.redis is not None
     # A terminal published while a web process had not joined its groups again is lost; its viewer
-    # hears of the end after consumers/writer.PING_SECONDS (20 s) of silence, and a socket that stays
+    # hears of the end after viewers/cursor.SILENCE_S (20 s) of silence, and a socket that stays
     # silent is reconnected after viewers.SILENCE_S (50 s), as the browser does: the deadline
     # leaves room for both on a loaded machine.
     load = Load(ports=cluster.web_ports(), session=cluster.session, streams=6, viewers=2, tokens=400,

@@ -19,7 +19,7 @@ from django.utils import timezone
 from responses_app import api, services
 from responses_app.models import ResponseRequest, Segment
 from responses_app.relay.hub import get_hub
-from responses_app.relay.runner import StreamRunner
+from responses_app.relay.stream_runner import StreamRunner
 from responses_app.simulator.auth import DEV_API_KEY
 from responses_app.upstream.http import Upstream
 from responses_app.upstream.websocket import WebSocketUpstream

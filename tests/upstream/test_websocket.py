@@ -14,7 +14,7 @@ from asgiref.sync import sync_to_async
 from responses_app import selectors
 from responses_app.models import ResponseRequest
 from responses_app.relay.hub import get_hub
-from responses_app.relay.runner import StreamRunner
+from responses_app.relay.stream_runner import StreamRunner
 from responses_app.streaming.transcript import Transcript
 from responses_app.upstream.http import Upstream
 from responses_app.upstream.websocket import WebSocketUpstream

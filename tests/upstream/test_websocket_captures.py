@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from responses_app.relay.hub import get_hub
-from responses_app.relay.runner import StreamRunner
+from responses_app.relay.stream_runner import StreamRunner
 from responses_app.streaming.sse import SSEDecoder
 from responses_app.upstream.http import Upstream
 from responses_app.upstream.websocket import WebSocketUpstream

@@ -14,7 +14,7 @@ from django.test import Client
 from django.urls import reverse
 
 from responses_app.relay.hub import get_hub
-from responses_app.relay.runner import StreamRunner
+from responses_app.relay.stream_runner import StreamRunner
 from tests.relay.helpers import make_request, reload
 from tests.relay.test_endings import segments_of
 from tests.upstream.test_websocket import PACED, hub_over_websocket, relay  # noqa: F401

@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from responses_app.relay.hub import get_hub
-from responses_app.relay.runner import StreamRunner
+from responses_app.relay.stream_runner import StreamRunner
 from responses_app.upstream import lane, websocket
 from responses_app.upstream.websocket import WebSocketUpstream
 from tests.relay.helpers import make_request, reload

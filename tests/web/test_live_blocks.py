@@ -366,7 +366,7 @@ def test_hostile_markdown_through_the_real_server_never_stalls_it(tmp_path: Path
 
     import httpx
 
-    from tests.test_security_websocket import served
+    from tests.servers import served
 
     with served(tmp_path, SESSION) as server:
         url = server["url"] + URL

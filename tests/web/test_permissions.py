@@ -2,7 +2,7 @@
 another user's request (`selectors.can_view`, `can_cancel`): staff with no permission get nothing
 (404, sockets 4403); `view_responserequest` reads but does not stop (403 over HTTP, an error
 message over the socket); `change_responserequest` stops; a superuser does everything; and the
-chat page says what the viewer may do. The same through the real server: tests/test_sockets_hardened.py."""
+chat page says what the viewer may do. The same through the real server: tests/viewers/test_socket_hardening.py."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def nothing_runs(no_upstream: list[str], monkeypatch: pytest.MonkeyPatch) -> lis
         no_upstream.append(request_id)
 
     monkeypatch.setattr("responses_app.relay.worker.cancel_request", cancel)  # every Stop: submission.stop
-    for module in ("responses_app.consumers.request", "responses_app.web.frontend_streams"):
+    for module in ("responses_app.viewers.request", "responses_app.web.frontend_streams"):
         monkeypatch.setattr(f"{module}.start_request", start)
     return no_upstream
 

@@ -16,9 +16,9 @@ from typing import Any
 from channels.consumer import AsyncConsumer
 from channels.routing import ChannelNameRouter
 
-from ..relay.hub import RUNNER_CHANNEL, get_hub
-from ..relay.runner import StreamRunner
 from ..wsthreads import DirectDispatch
+from .hub import RUNNER_CHANNEL, get_hub
+from .stream_runner import StreamRunner
 
 
 class RunnerConsumer(DirectDispatch, AsyncConsumer):

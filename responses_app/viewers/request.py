@@ -2,13 +2,13 @@
 link's viewers): one browser tab watching one logical request.
 
 On connect: who may watch it (`selectors.request_for_viewer`: else closed 4403), then the hardening both
-sockets share (consumers/guard.py: sockets per user, the session, the frame budget, bad frames),
+sockets share (viewers/guard.py: sockets per user, the session, the frame budget, bad frames),
 then the latest view as a `snapshot`, live patches, and `terminal`. Messages are JSON objects
 with `type` and `revision`, except patches: arrays in the wire format of streaming/wire.py, which
 carry their base too. The client names the protocol it reads (`?v=2`); a socket that names none
 or another one (a tab loaded before this protocol, or after the next) gets snapshots only, at
 most one a second, each saying which protocol this server speaks, so no tab misreads a patch.
-What is sent when is the socket's cursor (consumers/cursor.py) and writer (consumers/writer.py).
+What is sent when is the socket's cursor (viewers/cursor.py) and sender (viewers/sender.py).
 
 From the client: `snapshot` (a resync: at most one pending per socket), `cancel` (the explicit
 Stop, through submission.stop: refused there, answered `{"type": "error"}`; honoured and written
@@ -34,7 +34,7 @@ from ..relay.worker import start_request
 from ..streaming.wire import PROTOCOL
 from .cursor import Cursor
 from .guard import CLOSE_FORBIDDEN, GuardedConsumer
-from .writer import Writer
+from .sender import Sender
 
 CANCEL_MEMORY_SECONDS = 24 * 3600
 
@@ -43,7 +43,7 @@ class RequestConsumer(GuardedConsumer):
     request_id: str
     request: ResponseRequest
     cursor: Cursor
-    writer: Writer | None = None
+    sender: Sender | None = None
     cancel_sent = False
     cancel_refused = False
 
@@ -64,10 +64,10 @@ class RequestConsumer(GuardedConsumer):
         self.cursor = Cursor(clock=loop.time, later=loop.call_later, snapshots_only=query.get("v") != [str(PROTOCOL)])
         hub = get_hub()
         await hub.attach(self.request_id, self.cursor)  # before reading: nothing published from now on is missed
-        self.writer = Writer(self.request_id, self.cursor, self.base_send, self.shut)
+        self.sender = Sender(self.request_id, self.cursor, self.base_send, self.shut)
         await self._count(query.get("reconnect") == ["1"])
-        await self.writer.snapshot()  # before the writer starts, so it is the first message
-        self.writer.start()
+        await self.sender.snapshot()  # before the sender starts, so it is the first message
+        self.sender.start()
         if request.status == ResponseRequest.Status.PENDING:
             await start_request(self.request_id)  # a lost start message is retried, single-flight
         elif request.status == ResponseRequest.Status.STREAMING and hub.runner(self.request_id) is None:
@@ -75,9 +75,9 @@ class RequestConsumer(GuardedConsumer):
 
     async def disconnect(self, code: int) -> None:
         try:
-            if self.writer is not None:
+            if self.sender is not None:
                 get_hub().detach(self.request_id, self.cursor)
-                self.writer.stop()
+                self.sender.stop()
         finally:
             await super().disconnect(code)
 

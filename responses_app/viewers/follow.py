@@ -5,12 +5,12 @@ change, then its end. What `api.subscribe` and the AG-UI and AI SDK streams are 
         async for update in follow:          # Update(kind, view, status, ops, revision)
             ...
 
-The first update is a `snapshot`: the live view when the runner is in this process, else the
-latest committed view with the patches this process heard since. Then a `patch` per change
-(`ops` as view.py applies them; `view` already has them), and a `terminal` update last. A
-follower that falls behind (its queue full) or sees a gap gets a fresh `snapshot` instead of
-the patches it missed, never a hole. With no runner here and nothing heard for PING_S, the
-database says whether the request ended meanwhile (its `terminal` lost on the way).
+The first update is a `snapshot` (`current_view`). Then a `patch` per change (`ops` as view.py
+applies them; `view` already has them), and a `terminal` update last. A follower is a viewer like
+a socket, with a cursor of its own (cursor.py: the same rules, constants and resync throttle):
+one that falls behind (its outbox full) or sees a gap gets a fresh `snapshot` instead of the
+patches it missed, never a hole; after SILENCE_S with nothing, the database says whether the
+request ended meanwhile (`ended_elsewhere`: its `terminal` lost on the way).
 
 It starts, cancels and counts nothing unless asked (`count_viewer`).
 """
@@ -23,14 +23,13 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from . import selectors, services
-from .models import ResponseRequest
-from .relay.dbthreads import ws_call
-from .relay.hub import get_hub
-from .streaming.view import apply_patch
+from .. import selectors, services
+from ..models import ResponseRequest
+from ..relay.dbthreads import ws_call
+from ..relay.hub import get_hub
+from ..streaming.view import apply_patch
+from .cursor import IDLE, RESYNC, Cursor
 
-QUEUE_SIZE = 256  # messages; a follower further behind than this resyncs
-PING_S = 20.0
 ASKED_WAIT_S = 5.0  # how long an answer waits for its question to reach the view this process sees
 ASKED_POLL_S = 0.25
 
@@ -55,14 +54,12 @@ class Follow:
         self.reconnect = reconnect
         self.view: dict[str, Any] = {}
         self.status = ""
-        self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=QUEUE_SIZE)
-        self._resync = True  # the first update is a snapshot
-        self._ended = False
-        self._attached = False
+        self.cursor: Cursor | None = None
 
     async def __aenter__(self) -> Follow:
-        await get_hub().attach(self.request_id, self)  # before reading: nothing published from now on is missed
-        self._attached = True
+        loop = asyncio.get_running_loop()
+        self.cursor = Cursor(clock=loop.time, later=loop.call_later, wire=False)
+        await get_hub().attach(self.request_id, self.cursor)  # before reading: nothing published from now on is missed
         if self.count_viewer:
             await ws_call(services.request_count)(request_id=self.request_id, viewer_connections=1,
                                                   reconnects=int(self.reconnect))
@@ -72,78 +69,71 @@ class Follow:
         self.close()
 
     def close(self) -> None:
-        if self._attached:
-            self._attached = False
-            get_hub().detach(self.request_id, self)
-
-    # --- the hub's side -------------------------------------------------------------------------
-
-    def offer(self, message: dict[str, Any], text: str) -> None:
-        try:
-            self._queue.put_nowait(message)
-        except asyncio.QueueFull:  # too far behind: a snapshot replaces what is queued
-            while not self._queue.empty():
-                self._queue.get_nowait()
-            self._resync = True
-            if message["type"] == "terminal":
-                self._queue.put_nowait(message)
-
-    # --- the follower's side --------------------------------------------------------------------
+        cursor, self.cursor = self.cursor, None
+        if cursor is not None:
+            cursor.stop()
+            get_hub().detach(self.request_id, cursor)
 
     def __aiter__(self) -> AsyncIterator[Update]:
         return self._updates()
 
     async def _updates(self) -> AsyncIterator[Update]:
-        while not self._ended:
-            if self._resync:
-                self._resync = False
-                yield await self._snapshot()
+        cursor = self.cursor
+        if cursor is None:
+            raise RuntimeError("iterate a Follow inside `async with`")
+        item: Any = RESYNC  # the first update is a snapshot
+        while True:
+            if item is RESYNC:
+                yield await self._snapshot(cursor)
                 if self.status in ResponseRequest.ENDED:
-                    self._ended = True
                     yield self._update("terminal")
-                continue
-            try:
-                message = await asyncio.wait_for(self._queue.get(), PING_S)
-            except TimeoutError:
-                if get_hub().runner(self.request_id) is None and await self._ended_in_database():
-                    self._resync = True  # its terminal was lost on the way: the snapshot brings it
-                continue
-            update = self._apply(message)
-            if update is not None:
-                yield update
+                    return
+            elif item is not IDLE:
+                update = self._apply(cursor, item)
+                if update is not None:
+                    yield update
+                    if update.done:
+                        return
+            cursor.sent()
+            cursor.watch_silence()
+            item = await cursor.take()
+            if item is IDLE and await ended_elsewhere(self.request_id):
+                item = RESYNC  # its terminal was lost on the way: the snapshot brings it
 
-    def _apply(self, message: dict[str, Any]) -> Update | None:
+    def _apply(self, cursor: Cursor, message: dict[str, Any]) -> Update | None:
+        """A message the cursor queued: it continues this view (the cursor dropped the stale and
+        resynced the gaps), or it came before the first snapshot."""
         kind = message["type"]
         if kind == "patch":
             if message["revision"] <= self.view["revision"]:
-                return None  # stale: already in the snapshot
+                return None
             if not apply_patch(self.view, message):
-                self._resync = True  # a gap (a message lost across processes): never a hole
+                cursor.resync_now()  # never a hole
                 return None
             return self._update("patch", tuple(message["ops"]))
-        if kind == "ping":
-            if message.get("revision", 0) > self.view["revision"]:
-                self._resync = True
-            return None
         if kind == "terminal":
             if message.get("revision", 0) > self.view["revision"]:
-                self._resync = True  # the final view first, then its end
+                cursor.resync_now()  # the final view first, then its end
                 return None
             self.status = message["status"]
-            self._ended = True
             return self._update("terminal")
-        return None
+        return None  # a heartbeat: the cursor has read it
 
     def _update(self, kind: str, ops: tuple[Any, ...] = ()) -> Update:
         return Update(kind=kind, revision=self.view["revision"], status=self.status, view=self.view, ops=ops)
 
-    async def _snapshot(self) -> Update:
+    async def _snapshot(self, cursor: Cursor) -> Update:
         self.view, self.status = await current_view(self.request_id)
+        cursor.snapshot_sent(self.view["revision"])
         return self._update("snapshot")
 
-    async def _ended_in_database(self) -> bool:
-        status = await ws_call(selectors.request_status)(request_id=self.request_id)
-        return status in ResponseRequest.ENDED
+
+async def ended_elsewhere(request_id: str) -> bool:
+    """No runner in this process and the database says the request ended: a viewer silent for
+    SILENCE_S may have missed its `terminal` (lost between processes)."""
+    if get_hub().runner(request_id) is not None:
+        return False
+    return await ws_call(selectors.request_status)(request_id=request_id) in ResponseRequest.ENDED
 
 
 async def current_view(request_id: str, *, own_copy: bool = True) -> tuple[dict[str, Any], str]:

@@ -7,7 +7,7 @@ its own /ws/requests/<id>/ like any live turn. It never starts, stops or counts 
 open it: the conversation's owner, a user with the view_responserequest permission, or a share
 link of the whole conversation (selectors.conversation_for_viewer; others closed 4403, a deleted
 conversation 4404); then the hardening both sockets share
-(consumers/guard.py). From the client it reads `ping` only.
+(viewers/guard.py). From the client it reads `ping` only.
 """
 
 from __future__ import annotations
