@@ -106,7 +106,7 @@ def free_port() -> int:
 def served(tmp: Path, setup: str, **settings: str) -> Iterator[dict[str, Any]]:
     """The demo's server (project.serve) with the embedded simulator, on a SQLite file of its own,
     after `setup` (a `manage.py shell` script that prints "SETUP <json>") made its users."""
-    from tests.test_security_production import serve
+    from tests.host.test_security_production import serve
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
