@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from django.core.cache import cache
+from django.core.cache import BaseCache, cache, caches
 from django.db.models import Q
 from django.utils import timezone
 
@@ -117,11 +117,24 @@ SOCKET_SLOT_TTL = 60  # seconds; a live socket refreshes its slot well before (s
 SOCKET_REFRESH = 20
 
 
+_process_cache: BaseCache | None = None
+
+
+def process_cache() -> BaseCache:
+    """One cache object for the whole process. `django.core.cache.cache` is one per asyncio
+    context (asgiref's Local): each socket's task built a Redis client and pool of its own, whose
+    connections outlived the socket, so a web process held ever more of them."""
+    global _process_cache
+    if _process_cache is None:
+        _process_cache = caches.create_connection("default")
+    return _process_cache
+
+
 async def cache_call(method: str, *args: Any, **kwargs: Any) -> Any:
     """`cache.<method>(...)` on the websocket pool (dbthreads.ws_call), not on asgiref's one
     thread-sensitive thread where Django's `cache.aadd` & co. run it: a connect never waits for
     that thread in a burst of connects (bench/README.md, relay). The cache touches no database."""
-    return await ws_call(getattr(cache, method), database=False)(*args, **kwargs)
+    return await ws_call(getattr(process_cache(), method), database=False)(*args, **kwargs)
 
 
 class SocketSlots:
