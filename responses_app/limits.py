@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from django.core.cache import BaseCache, cache, caches
+from django.core.cache import BaseCache, caches
 from django.db.models import Q
 from django.utils import timezone
 
@@ -57,11 +57,11 @@ def rate_check(*, key: str, rate: tuple[int, int], now: float, what: str = "requ
     count, window = rate
     start = int(now // window) * window
     key = f"relay:{key}:{window}:{start}"
-    cache.add(key, 0, timeout=window + 1)
+    process_cache().add(key, 0, timeout=window + 1)
     try:
-        used = cache.incr(key)
+        used = process_cache().incr(key)
     except ValueError:  # expired between add and incr
-        cache.add(key, 1, timeout=window + 1)
+        process_cache().add(key, 1, timeout=window + 1)
         used = 1
     if used <= count:
         return None
@@ -83,15 +83,15 @@ def _window(seconds: int) -> str:
 def _user_lock(user_id: int) -> Iterator[None]:
     key, token = f"relay:submit-lock:{user_id}", uuid.uuid4().hex
     deadline = time.monotonic() + LOCK_WAIT_SECONDS
-    while not cache.add(key, token, timeout=LOCK_SECONDS):
+    while not process_cache().add(key, token, timeout=LOCK_SECONDS):
         if time.monotonic() > deadline:
             break  # a stuck holder: the database count still bounds the damage to one race
         time.sleep(0.01)
     try:
         yield
     finally:
-        if cache.get(key) == token:
-            cache.delete(key)
+        if process_cache().get(key) == token:
+            process_cache().delete(key)
 
 
 @contextmanager
