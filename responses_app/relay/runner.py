@@ -224,8 +224,9 @@ class StreamRunner(LettingGo):
         """Take over a request whose runner died: rebuild from the event log, never re-POST."""
         rounds = await db(selectors.event_log_by_round)(request_id=self.uuid)
         latest = await db(selectors.checkpoint_latest)(request_id=self.uuid)
+        committed = (await db(selectors.views_latest)(request_ids=[self.uuid])).get(self.uuid)
         self._segment_index = await db(selectors.segment_count)(request_id=self.uuid)
-        self.transcript.restore(rounds, *(latest or (0, "")))
+        self.transcript.restore(rounds, *(latest or (0, "")), committed=committed)
         self.transcript.assume_response_id(request.response_id)
         self.delivery.tally.start_from(self.transcript.counters())  # the runner before counted these
         self._response_id_saved = self.transcript.response_id
