@@ -24,9 +24,10 @@ import httpx
 
 from bench.chaos import schedule as s
 from bench.cluster import Cluster
-from bench.viewers import SILENCE_S, Load, Viewer, plain_text
+from bench.viewers import SILENCE_S, Load, Viewer, holds, plain_text
 from responses_app.simulator.auth import DEV_API_KEY
 from responses_app.streaming.view import apply_patch
+from responses_app.streaming.vocabulary import ENDED_STATUSES as ENDED
 from responses_app.streaming.wire import PROTOCOL, appended, decode
 
 PAUSE_MIN_S = 0.25  # gaps between text shorter than this are kept as a maximum only
@@ -189,6 +190,7 @@ class Traffic(Load):
             viewer.port = self.ports[viewer.slot % len(self.ports)]
             url = f"ws://127.0.0.1:{viewer.port}/ws/requests/{viewer.request_id}/?v={PROTOCOL}"
             query = "&reconnect=1" if viewer.reconnects or viewer.view is not None else ""
+            query += holds(viewer.view, viewer.revision) if query else ""
             try:
                 async with connect(url + query, origin=Origin(f"http://127.0.0.1:{viewer.port}"),
                                    additional_headers=headers, compression=None, proxy=None, open_timeout=20,
@@ -237,6 +239,13 @@ class Traffic(Load):
             if kind == "snapshot":
                 before = plain_text(viewer.view) if viewer.view is not None else ""
                 previous = viewer.revision
+                if viewer.view is not None and message["revision"] < previous:
+                    # Not applied (chat.js's rule), but the server promised none while the request
+                    # runs: one is a loss all the same.
+                    if message.get("status") not in ENDED:
+                        viewer.regressions.append(f"at {time.time() - self.t0:.1f} s a snapshot at "
+                                                  f"r{message['revision']} was sent to a viewer at r{previous}")
+                    continue
                 viewer.view, viewer.revision = message["view"], message["revision"]
                 viewer.snapshots += 1
                 awaiting = False
