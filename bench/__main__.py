@@ -42,6 +42,8 @@ BENCHMARKS = (
               "[--streams 1000]"),
     Benchmark("search", "bench.search", "the conversation search over many MB of turns, before and after its index",
               "[--mb 20]"),
+    Benchmark("chaos", "bench.chaos", "invariants per request under a schedule of faults, memory and connections",
+              "[--minutes 5] [--streams 30]"),
     Benchmark("tool_rounds", "bench.tool_rounds", "a 10-round tool conversation over SSE and over WebSocket mode",
               "[--quick]"),
 )

@@ -4,7 +4,9 @@ tests/scaled.
 
 A viewer applies patches whose `base` is its revision and asks for a `snapshot` on a gap; a
 `terminal` (or a ping) naming a revision newer than its own makes it ask for one too and wait for
-it: the protocol's rule for a client. A closed socket is reopened with `?reconnect=1`. Request i
+it: the protocol's rule for a client. A closed socket is reopened with `?reconnect=1` and the
+revision it holds (`&revision=`); a snapshot older than that is not applied (the server sends none
+while the request runs). Request i
 is submitted through web process i % P; its viewer j watches through process (i + j) % P, so with
 M >= 2 every request is watched both on the process that took it and on another.
 
@@ -34,6 +36,11 @@ def plain_text(view: dict[str, Any]) -> str:
 
 
 SILENCE_S = 50.0  # the server pings every 20 s when idle: this much silence is a dead socket
+
+
+def holds(view: dict[str, Any] | None, revision: int) -> str:
+    """The reconnect's `revision`: what the viewer shows (the server never sends it an older view)."""
+    return f"&revision={revision}" if view is not None and revision >= 0 else ""
 
 
 @dataclass
@@ -140,6 +147,7 @@ class Load:
         headers = {"Cookie": f"sessionid={self.session}"}
         while time.time() < self.deadline:
             query = "&reconnect=1" if viewer.reconnects or viewer.view is not None else ""
+            query += holds(viewer.view, viewer.revision) if query else ""
             try:
                 async with connect(url + query, origin=Origin(f"http://127.0.0.1:{viewer.port}"),
                                    additional_headers=headers, compression=None, proxy=None, open_timeout=20,
@@ -166,6 +174,8 @@ class Load:
             message = decode(raw)
             kind = message["type"]
             if kind == "snapshot":
+                if viewer.view is not None and message["revision"] < viewer.revision:
+                    continue  # older than what it shows: never applied, the newer state follows
                 viewer.view, viewer.revision = message["view"], message["revision"]
                 viewer.snapshots += 1
                 awaiting = False

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from django.core.cache import cache
+from django.core.cache import BaseCache, caches
 from django.db.models import Q
 from django.http import HttpResponse
 from django.utils import timezone
@@ -68,11 +68,11 @@ def rate_check(*, key: str, rate: tuple[int, int], now: float, what: str = "requ
     count, window = rate
     start = int(now // window) * window
     key = f"relay:{key}:{window}:{start}"
-    cache.add(key, 0, timeout=window + 1)
+    process_cache().add(key, 0, timeout=window + 1)
     try:
-        used = cache.incr(key)
+        used = process_cache().incr(key)
     except ValueError:  # expired between add and incr
-        cache.add(key, 1, timeout=window + 1)
+        process_cache().add(key, 1, timeout=window + 1)
         used = 1
     if used <= count:
         return None
@@ -94,15 +94,15 @@ def _window(seconds: int) -> str:
 def _user_lock(user_id: int) -> Iterator[None]:
     key, token = f"relay:submit-lock:{user_id}", uuid.uuid4().hex
     deadline = time.monotonic() + LOCK_WAIT_SECONDS
-    while not cache.add(key, token, timeout=LOCK_SECONDS):
+    while not process_cache().add(key, token, timeout=LOCK_SECONDS):
         if time.monotonic() > deadline:
             break  # a stuck holder: the database count still bounds the damage to one race
         time.sleep(0.01)
     try:
         yield
     finally:
-        if cache.get(key) == token:
-            cache.delete(key)
+        if process_cache().get(key) == token:
+            process_cache().delete(key)
 
 
 @contextmanager
@@ -128,11 +128,24 @@ SOCKET_SLOT_TTL = 60  # seconds; a live socket refreshes its slot well before (s
 SOCKET_REFRESH = 20
 
 
+_process_cache: BaseCache | None = None
+
+
+def process_cache() -> BaseCache:
+    """One cache object for the whole process. `django.core.cache.cache` is one per asyncio
+    context (asgiref's Local): each socket's task built a Redis client and pool of its own, whose
+    connections outlived the socket, so a web process held ever more of them."""
+    global _process_cache
+    if _process_cache is None:
+        _process_cache = caches.create_connection("default")
+    return _process_cache
+
+
 async def cache_call(method: str, *args: Any, **kwargs: Any) -> Any:
     """`cache.<method>(...)` on the websocket pool (dbthreads.ws_call), not on asgiref's one
     thread-sensitive thread where Django's `cache.aadd` & co. run it: a connect never waits for
     that thread in a burst of connects (bench/README.md, relay). The cache touches no database."""
-    return await ws_call(getattr(cache, method), database=False)(*args, **kwargs)
+    return await ws_call(getattr(process_cache(), method), database=False)(*args, **kwargs)
 
 
 class SocketSlots:

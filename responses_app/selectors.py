@@ -247,6 +247,14 @@ def segment_count(*, request_id: uuid.UUID) -> int:
     return Segment.objects.filter(request_id=request_id).count()
 
 
+def posts_refused(*, request_id: uuid.UUID) -> int:
+    """How many POSTs the upstream refused with a 429 when every segment so far was one (0
+    otherwise): it accepted none of them, so sending the request again bills nothing twice."""
+    rows = list(Segment.objects.filter(request_id=request_id).values_list("kind", "http_status", "ended_at"))
+    refused = all(kind == Segment.Kind.INITIAL and status == 429 and ended for kind, status, ended in rows)
+    return len(rows) if refused else 0
+
+
 def safety_precheck(*, request_id: uuid.UUID) -> SafetyVerdict | None:
     """The input check a logical request already had (a takeover does not check it again)."""
     return SafetyVerdict.objects.filter(request_id=request_id, kind=SafetyVerdict.Kind.INPUT,

@@ -89,12 +89,17 @@ _HTTP_KINDS = {
 
 def describe_http_error(error: UpstreamHTTPError) -> tuple[str, str]:
     """(code, message) for a request the upstream refused, as people read it in the page."""
-    code, sentence = _HTTP_KINDS.get(error.status, ("", ""))
-    if not code:
-        code, sentence = (("upstream_unavailable", "The model provider is unavailable") if error.status >= 500
-                          else ("upstream_rejected", "The model provider rejected the request"))
+    code, sentence = describe_http_status(error.status)
     detail = f": {error.message}" if error.message else ""
-    return error.provider_code or code, f"{sentence} (HTTP {error.status}){detail}"
+    return error.provider_code or code, f"{sentence}{detail}"
+
+
+def describe_http_status(status: int) -> tuple[str, str]:
+    code, sentence = _HTTP_KINDS.get(status, ("", ""))
+    if not code:
+        code, sentence = (("upstream_unavailable", "The model provider is unavailable") if status >= 500
+                          else ("upstream_rejected", "The model provider rejected the request"))
+    return code, f"{sentence} (HTTP {status})"
 
 
 def connection_failure(exc: BaseException, base: str) -> SegmentResult:

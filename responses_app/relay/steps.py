@@ -16,7 +16,7 @@ import enum
 from dataclasses import dataclass
 
 from ..streaming import vocabulary as v
-from .outcomes import Ending, SegmentResult, Stopped, describe_http_error
+from .outcomes import Ending, SegmentResult, Stopped, describe_http_error, describe_http_status
 
 MAX_RESUMES = 5
 MAX_HTTP_RETRIES = 3
@@ -49,6 +49,7 @@ class Situation:
     chained: bool = False  # the body continues a previous response (`previous_response_id`)
     resumes: int = 0  # resumes so far in this loop
     http_retries: int = 0  # POSTs retried so far in this loop
+    refused: int = 0  # after a takeover: POSTs so far, when the upstream refused every one (429)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +97,10 @@ def next_step(now: Situation) -> Next:
 def _after_takeover(now: Situation) -> Next:
     if now.terminal:  # it ended; only the tool step may be left
         return Next(Action.TOOL_ROUND)
+    if not now.response_id and now.refused:  # nothing was accepted: sending again bills nothing twice
+        if now.refused > MAX_HTTP_RETRIES:
+            return Next(Action.FINISH, v.ERROR, describe_http_status(429))
+        return Next(Action.RETRY, delay=min(0.5 * 2 ** now.refused, 10))
     if not now.response_id:  # a POST may have reached the upstream: it is not sent again
         return Next(Action.FINISH, v.UNKNOWN, (
             "outcome_unknown", "The relay restarted before the model provider confirmed the request; it may "

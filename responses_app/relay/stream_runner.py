@@ -222,22 +222,27 @@ class StreamRunner(LettingGo):
         return self.view.to_dict()
 
     async def _recover(self, upstream: Upstream, request: RunRequest) -> str:
-        """Take over a request whose runner died: rebuild from the event log, never re-POST."""
+        """Take over a dead runner's request: rebuild from the event log; re-POST only if refused."""
         rounds = await db(selectors.event_log_by_round)(request_id=self.uuid)
         latest = await db(selectors.checkpoint_latest)(request_id=self.uuid)
+        committed = (await db(selectors.views_latest)(request_ids=[self.uuid])).get(self.uuid)
         self._segment_index = await db(selectors.segment_count)(request_id=self.uuid)
-        self.transcript.restore(rounds, *(latest or (0, "")))
+        self.transcript.restore(rounds, *(latest or (0, "")), committed=committed)
         self.transcript.assume_response_id(request.response_id)
         self.delivery.tally.start_from(self.transcript.counters())  # the runner before counted these
         self._response_id_saved = self.transcript.response_id
         self._counters["retries"] += 1
-        step = next_step(self._situation(SegmentResult(Ending.RESTORED), upstream))
+        refused = 0 if request.response_id else await db(selectors.posts_refused)(request_id=self.uuid)
+        step = next_step(self._situation(SegmentResult(Ending.RESTORED), upstream, refused=refused))
+        if step.action is Action.RETRY:  # the upstream refused every POST: it goes on retrying them
+            self._counters["retries"] = refused - 1  # the POSTs retried before (no runner counted them)
+            return await self._steps(upstream, Kind.INITIAL, await self._first_body(request), step, refused - 1)
         return await self._steps(upstream, Kind.RESUME, None, None if step.action is Action.RESUME else step)
 
-    async def _steps(self, upstream: Upstream, kind: str, body: dict[str, Any] | None, step: Next | None) -> str:
-        """Perform what `next_step` says after each segment (`step`: the first, decided before
-        any segment); the request's status at the end."""
-        resumes = http_retries = 0
+    async def _steps(self, upstream: Upstream, kind: str, body: dict[str, Any] | None, step: Next | None,
+                     http_retries: int = 0) -> str:
+        """Perform what `next_step` says after each segment (`step`: the first); the status."""
+        resumes = 0
         result: SegmentResult | None = None
         while True:
             if step is None:
@@ -271,7 +276,7 @@ class StreamRunner(LettingGo):
                     kind = Kind.FULL_CONTEXT
                 elif action is Action.RETRY:
                     http_retries += 1
-                    status = result.http_status if result is not None else None
+                    status = result.http_status if result is not None else 429  # none: refused before a takeover
                     self.delivery.changed(self.transcript.retrying(status or 0, http_retries, MAX_HTTP_RETRIES),
                                           boundary=True)
                 elif action is Action.RESUME:

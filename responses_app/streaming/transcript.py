@@ -6,9 +6,7 @@ resume after a drop, a reconcile). The transcript owns the view, the current res
 (decoder + assembler) and the counters of the finished ones. The relay feeds it bytes and tells
 it what the relay itself did (a tool ran, the request ended without a terminal event); every
 method returns the view ops it caused, so the relay only moves values around: it never writes the
-view and never looks at an event's type.
-
-Pure: no Django, no I/O, no clock.
+view and never looks at an event's type. Pure: no Django, no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -19,6 +17,7 @@ from .assembler import MAX_ITEMS, Applied, Assembler, AssemblerStats
 from .gate import SafetyGate, Window
 from .item_events import MAX_ANSWER_CHARS
 from .pipeline import StreamPipeline
+from .resumed import keep_committed
 from .sse import SSEDecoder
 from .view import Op, ViewModel
 from .vocabulary import CANCELLED, ERROR, RESPONSE_FINAL_STATUSES, TERMINAL_EVENT_BY_STATUS, UNKNOWN
@@ -192,17 +191,18 @@ class Transcript:
             self.assembler.feed({"type": kind, "response": response})
         return self.take_ops()
 
-    def restore(self, rounds: list[tuple[int, bytes]], committed_revision: int, reason: str = "") -> None:
-        """Rebuild from the raw event log (round, SSE bytes) of a runner that died, or let go
-        (`reason`: its last checkpoint's). A dead runner published patches after its last commit
-        (at most a checkpoint interval of them) that no log holds: revisions go on past any it can
-        have sent, or a tab holding one would take the new runner's for stale and stall; past them,
-        it sees a gap and resyncs. One that handed the request over (HANDED_OVER) committed all it
-        published: its tabs' next patch follows from the committed revision."""
+    def restore(self, rounds: list[tuple[int, bytes]], committed_revision: int, reason: str = "", *,
+                committed: dict[str, Any] | None = None) -> None:
+        """Rebuild from the raw event log (round, SSE bytes) of a runner that died or let go
+        (`reason`: its last checkpoint's), with what the log lost from the `committed` view
+        (resumed.py). A dead runner published patches after its last commit that no log holds:
+        revisions skip past any it can have sent (a tab holding one sees a gap and resyncs). One
+        that handed over (HANDED_OVER) committed all it published: its tabs' patches go on."""
         for round_, data in rounds:
             if round_ != self.round:
                 self.next_response(round_)
             self.pipeline.feed(data)
+        keep_committed(self._inner, committed)
         if self.gate is not None:  # the windows not judged before are judged now
             self.gate.push(self._inner.take_ops()[1])
         self.view.take_ops()

@@ -22,7 +22,11 @@ in `offer`:
   snapshots only, and a follower): a resync now (the snapshot of an ended request is followed by
   its terminal);
 - a full outbox: everything queued is dropped for one resync (bounded memory, and the runner
-  never waits); a terminal is kept.
+  never waits); a terminal is kept;
+- a snapshot older than what the client holds (a reconnecting tab says what it holds, `holds`,
+  and a web process may know only an older committed view) is never sent while the request runs:
+  the client keeps its newer text; a first one is skipped and the patches go on from what the
+  client holds, a later one is asked for again (throttled) until the view caught up (`stale`).
 
 At most one RESYNC waits in the outbox however often one is asked for (`resync_now`: a socket
 client's own `snapshot` message too). After SILENCE_S with nothing sent, `take` returns IDLE: the
@@ -68,13 +72,14 @@ class Cursor:
     itself (a follower applies it)."""
 
     __slots__ = ("outbox", "sent_revision", "snapshots_only", "wire", "whole_end", "overflows", "resyncs",
-                 "resync_pending", "resync_queued", "last_snapshot", "sent_at", "lag_text", "lag_at", "_clock",
-                 "_later", "_silence_timer")
+                 "resync_pending", "resync_queued", "last_snapshot", "sent_at", "lag_text", "lag_at", "holds",
+                 "_clock", "_later", "_silence_timer")
 
     def __init__(self, *, clock: Clock, later: Later, snapshots_only: bool = False, wire: bool = True,
-                 size: int = OUTBOX_SIZE) -> None:
+                 size: int = OUTBOX_SIZE, holds: int = -1) -> None:
         self.outbox: asyncio.Queue[Any] = asyncio.Queue(maxsize=size)
         self.sent_revision = -1  # the revision the client holds; -1 until its first snapshot
+        self.holds = holds  # the revision a reconnecting client said it holds (-1: none)
         self.snapshots_only = snapshots_only  # the client reads another protocol than this server's
         self.wire = wire
         self.whole_end = snapshots_only or not wire  # the client holds the final view before the terminal
@@ -183,6 +188,19 @@ class Cursor:
         self.resyncs += 1
         self.sent_revision = revision
         return resync
+
+    def stale(self, revision: int, ended: bool) -> bool:
+        """True when a snapshot at `revision` would take the client back: it is not sent. Once the
+        request ended, its committed view is the last word and always goes."""
+        if ended or revision >= max(self.sent_revision, self.holds):
+            return False
+        self.resync_pending = False
+        if self.sent_revision < 0:  # the first: the client holds a newer view, patches go on from it
+            self.sent_revision = self.holds
+        else:  # the view here has not caught up yet: ask again, throttled
+            self.last_snapshot = self._clock()
+            self.resync_soon()
+        return True
 
     def watch_silence(self) -> None:
         """From now on, queue IDLE whenever nothing was sent for SILENCE_S: one timer per viewer,

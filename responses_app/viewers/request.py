@@ -61,7 +61,9 @@ class RequestConsumer(GuardedConsumer):
         logcontext.bind(self.request_id, request.response_id or None)  # this socket's task logs name it
         query = parse_qs(self.scope.get("query_string", b"").decode())
         loop = asyncio.get_running_loop()
-        self.cursor = Cursor(clock=loop.time, later=loop.call_later, snapshots_only=query.get("v") != [str(PROTOCOL)])
+        holds = query.get("revision", [""])[0]  # what a reconnecting tab shows: never sent an older view
+        self.cursor = Cursor(clock=loop.time, later=loop.call_later, snapshots_only=query.get("v") != [str(PROTOCOL)],
+                             holds=int(holds) if holds.isdigit() and len(holds) < 16 else -1)
         hub = get_hub()
         await hub.attach(self.request_id, self.cursor)  # before reading: nothing published from now on is missed
         self.sender = Sender(self.request_id, self.cursor, self.base_send, self.shut)

@@ -104,6 +104,8 @@ class Sender:
     async def snapshot(self) -> None:
         """The view as it stands now, then `terminal` if the request has ended."""
         view, status = await current_view(self.request_id, own_copy=False)
+        if self.cursor.stale(view["revision"], status in ResponseRequest.ENDED):
+            return
         if self.cursor.snapshot_sent(view["revision"]):
             metrics.VIEWER_RESYNCS.inc()
         send = self.send

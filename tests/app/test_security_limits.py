@@ -4,6 +4,8 @@ why and keeps the prompt, a resubmit is never refused, and other users are not a
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import json
 import uuid
 from datetime import timedelta
@@ -106,3 +108,22 @@ def test_the_page_shows_the_reason_and_keeps_the_typed_prompt(settings: Any) -> 
         "input": "a reply I typed", "model": "sim-text", "client_request_id": str(uuid.uuid4())})
     assert chat.status_code == 429 and "a reply I typed" in chat.content.decode()
     assert ResponseRequest.objects.count() == 1
+
+
+async def test_every_socket_task_shares_one_cache_client() -> None:
+    """Django's `cache` is one object per asyncio context: a socket's slot and cancel calls made
+    through it built a cache client (with Redis, a connection pool) per socket task, and the
+    pools' connections outlived the sockets."""
+    from django.core.cache import caches
+
+    async def used() -> tuple[object, object]:
+        await asyncio.sleep(0)
+        return caches["default"], limits.process_cache()
+
+    # as a server's tasks for two sockets: contexts in which the cache was never used
+    (django_1, ours_1), (django_2, ours_2) = await asyncio.gather(
+        asyncio.create_task(used(), context=contextvars.Context()),
+        asyncio.create_task(used(), context=contextvars.Context()))
+    assert django_1 is not django_2, "each task gets its own (why the process-wide one is needed)"
+    assert ours_1 is ours_2
+    assert await limits.cache_call("add", f"test:{uuid.uuid4()}", 1, timeout=5)

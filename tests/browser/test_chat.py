@@ -268,6 +268,13 @@ def test_a_dropped_socket_shows_reconnecting_and_resumes(sessions: Any, relay_se
     page.evaluate("id => window.relayChat.followers.get(id).ws.close()", request_id)  # as if the network dropped it
     page.wait_for_function("() => window.conn_seen.at(-1) === 'Live'")  # back, with ?reconnect=1
     assert page.evaluate("() => window.conn_seen") == ["Reconnecting…", "Live"]
+    # The reconnect says what the tab shows, and a snapshot older than that is never applied.
+    assert "&reconnect=1&revision=" in page.evaluate("id => window.relayChat.followers.get(id).url()", request_id)
+    assert page.evaluate("""id => {
+        const follower = window.relayChat.followers.get(id), held = follower.revision, view = follower.view;
+        follower.handle({type: "snapshot", revision: held - 1, view: {revision: held - 1, meta: {}, blocks: []}});
+        return follower.revision === held && follower.view === view;
+    }""", request_id)
     wait_completed(page, request_id)
     assert live_text(page, request_id) == answer_text(page, request_id)
     assert relay_server.request_row(request_id)["reconnects"] >= 1

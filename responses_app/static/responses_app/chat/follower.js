@@ -92,7 +92,10 @@ class Follower {
 
   url() {
     const reconnect = this.socket?.opened || this.socket?.attempt || this.followedBefore;
-    return `${socketUrl("wsRequest", { request: this.id })}?v=${PROTOCOL}${reconnect ? "&reconnect=1" : ""}`;
+    // What this tab shows: the server never sends it an older view (another web process may know
+    // only an older committed one); it goes on from this revision instead.
+    const holds = reconnect && this.view && this.revision >= 0 ? `&revision=${this.revision}` : "";
+    return `${socketUrl("wsRequest", { request: this.id })}?v=${PROTOCOL}${reconnect ? "&reconnect=1" : ""}${holds}`;
   }
 
   received(data) {
@@ -132,6 +135,8 @@ class Follower {
     switch (message.type) {
       case "snapshot":
         if ((message.protocol || 1) > PROTOCOL && this.reloadForProtocol()) return;
+        // Older than what is shown: never applied over newer text; the newer state follows.
+        if (this.view && message.revision < this.revision) return;
         this.view = message.view;
         this.revision = message.revision;
         if (message.status) this.status = message.status;

@@ -1,0 +1,43 @@
+"""What a view rebuilt from the raw event log takes back from the committed view.
+
+The log holds tool payloads redacted (relay/redact.py) and never holds what the runner itself
+set on a tool block (its run's state and output): a view rebuilt from it alone differs from the
+one the viewers were sent, at the same revision. A block both hold keeps the committed value of
+a field the log lost (missing there, or redacted), and the runner's own state; everything else
+is the log's, which may be newer than the last commit (a runner that died). Pure: no Django.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .view import ViewModel
+
+REDACTED = "[redacted]"  # relay/redact.py's mark (the streaming core imports nothing from relay/)
+RUNNER_STATES = frozenset({"running", "done", "awaiting_approval", "approved", "denied"})
+_OWN = frozenset({"id", "kind", "text"})
+
+
+def _redacted(value: Any) -> bool:
+    if isinstance(value, str):
+        return value == REDACTED
+    if isinstance(value, list):
+        return any(_redacted(v) for v in value)
+    if isinstance(value, dict):
+        return any(_redacted(v) for v in value.values())
+    return False
+
+
+def keep_committed(view: ViewModel, committed: dict[str, Any] | None) -> None:
+    """Give `view` (rebuilt from the log) back what the log lost of `committed`'s blocks."""
+    for block in (committed or {}).get("blocks", ()):
+        block_id = block.get("id")
+        if not isinstance(block_id, str) or not view.has(block_id) or block.get("kind") != "tool":
+            continue
+        rebuilt = view.block(block_id)
+        fields = {key: value for key, value in block.items() if key not in _OWN and (
+            key not in rebuilt or (_redacted(rebuilt[key]) and not _redacted(value)))}
+        if block.get("state") in RUNNER_STATES and rebuilt.get("state") not in RUNNER_STATES:
+            fields["state"] = block["state"]
+        if fields:
+            view.set(block_id, fields)
