@@ -16,8 +16,8 @@ from django.utils import timezone
 
 from responses_app.models import ResponseRequest, Segment
 from responses_app.relay.hub import get_hub
-from responses_app.relay.stream_runner import StreamRunner
 from responses_app.relay.steps import MAX_HTTP_RETRIES
+from responses_app.relay.stream_runner import StreamRunner
 from tests.relay.helpers import make_request, reload
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("relay_settings")]

@@ -16,8 +16,8 @@ from responses_app.relay.hub import get_hub
 from responses_app.relay.stream_runner import StreamRunner
 from responses_app.streaming.wire import decode
 from tests.relay.helpers import connect, make_request, reload
-from tests.viewers.test_protocol import queued, viewer
 from tests.relay.test_takeover import wait_for_status
+from tests.viewers.test_protocol import queued, viewer
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("relay_settings")]
 
