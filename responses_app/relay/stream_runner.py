@@ -3,8 +3,8 @@
 It owns the upstream I/O and cancellation, and hands everything else to collaborators with one
 job each: the `Transcript` (the core: bytes in, view ops and effects out), the `Delivery` (patches
 to viewers, checkpoints and the raw event log to the database, when the core's policies say),
-the `ToolRound` (each function call once per call id), `bodies` (what is POSTed).
-It decides nothing about what an event means: the core says what happened, as values.
+the `ToolRound` (each function call once per call id), `bodies` (what is POSTed). It decides
+nothing about what an event means: the core says what happened, as values.
 
 Outcomes are never guessed: a closed or silent connection is not success. What the loop does
 after each segment (resume, reconcile, retry, a tool round, finish) is `steps.next_step`'s

@@ -1,6 +1,6 @@
 """What a view rebuilt from the raw event log takes back from the committed view.
 
-The log holds tool payloads redacted (relay/redact.py) and never holds what the runner itself
+The log holds tool payloads redacted (redact.py) and never holds what the runner itself
 set on a tool block (its run's state and output): a view rebuilt from it alone differs from the
 one the viewers were sent, at the same revision. A block both hold keeps the committed value of
 a field the log lost (missing there, or redacted), and the runner's own state; everything else
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from .redact import REDACTED
 from .view import ViewModel
 
-REDACTED = "[redacted]"  # relay/redact.py's mark (the streaming core imports nothing from relay/)
 RUNNER_STATES = frozenset({"running", "done", "awaiting_approval", "approved", "denied"})
 _OWN = frozenset({"id", "kind", "text"})
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from responses_app.relay.redact import REDACTED
 
 from responses_app import selectors
 from responses_app.relay.hub import get_hub
 from responses_app.relay.stream_runner import StreamRunner
+from responses_app.streaming.redact import REDACTED
 from tests.relay.helpers import Watcher, connect, reload
 from tests.relay.test_handoff import spawn
 from tests.relay.test_takeover import wait_for_status
