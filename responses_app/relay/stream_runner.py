@@ -12,8 +12,7 @@ decision, and how the request ends is `steps.conclude`'s, from one value: why th
 the request itself (`self.stopped`, an `outcomes.Stopped`), if it did. Cancelling, reconciling
 and writing the outcome are the runner's endings (endings.py, its base).
 
-May import: Django (settings, models through services/selectors), httpx, the core, the hub
-(never the reverse: the hub knows runners through a Protocol).
+May import: Django (models through services/selectors), httpx, the core, the hub (never the reverse).
 """
 
 from __future__ import annotations
