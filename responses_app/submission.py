@@ -220,7 +220,7 @@ STOP_REFUSED = "stopping another person's answer needs the change_responsereques
 
 
 @dataclass(frozen=True)
-class Stopped:
+class StopAnswer:
     request: ResponseRequest
     ended: bool  # it had ended already: nothing written, no runner told
 
@@ -233,18 +233,18 @@ class Stopped:
                 "cancelled": not self.ended}
 
 
-def _stop(request: ResponseRequest, user: Any, trusted: bool) -> Stopped:
+def _stop(request: ResponseRequest, user: Any, trusted: bool) -> StopAnswer:
     if not trusted and (user is None or not selectors.can_cancel(user, request)):
         raise Refused(403, "forbidden", STOP_REFUSED)
     if request.is_terminal:
-        return Stopped(request, True)
+        return StopAnswer(request, True)
     # False only when it ended since it was read: answered as ended.
-    return Stopped(request, not services.request_cancel(request=request))
+    return StopAnswer(request, not services.request_cancel(request=request))
 
 
 async def stop(*, request: ResponseRequest, user: Any = None, trusted: bool = False,
-               db: Callable[[Callable[..., Stopped]], Callable[..., Awaitable[Stopped]]] = sync_to_async,
-               ) -> Stopped:
+               db: Callable[[Callable[..., StopAnswer]], Callable[..., Awaitable[StopAnswer]]] = sync_to_async,
+               ) -> StopAnswer:
     """The one Stop, from async code: Refused (403) when `user` may not stop it. `trusted`: server
     code (the Python API) stops any request. `db`: the thread pool its database work runs on (the
     sockets' own, dbthreads.ws_call)."""
@@ -256,7 +256,7 @@ async def stop(*, request: ResponseRequest, user: Any = None, trusted: bool = Fa
     return stopped
 
 
-def stop_blocking(*, request: ResponseRequest, user: Any = None, trusted: bool = False) -> Stopped:
+def stop_blocking(*, request: ResponseRequest, user: Any = None, trusted: bool = False) -> StopAnswer:
     """`stop` for sync code in any process: the runner is told through the channel layer or
     PostgreSQL (worker.notify_cancel)."""
     from .relay import worker

@@ -55,7 +55,7 @@ from ag_ui.encoder import EventEncoder
 
 from . import jsonpatch
 from .aisdk import error_text
-from .told import REASONING, SPAN, TEXT, Part, Told, ToldStep
+from .told import REASONING, SPAN, TEXT, Told, ToldPart, ToldStep
 
 HEARTBEAT = ": keep-alive\n\n"  # an SSE comment, which every AG-UI consumer must tolerate
 _SUCCESS = frozenset({"completed", "incomplete"})
@@ -159,7 +159,7 @@ class AguiStream:
         return RunErrorEvent(message=error_text(meta, status), code=str(code or status))
 
 
-def _part_event(kind: str, part: Part, value: Any) -> BaseEvent:
+def _part_event(kind: str, part: ToldPart, value: Any) -> BaseEvent:
     if part.kind == TEXT:
         if kind == "start":
             return TextMessageStartEvent(message_id=part.id, role="assistant")
@@ -183,7 +183,7 @@ def _part_event(kind: str, part: Part, value: Any) -> BaseEvent:
     return ToolCallEndEvent(tool_call_id=part.id)
 
 
-def _interrupt(part: Part, block: dict[str, Any], request_id: str) -> Interrupt:
+def _interrupt(part: ToldPart, block: dict[str, Any], request_id: str) -> Interrupt:
     server = block.get("server_label")
     arguments = block.get("arguments") or ""
     return Interrupt(id=part.id, reason="tool_approval", tool_call_id=part.id, response_schema=APPROVAL_SCHEMA,

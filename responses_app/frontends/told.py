@@ -50,7 +50,7 @@ class CursorError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class Part:
+class ToldPart:
     key: str  # the view block's id
     kind: str
     id: str  # the protocol's id: a message, span or tool call id
@@ -61,27 +61,27 @@ class Part:
 
 class ToldStep(NamedTuple):
     kind: str  # run_start | start | delta | end | result | interrupt | finish
-    part: Part | None
-    value: Any  # run_start: the run's index; delta, result: text; interrupt: [(Part, block)];
+    part: ToldPart | None
+    value: Any  # run_start: the run's index; delta, result: text; interrupt: [(ToldPart, block)];
     # finish: the request's status
     cursor: str  # what the client has been told once it has this step: its resume point
 
 
-def classify(block: dict[str, Any], scope: str) -> Part | None:
+def classify(block: dict[str, Any], scope: str) -> ToldPart | None:
     """The part a block is, or None (state only). `scope` makes ids unique across requests."""
     kind, key = block.get("kind"), str(block["id"])
     item = block.get("item_id")
     base = str(item) if item else f"{scope}:{key}"
     tail = key.rsplit("-", 1)[-1] if "-" in key else ""
     if kind in ("text", "refusal"):
-        return Part(key, TEXT, base if tail in ("", "c0") else f"{base}:{tail}")
+        return ToldPart(key, TEXT, base if tail in ("", "c0") else f"{base}:{tail}")
     if kind == "reasoning":
         if block.get("tool") == "reasoning":
-            return Part(key, SPAN, base)
-        return Part(key, REASONING, f"{base}:{tail or 's0'}", span=key.rsplit("-", 1)[0])
+            return ToldPart(key, SPAN, base)
+        return ToldPart(key, REASONING, f"{base}:{tail or 's0'}", span=key.rsplit("-", 1)[0])
     if kind == "tool" and isinstance(block.get("name"), str) and block["name"]:
         call = block.get("call_id")
-        return Part(key, TOOL, str(call) if call else base, name=block["name"],
+        return ToldPart(key, TOOL, str(call) if call else base, name=block["name"],
                     approval=block.get("tool") == "mcp_approval_request")
     return None
 
@@ -104,7 +104,7 @@ def tool_result(block: dict[str, Any]) -> str | None:
     return None
 
 
-def parts_of(view: dict[str, Any], scope: str) -> list[tuple[Part, dict[str, Any]]]:
+def parts_of(view: dict[str, Any], scope: str) -> list[tuple[ToldPart, dict[str, Any]]]:
     found = []
     for block in view.get("blocks") or ():
         part = classify(block, scope)
@@ -194,10 +194,10 @@ class Told:
                 self._emit(steps, "interrupt", None, asked)
         return steps
 
-    def _emit(self, steps: list[ToldStep], kind: str, part: Part | None, value: Any = None) -> None:
+    def _emit(self, steps: list[ToldStep], kind: str, part: ToldPart | None, value: Any = None) -> None:
         steps.append(ToldStep(kind, part, value, self.cursor()))
 
-    def _catch_up(self, index: int, part: Part, block: dict[str, Any], steps: list[ToldStep],
+    def _catch_up(self, index: int, part: ToldPart, block: dict[str, Any], steps: list[ToldStep],
                   ended: str | None) -> None:
         stage = self.stages[index]
         if stage[0] == "t":
@@ -221,11 +221,11 @@ class Told:
                 stage[0] = ""
                 self._emit(steps, "result", part, result)
 
-    def _end(self, index: int, part: Part, steps: list[ToldStep]) -> None:
+    def _end(self, index: int, part: ToldPart, steps: list[ToldStep]) -> None:
         self.stages[index][:] = ["b" if part.kind == TOOL and not part.approval else "", 0]
         self._emit(steps, "end", part)
 
-    def _close_open(self, steps: list[ToldStep], parts: list[tuple[Part, dict[str, Any]]],
+    def _close_open(self, steps: list[ToldStep], parts: list[tuple[ToldPart, dict[str, Any]]],
                     keep_span: str | None) -> None:
         """End every open message and tool call, then every open span but `keep_span`."""
         for index, stage in enumerate(self.stages):
@@ -236,7 +236,8 @@ class Told:
                 stage[0] = ""
                 self._emit(steps, "end", parts[index][0])
 
-    def _close_spans(self, steps: list[ToldStep], parts: list[tuple[Part, dict[str, Any]]], ended: str | None) -> None:
+    def _close_spans(self, steps: list[ToldStep], parts: list[tuple[ToldPart, dict[str, Any]]],
+                     ended: str | None) -> None:
         """A span ends once its item is done and none of its messages is open."""
         for index, stage in enumerate(self.stages):
             if stage[0] != "s" or index >= len(parts):

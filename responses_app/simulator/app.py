@@ -18,7 +18,7 @@ import orjson
 
 from . import wsmode
 from .api_errors import ApiError, bad_request, not_found
-from .asgi_io import Connection, Receive, Scope, Send, parse_json, read_body, send_error, send_json, stream_log
+from .asgi_io import ClientConnection, Receive, Scope, Send, parse_json, read_body, send_error, send_json, stream_log
 from .auth import check_authorization
 from .creation import start_response
 from .faults import FAULTS
@@ -155,7 +155,7 @@ class SimulatorApp:
     async def _serve_stream(
         self, resp: SimResponse, receive: Receive, send: Send, *, after: int, owner: bool
     ) -> None:
-        conn = Connection(receive)
+        conn = ClientConnection(receive)
         try:
             complete = await stream_log(send, conn, resp, resp.position_after(after), after=after)
         finally:
@@ -164,7 +164,7 @@ class SimulatorApp:
             resp.cancel()  # a foreground response dies with its connection
 
     async def _serve_final(self, resp: SimResponse, receive: Receive, send: Send) -> None:
-        conn = Connection(receive)
+        conn = ClientConnection(receive)
         try:
             while not resp.finished:
                 resp.consumed(resp.end)  # nobody reads this log

@@ -94,7 +94,7 @@ async def send_error(send: Send, error: ApiError) -> None:
     await send_json(send, error.status, error.body(), error.headers)
 
 
-class Connection:
+class ClientConnection:
     """Watches for the client going away while the app is busy writing."""
 
     __slots__ = ("gone", "current", "_task")
@@ -124,7 +124,7 @@ def _keepalive(fut: asyncio.Future[Any]) -> None:
 
 
 async def stream_log(
-    send: Send, conn: Connection, resp: SimResponse, pos: int, *, after: int
+    send: Send, conn: ClientConnection, resp: SimResponse, pos: int, *, after: int
 ) -> bool:
     """Write the log from `pos` until the response finishes; False if the connection ended early
     (client gone or `sim.drop_after`)."""
@@ -136,7 +136,7 @@ async def stream_log(
 
 
 async def _stream_log(
-    send: Send, conn: Connection, resp: SimResponse, pos: int, *, after: int
+    send: Send, conn: ClientConnection, resp: SimResponse, pos: int, *, after: int
 ) -> bool:
     faults = resp.faults
     await send(
