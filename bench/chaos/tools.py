@@ -10,8 +10,8 @@ from typing import Any
 
 import orjson
 
-from responses_app import logcontext
 from responses_app import tools as builtin
+from responses_app.ops import logcontext
 
 
 def _counted(tool: builtin.Tool) -> builtin.Tool:
