@@ -1,7 +1,7 @@
 """Every reach-in to another package's private API, in this one module, and nowhere else.
 
 Each one below names what it touches, why, the versions it was checked against, and what happens
-if an upgrade removes it. tests/test_compat.py fails with a message naming the reach-in when the
+if an upgrade removes it. tests/app/test_compat.py fails with a message naming the reach-in when the
 private attribute is gone, so an upgrade breaks loudly there rather than quietly here.
 
 1. `aiohttp_content(response)`: httpx's `Response.stream._stream` (the transport's stream inside
