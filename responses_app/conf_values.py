@@ -34,7 +34,7 @@ def integer(*, minimum: int = 1) -> Callable[[Any], int]:
     return parse
 
 
-MAX_ANSWER_CHARS_CAP = 20_000_000  # ×6 bytes (a \uXXXX escape each) stays far under jsonb's size limit
+MAX_ANSWER_CHARS_CAP = 20_000_000  # six bytes each when escaped: far under jsonb's size limit
 
 
 def answer_chars(raw: Any) -> int:
