@@ -361,9 +361,10 @@ def mcp_approvals(*, request_id: uuid.UUID) -> dict[str, bool]:
 
 
 def tool_call_output(*, request_id: uuid.UUID, call_id: str) -> str | None:
-    """The stored output of this request's call `call_id` (None when it never ran here)."""
-    return ToolCall.objects.filter(request_id=request_id, call_id=call_id).values_list(
-        "output", flat=True).first()
+    """The stored output of this request's call `call_id` (None when it never ran here, or has not
+    finished: it may still run, or its runner died while it ran)."""
+    return ToolCall.objects.filter(request_id=request_id, call_id=call_id).exclude(
+        status=ToolCall.Status.RUNNING).values_list("output", flat=True).first()
 # --- conversations as their owner sees them -------------------------------------------------------
 
 def conversations_visible(*, user: User) -> QuerySet[Conversation]:

@@ -73,6 +73,13 @@ class Delivery:
             held = 0
         return held + checkpoints.unwritten > LOG_BACKLOG_BYTES
 
+    def segment(self, index: int) -> None:
+        """The events added from now on are segment `index`'s: what is held of the one before goes
+        first as a batch of its own (a takeover rebuilds each response from its own segments)."""
+        if len(self.log):
+            self.checkpoints.hand_over(self.log.take())
+        self.log.segment_index = index
+
     def changed(self, change: Ops, *, boundary: bool = False) -> None:
         """A change of the view outside a chunk (an ending, a tool's result, a verdict)."""
         now = self._loop.time()

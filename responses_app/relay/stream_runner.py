@@ -60,8 +60,7 @@ ERROR_GRACE_S = 2.0  # after an `error` event, how long a following response.fai
 
 
 class StreamRunner(LettingGo):
-    # Slots, not a dict: with this many attributes a runner's __dict__ outweighs a slot per
-    # attribute several times (bench/README.md, storage).
+    # Slots: with this many attributes a __dict__ outweighs them several times (bench/README.md, storage).
     __slots__ = ("request_id", "hub", "_upstream_factory", "finished", "_loop", "tools", "_response_id_saved",
                  "_last_bytes", "_reader", "_task", "log_context", "_rounds")  # and Endings.__slots__
 
@@ -261,7 +260,7 @@ class StreamRunner(LettingGo):
             if action is Action.RECONCILE:
                 return await self._reconcile(upstream)
             if action is Action.TOOL_ROUND:
-                outcome = await self._next_round(self.request)
+                outcome = await self._next_round(self.request, upstream)
                 if isinstance(outcome, str):
                     return outcome
                 body, kind, resumes, http_retries = outcome, Kind.CONTINUATION, 0, 0
@@ -297,12 +296,13 @@ class StreamRunner(LettingGo):
             return full_context_body(request, await db(selectors.conversation_context)(request=request))
         return build_body(request)
 
-    async def _next_round(self, request: RunRequest) -> dict[str, Any] | str:
+    async def _next_round(self, request: RunRequest, upstream: Upstream) -> dict[str, Any] | str:
         """After a response ended: run its tools; the continuation's body, or the request's status."""
         ended = self.transcript.status or v.UNKNOWN
         if ended != v.COMPLETED:
             return ended
-        outputs = await self.tools.run(self.transcript)
+        await self.delivery.catch_up()  # its end committed before a tool runs: a takeover goes on from here
+        outputs = await self.tools.run(self.transcript, upstream)
         if outputs and await self._settle():  # a flagged tool output goes neither to viewers nor to the model
             return ended
         answers = await self.tools.approvals(self.transcript, self.cancel_requested)
@@ -335,7 +335,7 @@ class StreamRunner(LettingGo):
             request_id=self.uuid, index=self._segment_index, kind=kind, starting_after=starting_after,
             response_id=self.transcript.response_id or "")
         self.count_write()
-        self.delivery.log.segment_index = self._segment_index
+        self.delivery.segment(self._segment_index)
         self._segment_index += 1
         events = [0]
         self._reader = self._loop.create_task(self._read(ctx, events))

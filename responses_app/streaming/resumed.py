@@ -18,13 +18,15 @@ RUNNER_STATES = frozenset({"running", "done", "awaiting_approval", "approved", "
 _OWN = frozenset({"id", "kind", "text"})
 
 
-def _redacted(value: Any) -> bool:
+def holds_redacted(value: Any) -> bool:
+    """Whether `value` (a field of a view block, or a tool call's arguments) lost anything to
+    redaction."""
     if isinstance(value, str):
         return value == REDACTED
     if isinstance(value, list):
-        return any(_redacted(v) for v in value)
+        return any(holds_redacted(v) for v in value)
     if isinstance(value, dict):
-        return any(_redacted(v) for v in value.values())
+        return any(holds_redacted(v) for v in value.values())
     return False
 
 
@@ -36,7 +38,7 @@ def keep_committed(view: ViewModel, committed: dict[str, Any] | None) -> None:
             continue
         rebuilt = view.block(block_id)
         fields = {key: value for key, value in block.items() if key not in _OWN and (
-            key not in rebuilt or (_redacted(rebuilt[key]) and not _redacted(value)))}
+            key not in rebuilt or (holds_redacted(rebuilt[key]) and not holds_redacted(value)))}
         if block.get("state") in RUNNER_STATES and rebuilt.get("state") not in RUNNER_STATES:
             fields["state"] = block["state"]
         if fields:

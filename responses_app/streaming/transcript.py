@@ -26,8 +26,7 @@ _ANSWER_KINDS = frozenset({"text", "refusal"})  # answer text a person reads (ti
 # Relay outcomes that no upstream event reports: the view's meta says so itself.
 _RELAY_ENDINGS = frozenset({CANCELLED, UNKNOWN, ERROR})
 _USAGE_KEYS = ("input_tokens", "output_tokens", "total_tokens")
-# Far more ops than any runner publishes between two commits (at most a few seconds of a stream).
-TAKEOVER_REVISION_GAP = 1_000_000
+TAKEOVER_REVISION_GAP = 1_000_000  # far more ops than a runner publishes between two commits
 HANDED_OVER = "handoff"  # the reason of the checkpoint a stopping runner commits as it lets go
 
 
@@ -131,9 +130,11 @@ class Transcript:
         return self.assembler.last_sequence_number
 
     def assume_response_id(self, response_id: str) -> None:
-        """A taken-over request: the id stored by the runner that died."""
-        if response_id:
-            self.assembler.response_id = response_id
+        """A taken-over request: the id stored by the runner that died (another than the log's
+        ended response's: a continuation confirmed before any of its events were logged)."""
+        if response_id and self.terminal and response_id != self.response_id:
+            self.next_response()
+        self.assembler.response_id = response_id or self.assembler.response_id
 
     # --- upstream bytes ---------------------------------------------------------------------
 
@@ -194,10 +195,9 @@ class Transcript:
     def restore(self, rounds: list[tuple[int, bytes]], committed_revision: int, reason: str = "", *,
                 committed: dict[str, Any] | None = None) -> None:
         """Rebuild from the raw event log (round, SSE bytes) of a runner that died or let go
-        (`reason`: its last checkpoint's), with what the log lost from the `committed` view
-        (resumed.py). A dead runner published patches after its last commit that no log holds:
-        revisions skip past any it can have sent (a tab holding one sees a gap and resyncs). One
-        that handed over (HANDED_OVER) committed all it published: its tabs' patches go on."""
+        (`reason`: its last checkpoint's), with what the log lost of the `committed` view
+        (resumed.py). A dead runner may have published patches no log holds: revisions skip past
+        them (a tab holding one resyncs). One that handed over (HANDED_OVER) committed them all."""
         for round_, data in rounds:
             if round_ != self.round:
                 self.next_response(round_)
