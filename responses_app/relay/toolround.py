@@ -7,9 +7,10 @@ Arguments are parsed only from the finished call item. Each state change of the 
 runner as the ops the transcript returned, sent at once (a boundary).
 
 After a takeover the calls come from the raw event log, where their arguments are redacted
-(RELAY_REDACT_FIELDS): a call not run yet takes its arguments from the upstream's stored
-response, and is not run when the upstream cannot give them (the model is told why). A call
-claimed by a runner that died before storing its output is not run again either.
+(RELAY_REDACT_FIELDS): a call not run yet has them from the committed view (the response's end
+is committed before its tools run), else from the upstream's stored response, else it is not run
+and the model is told why. A call claimed by a runner that died before storing its output is not
+run again either.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ class ToolRound:
         outputs = []
         for call in calls:
             call_id, name, arguments = call["call_id"], call.get("name", ""), call.get("arguments") or ""
-            if holds_redacted(arguments):  # rebuilt from the log by a takeover
+            if holds_redacted(arguments):  # rebuilt from the log by a takeover, and not committed
                 if kept is None:
                     kept = await _arguments_upstream(upstream, transcript.response_id or "")
                 arguments = kept.get(call_id, arguments)

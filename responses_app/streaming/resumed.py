@@ -30,6 +30,15 @@ def holds_redacted(value: Any) -> bool:
     return False
 
 
+def committed_arguments(call: dict[str, Any], view: ViewModel, block_id: str | None) -> dict[str, Any]:
+    """A function call rebuilt from the log, with the arguments its block in `view` holds when the
+    log's are redacted and the block's (the committed view's, by keep_committed) are not."""
+    if not holds_redacted(call.get("arguments")) or not block_id or not view.has(block_id):
+        return call
+    kept = view.block(block_id).get("arguments")
+    return {**call, "arguments": kept} if isinstance(kept, str) and not holds_redacted(kept) else call
+
+
 def keep_committed(view: ViewModel, committed: dict[str, Any] | None) -> None:
     """Give `view` (rebuilt from the log) back what the log lost of `committed`'s blocks."""
     for block in (committed or {}).get("blocks", ()):

@@ -17,14 +17,13 @@ from .assembler import MAX_ITEMS, Applied, Assembler, AssemblerStats
 from .gate import SafetyGate, Window
 from .item_events import MAX_ANSWER_CHARS
 from .pipeline import StreamPipeline
-from .resumed import keep_committed
+from .resumed import committed_arguments, keep_committed
 from .sse import SSEDecoder
 from .view import Op, ViewModel
 from .vocabulary import CANCELLED, ERROR, RESPONSE_FINAL_STATUSES, TERMINAL_EVENT_BY_STATUS, UNKNOWN
 
 _ANSWER_KINDS = frozenset({"text", "refusal"})  # answer text a person reads (time to first token)
-# Relay outcomes that no upstream event reports: the view's meta says so itself.
-_RELAY_ENDINGS = frozenset({CANCELLED, UNKNOWN, ERROR})
+_RELAY_ENDINGS = frozenset({CANCELLED, UNKNOWN, ERROR})  # outcomes no upstream event reports
 _USAGE_KEYS = ("input_tokens", "output_tokens", "total_tokens")
 TAKEOVER_REVISION_GAP = 1_000_000  # far more ops than a runner publishes between two commits
 HANDED_OVER = "handoff"  # the reason of the checkpoint a stopping runner commits as it lets go
@@ -226,7 +225,8 @@ class Transcript:
 
     def function_calls(self) -> list[dict[str, Any]]:
         """The current response's function calls with a call id (complete once it is terminal)."""
-        return self.assembler.function_calls()
+        return [committed_arguments(call, self._inner, self.assembler.block_id_for(call.get("id")))
+                for call in self.assembler.function_calls()]
 
     def tools_started(self) -> Ops:
         self._inner.set_meta({"status": "waiting_for_tool"})

@@ -14,7 +14,7 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from responses_app import selectors, services
-from responses_app.models import ResponseRequest
+from responses_app.models import Checkpoint, ResponseRequest
 from responses_app.relay import toolround
 from responses_app.relay.hub import get_hub
 from responses_app.relay.stream_runner import StreamRunner
@@ -70,11 +70,26 @@ async def test_a_runner_killed_in_the_continuation_is_taken_over_without_doublin
 
 
 
+async def provider_keeps_nothing(upstream: Any, response_id: str) -> dict[str, str]:
+    return {}
+
+
+@sync_to_async
+def lose_the_committed_view(request: ResponseRequest) -> None:
+    """As if no commit of the view had held: the takeover has the redacted log alone."""
+    Checkpoint.objects.filter(request=request).delete()
+
+
+@pytest.mark.parametrize("source", ["committed view", "upstream"])
 async def test_a_runner_killed_before_its_tool_ran_gives_the_tool_its_real_arguments(
-        owner: Any, simulator_url: str) -> None:
+        owner: Any, monkeypatch: Any, simulator_url: str, source: str) -> None:
     request = await tool_request(owner, "sim-function", {"sim.tokens_per_s": "200", "sim.tokens": "60"})
     await _killed_at_the_tool_step(request, claim=False)
     assert not await calls_of(request)
+    if source == "committed view":
+        monkeypatch.setattr(toolround, "_arguments_upstream", provider_keeps_nothing)
+    else:
+        await lose_the_committed_view(request)
     await asyncio.wait_for(StreamRunner(str(request.pk), get_hub()).run(), 60)
     saved = await wait_for_status(request, {"completed", "failed", "unknown", "error", "incomplete"}, timeout=10)
     calls = await calls_of(saved)
@@ -112,11 +127,8 @@ async def _killed_at_the_tool_step(request: ResponseRequest, *, claim: bool) -> 
 async def test_a_call_whose_arguments_cannot_be_had_again_is_not_run(owner: Any, monkeypatch: Any) -> None:
     request = await tool_request(owner, "sim-function", {"sim.tokens_per_s": "200", "sim.tokens": "60"})
     await _killed_at_the_tool_step(request, claim=False)
-
-    async def provider_keeps_nothing(upstream: Any, response_id: str) -> dict[str, str]:
-        return {}
-
     monkeypatch.setattr(toolround, "_arguments_upstream", provider_keeps_nothing)
+    await lose_the_committed_view(request)
     ran: list[str] = []
     monkeypatch.setattr(toolround, "run_tool", lambda name, arguments: ran.append(name) or "{}")
     await asyncio.wait_for(StreamRunner(str(request.pk), get_hub()).run(), 60)
