@@ -129,12 +129,15 @@ def viewer_totals(period: DateRange) -> dict[str, int]:
 
 
 def token_usage(period: DateRange) -> dict[str, int]:
-    """Summed from each request's terminal `usage` (never from chunks)."""
-    totals = {"input_tokens": 0, "output_tokens": 0, "reasoning_tokens": 0, "total_tokens": 0, "requests": 0}
+    """Summed from each request's `usage`: its responses' own (never from chunks), or estimated
+    from what a response streamed when it ended with none (a Stop; `estimated`: how many)."""
+    totals = {"input_tokens": 0, "output_tokens": 0, "reasoning_tokens": 0, "total_tokens": 0, "requests": 0,
+              "estimated": 0}
     for usage in requests_in(period).filter(usage__isnull=False).values_list("usage", flat=True):
         if not isinstance(usage, dict):
             continue
         totals["requests"] += 1
+        totals["estimated"] += bool(usage.get("estimated"))
         for key in ("input_tokens", "output_tokens", "total_tokens"):
             value = usage.get(key)
             if isinstance(value, int):

@@ -141,6 +141,8 @@ class Endings:
             if final and final.get("status") in (v.COMPLETED, v.FAILED, v.INCOMPLETE):
                 self.delivery.changed(self.transcript.apply_final(final), boundary=True)  # it ended first
                 return self.transcript.status or v.CANCELLED
+            if final and isinstance(final.get("usage"), dict):  # what the stopped response was billed
+                self.delivery.changed(self.transcript.reported_usage(final["usage"]), boundary=True)
         return v.CANCELLED
 
     async def _reconcile(self, upstream: Upstream) -> str:

@@ -19,12 +19,12 @@ from .item_events import MAX_ANSWER_CHARS
 from .pipeline import StreamPipeline
 from .resumed import committed_arguments, keep_committed
 from .sse import SSEDecoder
+from .usage import Usage
 from .view import Op, ViewModel
 from .vocabulary import CANCELLED, ERROR, RESPONSE_FINAL_STATUSES, TERMINAL_EVENT_BY_STATUS, UNKNOWN
 
 _ANSWER_KINDS = frozenset({"text", "refusal"})  # answer text a person reads (time to first token)
 _RELAY_ENDINGS = frozenset({CANCELLED, UNKNOWN, ERROR})  # outcomes no upstream event reports
-_USAGE_KEYS = ("input_tokens", "output_tokens", "total_tokens")
 TAKEOVER_REVISION_GAP = 1_000_000  # far more ops than a runner publishes between two commits
 HANDED_OVER = "handoff"  # the reason of the checkpoint a stopping runner commits as it lets go
 
@@ -71,7 +71,7 @@ class Transcript:
         self.secrets = secrets
         self._finished_stats: list[AssemblerStats] = []
         self._malformed_before = 0
-        self._usage_total: dict[str, int] = {}
+        self._usage = Usage()
         self._text_seen = self._tool_seen = False
         self.assembler = Assembler(hold_window=hold_window, view=self.view, max_items=max_output_items, secrets=secrets)
         self.assembler.room = max_answer_chars
@@ -215,7 +215,7 @@ class Transcript:
         """A continuation: a new upstream response drawn into the same view."""
         self._finished_stats.append(self.assembler.stats)
         self._malformed_before += self.pipeline.malformed + self.pipeline.oversized
-        self._add_usage(self._inner.meta.get("usage"))
+        self._usage.response_ended(self._inner)
         self.round = self.round + 1 if round_ is None else round_
         room = self.assembler.room  # the bound of streamed text is the whole answer's
         self.assembler = Assembler(hold_window=self._hold_window, view=self._inner, block_prefix=f"r{self.round}-",
@@ -347,23 +347,14 @@ class Transcript:
             "last_sequence_number": self.assembler.last_sequence_number,
         }
 
-    def usage(self) -> Any:
-        """One response: its terminal usage exactly as reported; several: the sums."""
-        last = self._inner.meta.get("usage")
-        if not self._usage_total:
-            return last
-        total = dict(self._usage_total)
-        if isinstance(last, dict):
-            for key in _USAGE_KEYS:
-                if isinstance(last.get(key), int):
-                    total[key] = total.get(key, 0) + last[key]
-        return total
+    def reported_usage(self, usage: dict[str, Any]) -> Ops:
+        """The provider's usage of a response it reports with no terminal event (a cancelled one)."""
+        self._inner.set_meta({"usage": usage})
+        return self.take_ops()
 
-    def _add_usage(self, usage: Any) -> None:
-        if isinstance(usage, dict):
-            for key in _USAGE_KEYS:
-                if isinstance(usage.get(key), int):
-                    self._usage_total[key] = self._usage_total.get(key, 0) + usage[key]
+    def usage(self) -> Any:
+        """One response: its usage as reported; several: the sums; estimated where none (usage.py)."""
+        return self._usage.of_request(self._inner)
 
     def final_text(self) -> str:
         view = self.view

@@ -125,15 +125,21 @@ def usage_line(usage: dict[str, Any] | None, cost: float | None = None) -> SafeS
     """Input (cached), output (reasoning) tokens of one answer, and its cost when priced."""
     if not isinstance(usage, dict) or not usage.get("total_tokens"):
         return mark_safe("")  # noqa: S308 - empty
-    parts = [format_html('<span data-usage="input">{} in</span>', usage.get("input_tokens") or 0)]
+    # Estimated (streaming/usage.py): an answer that ended before the provider reported its usage.
+    estimated = bool(usage.get("estimated"))
+    parts = [] if estimated and "input_tokens" not in usage else [
+        format_html('<span data-usage="input">{} in</span>', usage.get("input_tokens") or 0)]
     cached = (usage.get("input_tokens_details") or {}).get("cached_tokens") or 0
     if cached:
         parts.append(format_html('<span data-usage="cached">{} cached</span>', cached))
-    parts.append(format_html('<span data-usage="output">{} out</span>', usage.get("output_tokens") or 0))
+    parts.append(format_html('<span data-usage="output">{}{} out</span>', "≈ " if estimated else "",
+                             usage.get("output_tokens") or 0))
     reasoning = (usage.get("output_tokens_details") or {}).get("reasoning_tokens") or 0
     if reasoning:
         parts.append(format_html('<span data-usage="reasoning">{} reasoning</span>', reasoning))
     if cost is not None:
         parts.append(format_html('<span data-usage="cost">${}</span>', f"{cost:.4f}"))
-    return format_html('<span class="usage muted small" title="Tokens used by this answer">{}</span>',
+    title = ("Tokens used by this answer, estimated from what it streamed: it ended before the model "
+             "provider reported them" if estimated else "Tokens used by this answer")
+    return format_html('<span class="usage muted small" title="{}">{}</span>', title,
                        mark_safe(" · ".join(parts)))  # noqa: S308 - each part escaped by format_html

@@ -59,7 +59,7 @@ def test_one_request_counts_once_despite_viewers_reconnects_and_segments(user: A
     assert data["status_days"] == [{"day": DAY, "counts": {"completed": 1}, "total": 1}]
     assert data["viewers"] == {"connections": 3, "reconnects": 2, "first_connections": 1}
     assert data["tokens"] == {"input_tokens": 10, "output_tokens": 20, "reasoning_tokens": 5, "total_tokens": 30,
-                              "requests": 1}
+                              "requests": 1, "estimated": 0}
     assert data["ttft"]["count"] == 1 and data["duration"]["count"] == 1
 
 
@@ -92,6 +92,21 @@ def test_tokens_come_only_from_terminal_usage(user: Any) -> None:
     make(user, created=at(DAY), usage=None, status="streaming")  # still streaming: nothing to count
     make(user, created=at(DAY), usage={"input_tokens": 4, "output_tokens": 5, "total_tokens": 9})
     assert analytics.token_usage(PERIOD)["total_tokens"] == 12
+
+
+def test_a_stopped_answer_counts_its_estimated_output_and_says_so(user: Any) -> None:
+    make(user, created=at(DAY), usage={"input_tokens": 1, "output_tokens": 2, "total_tokens": 3})
+    make(user, created=at(DAY), status="cancelled",
+         usage={"output_tokens": 7, "total_tokens": 7, "estimated": True})
+    tokens = analytics.token_usage(PERIOD)
+    assert (tokens["output_tokens"], tokens["total_tokens"], tokens["estimated"]) == (9, 10, 1)
+    today = datetime.now(UTC).date()
+    make(user, created=at(today, 0), status="cancelled", usage={"output_tokens": 7, "total_tokens": 7,
+                                                                 "estimated": True})
+    client = Client()
+    client.force_login(get_user_model().objects.create_user("boss", password="pw", is_staff=True))
+    html = client.get(reverse("responses_app:analytics"), {"days": "7"}).content.decode()
+    assert "output of 1 stopped answer estimated" in html
 
 
 def test_analytics_page_for_staff_shows_counts_and_charts(user: Any) -> None:

@@ -162,6 +162,23 @@ async def test_cancel_message_stops_the_request(owner: Any) -> None:
     assert terminal["status"] == "cancelled"
     saved = await reload(request)
     assert saved.status == "cancelled" and saved.cancels == 1
+    # The provider billed what it generated before the Stop: its usage of the cancelled response.
+    assert saved.usage and saved.usage["output_tokens"] > 0 and not saved.usage.get("estimated")
+    await communicator.disconnect()
+
+
+async def test_a_stopped_answer_the_provider_cannot_be_asked_about_counts_its_tokens_estimated(owner: Any) -> None:
+    request = await make_request(owner, "sim-long", {"sim.tokens_per_s": "50"}, background=False)
+    communicator = await connect(owner, request.pk)
+    await communicator.connect()
+    watcher = Watcher(communicator)
+    while watcher.view is None or len(watcher.text()) < 40:
+        await watcher.receive()
+    await communicator.send_to(text_data='{"type":"cancel"}')
+    assert (await watcher.until_terminal())["status"] == "cancelled"
+    saved = await reload(request)
+    assert saved.usage["estimated"] is True and "input_tokens" not in saved.usage
+    assert saved.usage["output_tokens"] == -(-len(saved.final_text) // 4) > 0
     await communicator.disconnect()
 
 

@@ -186,6 +186,8 @@ def test_usage_per_answer_with_a_cost_when_priced(owner: Any, settings: Any) -> 
     listing = client_for(owner).get(reverse("responses_app:conversations")).content.decode()
     assert "1500 tokens used (1200 in · 300 out) · $0.0045" in listing
     assert str(usage_line(None)) == ""
+    stopped = str(usage_line({"output_tokens": 7, "total_tokens": 7, "estimated": True}))
+    assert "≈ 7 out" in stopped and " in<" not in stopped and "estimated" in stopped
 
 
 @pytest.mark.parametrize(("value", "message"), [
