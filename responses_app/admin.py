@@ -29,7 +29,16 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from . import selectors
-from .models import Checkpoint, Conversation, McpApproval, ResponseRequest, SafetyVerdict, Segment, ToolCall
+from .models import (
+    AnswerFeedback,
+    Checkpoint,
+    Conversation,
+    McpApproval,
+    ResponseRequest,
+    SafetyVerdict,
+    Segment,
+    ToolCall,
+)
 
 EVENT_BATCHES_PER_PAGE = 20
 WITHHELD_NOTICE = ("Hidden: the safety policy withheld, retracted or blocked text of this request. Its text, tool "
@@ -167,6 +176,11 @@ class SafetyVerdictInline(ReadOnlyInline):
         return ", ".join(obj.categories or []) or "-"
 
 
+class AnswerFeedbackInline(ReadOnlyInline):
+    model = AnswerFeedback
+    fields = readonly_fields = ("user", "rating", "note", "updated")
+
+
 @admin.register(ResponseRequest)
 class ResponseRequestAdmin(AtTheSecond, admin.ModelAdmin):
     list_display = seconds(("short_id", "status", "model", "owner", "response_id", "ttft_ms", "duration_ms", "events",
@@ -176,7 +190,8 @@ class ResponseRequestAdmin(AtTheSecond, admin.ModelAdmin):
     list_select_related = ("owner",)
     date_hierarchy = "created"
     ordering = ("-created",)
-    inlines = (SegmentInline, ToolCallInline, McpApprovalInline, SafetyVerdictInline, CheckpointInline)
+    inlines = (SegmentInline, ToolCallInline, McpApprovalInline, SafetyVerdictInline, AnswerFeedbackInline,
+               CheckpointInline)
     actions = ("download_event_logs",)
     fieldsets = (
         (None, {"fields": ("id", "status", "model", "owner", "conversation", "links", "client_request_id",
@@ -396,3 +411,26 @@ class ConversationAdmin(AtTheSecond, admin.ModelAdmin):
     @admin.display(description="chat")
     def chat_link(self, obj: Conversation) -> str:
         return format_html('<a href="{}">Open the chat page</a>', reverse("responses_app:chat", args=[obj.pk]))
+
+
+@admin.register(AnswerFeedback)
+class AnswerFeedbackAdmin(AtTheSecond, admin.ModelAdmin):
+    """What people said of answers (feedback.py): read here, never changed for them."""
+
+    list_display = ("rating", "note", "user", "request_link", "updated")
+    list_filter = ("rating", ("updated", admin.DateFieldListFilter))
+    search_fields = ("note", "user__username", "request__model")
+    list_select_related = ("user",)
+    ordering = ("-updated",)
+    readonly_fields = ("request", "user", "rating", "note", "created", "updated")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="answer", ordering="request")
+    def request_link(self, obj: AnswerFeedback) -> str:
+        url = reverse("admin:responses_app_responserequest_change", args=[obj.request_id])
+        return format_html('<a href="{}">{}</a>', url, str(obj.request_id)[:8])

@@ -354,6 +354,30 @@ class Share(models.Model):
         return f"share of a {what}{' (revoked)' if self.revoked_at else ''}"
 
 
+class AnswerFeedback(models.Model):
+    """A person's rating of one answer (helpful or not, and an optional note), one per person and
+    answer; the analytics count them and list the notes (feedback.py)."""
+
+    class Rating(models.IntegerChoices):
+        UP = 1, "Helpful"
+        DOWN = -1, "Not helpful"
+
+    request = models.ForeignKey(ResponseRequest, on_delete=models.CASCADE, related_name="feedback")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    rating = models.SmallIntegerField(choices=Rating.choices)
+    note = models.TextField(blank=True)
+    created = models.DateTimeField(default=timezone.now)
+    updated = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name_plural = "answer feedback"
+        constraints = [models.UniqueConstraint(fields=["request", "user"], name="responses_app_feedback_once")]
+        indexes = [models.Index(fields=["updated"], name="responses_app_feedback_when")]
+
+    def __str__(self) -> str:
+        return f"{self.get_rating_display()}{': ' + self.note[:40] if self.note else ''}"
+
+
 class SearchDocument(models.Model):
     """PostgreSQL: a turn's search document, GIN-indexed, kept by search.py; a row of its own, so
     the request's row (updated while it streams) never carries it into an index."""

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from .web import frontend_streams, jsonapi, live_blocks, pages, search_export, share_links, versions
+from .web import feedback, frontend_streams, jsonapi, live_blocks, pages, search_export, share_links, versions
 
 app_name = "responses_app"
 
@@ -26,6 +26,7 @@ urlpatterns = [
     path("c/<uuid:conversation_id>/turns/<uuid:request_id>/regenerate", pages.chat_regenerate, name="chat-regenerate"),
     path("c/<uuid:conversation_id>/turns/<uuid:request_id>/edit", pages.chat_edit, name="chat-edit"),
     path("c/<uuid:conversation_id>/turns/<uuid:request_id>/show", versions.chat_show, name="chat-show"),
+    path("c/<uuid:conversation_id>/turns/<uuid:request_id>/feedback", feedback.chat_feedback, name="chat-feedback"),
     path("c/<uuid:conversation_id>/rename", pages.conversation_rename, name="conversation-rename"),
     path("c/<uuid:conversation_id>/delete", pages.conversation_delete, name="conversation-delete"),
     path("render/blocks", live_blocks.render_blocks, name="render-blocks"),

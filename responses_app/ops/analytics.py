@@ -18,6 +18,7 @@ from django.db.models import Count, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
+from .. import feedback
 from ..models import McpApproval, ResponseRequest, Segment
 from ..streaming.vocabulary import INPUT_FLAGGED
 
@@ -187,5 +188,6 @@ def summary(period: DateRange) -> dict[str, Any]:
         "health": stream_health(period),
         "safety": safety_blocked(period),
         "owners": requests_in(period).values("owner").distinct().count(),
+        "feedback": feedback.summary(since=period.bounds()[0], until=period.bounds()[1]),
     }
 

@@ -23,7 +23,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from .. import branches, forms, idempotency, selectors, services, submission
+from .. import branches, feedback, forms, idempotency, selectors, services, submission
 from ..conf import app_settings
 from ..conversation_events import announce
 from ..models import Conversation, ResponseRequest
@@ -185,8 +185,10 @@ def _chat(http: HttpRequest, conversation_id: uuid.UUID) -> tuple[HttpResponse, 
             refused, errors = exc, _form_errors(exc)
         else:
             return HttpResponseRedirect(_chat_url(done.request.conversation_id, done.request.pk)), done
-    turns = [turn_context(r, v, can_post=can_post, can_cancel=can_cancel, versions=versions)
-             for r, v, versions in selectors.conversation_turns(conversation=conversation)]
+    rows = selectors.conversation_turns(conversation=conversation)
+    rated = feedback.of_user(user=http.user, request_ids=[r.pk for r, _, _ in rows]) if can_post else {}
+    turns = [turn_context(r, v, can_post=can_post, can_cancel=can_cancel, versions=versions, feedback=rated.get(r.pk))
+             for r, v, versions in rows]
     response = page(http, "responses_app/chat.html", {
         "conversation": conversation,
         "turns": turns,
@@ -217,9 +219,10 @@ def chat_turn(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UU
         raise Http404("No such request")
     view = selectors.view_latest(request=request)
     can_post = selectors.is_owner(http.user, request) and request.conversation.deleted_at is None  # type: ignore[union-attr]
+    rated = feedback.of_user(user=http.user, request_ids=[request.pk]) if can_post else {}
     return render(http, "responses_app/_turn.html", turn_context(
         request, view, can_post=can_post, can_cancel=selectors.can_cancel(http.user, request),
-        versions=branches.versions_of(request)))
+        versions=branches.versions_of(request), feedback=rated.get(request.pk)))
 
 
 def _chat_request(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UUID) -> ResponseRequest:

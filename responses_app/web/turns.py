@@ -18,7 +18,7 @@ from django.utils.safestring import SafeString, mark_safe
 from .. import forms, selectors
 from ..blockwords import DONE_STATES
 from ..branches import Versions
-from ..models import ResponseRequest
+from ..models import AnswerFeedback, ResponseRequest
 from ..streaming.vocabulary import ENDED_STATUSES, PENDING
 
 BADGE_LABELS = {
@@ -151,9 +151,11 @@ def _thought_s(request: ResponseRequest, view: dict[str, Any]) -> int | None:
 
 
 def turn_context(request: ResponseRequest, view: dict[str, Any], *, can_post: bool = False,
-                 can_cancel: bool | None = None, versions: Versions | None = None) -> dict[str, Any]:
+                 can_cancel: bool | None = None, versions: Versions | None = None,
+                 feedback: AnswerFeedback | None = None) -> dict[str, Any]:
     """`can_cancel`: Stop is offered (the owner's, or a viewer with change_responserequest);
-    `versions`: the turn's place among its versions (`‹ 2/3 ›`, branches.py)."""
+    `versions`: the turn's place among its versions (`‹ 2/3 ›`, branches.py); `feedback`: the
+    owner's rating of the answer (feedback.py)."""
     live = not request.is_terminal and request.status != ResponseRequest.Status.UNKNOWN
     badge = badge_key(request.status, view)
     usage = request.usage or (view.get("meta") or {}).get("usage")
@@ -176,6 +178,7 @@ def turn_context(request: ResponseRequest, view: dict[str, Any], *, can_post: bo
         "cost": selectors.usage_cost(usage=usage, model=request.model),
         "thought_s": _thought_s(request, view),
         "can_post": can_post,
+        "feedback": feedback,
         "regenerate_id": str(uuid.uuid4()),  # fresh per render: idempotency keys, as the composer's
         "resend_id": str(uuid.uuid4()),
         "versions": versions,

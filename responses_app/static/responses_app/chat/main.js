@@ -9,6 +9,7 @@ import { bindBranches } from "./branches.js";
 import { FOCUS_NEW_TURN, bindComposer, bindCount } from "./composer.js";
 import { ConversationLive, bindActions } from "./conversation.js";
 import { bindCopy } from "./copy.js";
+import { bindFeedback } from "./feedback.js";
 import { csrfToken } from "./csrf.js";
 import { followAll, followers, hooks, liveHtml, liveTexts } from "./follower.js";
 import { renderMarkdown } from "./markdown.js";
@@ -94,6 +95,7 @@ function start() {
   syncStop();
   bindApprovals(document);
   bindCopy(document);
+  bindFeedback(document);
   window.relayChat = { followers, liveTexts, liveHtml, renderMarkdown, badgeKey }; // for debugging and tests
 }
 
