@@ -78,6 +78,7 @@ class ResponseRequest(models.Model):
     incomplete_reason = models.TextField(blank=True)
     usage = models.JSONField(null=True, blank=True)  # from the terminal Response only, never summed
     final_text = Utf8TextField(blank=True)  # the answer's text, for listing and search
+    tool_text = Utf8TextField(blank=True, default="")  # what its tool calls said, for search (search.py)
 
     # Single-flight: a runner owns the request while its lease is unexpired.
     runner_token = models.UUIDField(null=True, blank=True)

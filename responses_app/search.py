@@ -1,6 +1,8 @@
-"""Search across one's own conversations (reads). Over each turn's prompt and its answer (the final
-text shown), and a conversation's title for its first turn (not every turn of a conversation
-whose title matches); only the user's own turns, never a deleted conversation.
+"""Search across one's own conversations (reads). Over each turn's prompt, its answer (the final
+text shown) and what its tool calls said (`tool_document`: each call's name, arguments, queries
+and output, stored as the turn ends), and a conversation's title for its first turn (not every
+turn of a conversation whose title matches); only the user's own turns, never a deleted
+conversation.
 
 On PostgreSQL: full-text search (RELAY_SEARCH_CONFIG; `websearch_to_tsquery`, so words,
 "a phrase", -not and `or` work as people type them), ranked, with `ts_headline` excerpts. Each
@@ -18,12 +20,13 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import orjson
 from django.db import connection, transaction
 from django.db.models import F, Func, Q, QuerySet, TextField
 from django.db.models.expressions import RawSQL
@@ -41,12 +44,15 @@ EXCERPT_CHARS = 90  # either side of the first match (the plain search)
 _START, _STOP = "\ue000", "\ue001"  # ts_headline's marks, made <mark> once the text is escaped
 PROMPT_CHARS = 50_000  # of a turn's prompt (its text, or its items' JSON), searched and excerpted
 ANSWER_CHARS = 100_000  # of its answer: with the prompt's, well under a tsvector's 1 MB at any text
+TOOL_CHARS = 50_000  # of what its tool calls said (stored whole up to this)
+_TOOL_FIELDS = ("arguments", "input", "query", "queries", "commands", "output", "outputs", "result", "error")
 _TABLE, _CONVERSATIONS = ResponseRequest._meta.db_table, Conversation._meta.db_table
 _DOCUMENTS = SearchDocument._meta.db_table
 # One document per turn (so "spring -windows" sees all of it): a first turn's has the title too.
 DOCUMENT = (
     f"setweight(to_tsvector(%(config)s::regconfig, left(coalesce(r.input #>> '{{}}', ''), {PROMPT_CHARS})), 'A')"
     f" || setweight(to_tsvector(%(config)s::regconfig, left(r.final_text, {ANSWER_CHARS})), 'B')"
+    f" || setweight(to_tsvector(%(config)s::regconfig, left(r.tool_text, {TOOL_CHARS})), 'C')"
     f" || CASE WHEN r.parent_id IS NULL THEN setweight(to_tsvector(%(config)s::regconfig, coalesce(("
     f'SELECT c.title FROM "{_CONVERSATIONS}" c WHERE c.id = r.conversation_id), \'\')), \'A\')'
     " ELSE ''::tsvector END")
@@ -62,6 +68,22 @@ class Hit:
     created: datetime
     prompt: SafeString  # an excerpt, the words found in <mark>
     answer: SafeString
+    tools: SafeString = mark_safe("")  # noqa: S308 - empty; an excerpt of what its tool calls said, when found there
+
+
+def tool_document(blocks: Iterable[dict[str, Any]]) -> str:
+    """What a turn's tool calls said, as searched: a line per call, its name then each field."""
+    lines = []
+    for block in blocks:
+        if block.get("kind") != "tool":
+            continue
+        parts = [str(block.get("name") or block.get("tool") or "")]
+        for field in _TOOL_FIELDS:
+            value = block.get(field)
+            if value not in (None, "", [], {}):
+                parts.append(value if isinstance(value, str) else orjson.dumps(value).decode())
+        lines.append(" ".join(p for p in parts if p))
+    return "\n".join(lines)[:TOOL_CHARS]
 
 
 def index(turns: QuerySet[ResponseRequest] | list[uuid.UUID]) -> None:
@@ -84,8 +106,9 @@ def search_turns(*, user: Any, query: str, limit: int = MAX_RESULTS) -> list[Hit
     if connection.vendor == "postgresql":
         with _index_paths():
             rows = list(_full_text(_turns(user), query)[:limit])
-        return [Hit(pk, conversation_id, title or "", created, _marked(prompt or ""), _marked(answer or ""))
-                for pk, conversation_id, title, created, prompt, answer in rows]
+        return [Hit(pk, conversation_id, title or "", created, _marked(prompt or ""), _marked(answer or ""),
+                    _marked(tools or "") if _START in (tools or "") else mark_safe(""))  # noqa: S308 - empty
+                for pk, conversation_id, title, created, prompt, answer, tools in rows]
     return _plain(_turns(user), query, limit)
 
 
@@ -131,10 +154,11 @@ def _full_text(turns: QuerySet[ResponseRequest], query: str) -> QuerySet[Any]:
     return (turns.filter(pk__in=matching)
             .annotate(rank=SearchRank(F("search_document__vector"), words),
                       prompt_excerpt=SearchHeadline(Left(prompt, PROMPT_CHARS), words, **marks),
-                      answer_excerpt=SearchHeadline(Left("final_text", ANSWER_CHARS), words, **marks))
+                      answer_excerpt=SearchHeadline(Left("final_text", ANSWER_CHARS), words, **marks),
+                      tools_excerpt=SearchHeadline(Left("tool_text", TOOL_CHARS), words, **marks))
             .order_by("-rank", "-created")
             .values_list("pk", "conversation_id", "conversation__title", "created", "prompt_excerpt",
-                         "answer_excerpt"))
+                         "answer_excerpt", "tools_excerpt"))
 
 
 def _words(query: str) -> list[str]:
@@ -148,11 +172,18 @@ def _plain(turns: QuerySet[ResponseRequest], query: str, limit: int) -> list[Hit
         return []
     every = Q()
     for word in words:
-        every &= (Q(final_text__icontains=word) | Q(input__icontains=word)
+        every &= (Q(final_text__icontains=word) | Q(input__icontains=word) | Q(tool_text__icontains=word)
                   | Q(conversation__title__icontains=word, parent__isnull=True))
     rows = turns.filter(every).select_related("conversation").order_by("-created")[:limit]
     return [Hit(r.pk, r.conversation_id, r.conversation.title if r.conversation else "", r.created,  # type: ignore[arg-type]
-                excerpt(r.prompt_text, words), excerpt(r.final_text, words)) for r in rows]
+                excerpt(r.prompt_text, words), excerpt(r.final_text, words), _found_in(r.tool_text, words))
+            for r in rows]
+
+
+def _found_in(text: str, words: list[str]) -> SafeString:
+    """An excerpt of `text` when a word is found there, else nothing."""
+    folded = text.casefold()
+    return excerpt(text, words) if any(w.casefold() in folded for w in words) else mark_safe("")  # noqa: S308
 
 
 def excerpt(text: str, words: list[str]) -> SafeString:

@@ -199,6 +199,7 @@ def request_mark_terminal(
     incomplete_reason: str = "",
     usage: dict[str, Any] | None = None,
     final_text: str = "",
+    tool_text: str = "",
     counters: dict[str, int] | None = None,
     response_id: str = "",
 ) -> bool:
@@ -218,6 +219,7 @@ def request_mark_terminal(
         "incomplete_reason": (incomplete_reason or "")[:100],
         "usage": usage,
         "final_text": final_text,
+        "tool_text": tool_text,
         "lease_expires": None,
         **(counters or {}),
     }

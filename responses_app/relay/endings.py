@@ -22,7 +22,7 @@ import httpx
 import orjson
 from django.utils import timezone
 
-from .. import services
+from .. import search, services
 from ..models import Segment
 from ..ops import tracing
 from ..selectors import RunRequest
@@ -230,6 +230,7 @@ class Endings:
             incomplete_reason=str(meta.get("incomplete_reason") or ""),
             usage=transcript.usage(),
             final_text=transcript.final_text(),
+            tool_text=search.tool_document(self.view.block(block_id) for block_id in self.view.order()),
             counters=transcript.counters(),
             response_id=transcript.response_id or "",
         )

@@ -62,6 +62,12 @@ async def test_tool_runs_once_and_the_answer_uses_it(owner: Any, model: str, cou
     for call in calls:
         assert call.output in saved.final_text or call.call_id in saved.final_text
     assert saved.usage and saved.usage["total_tokens"] > 0
+    # Searchable by what the calls said: each call's name, arguments and output, a line each.
+    lines = saved.tool_text.splitlines()
+    assert sorted(line.split(" ", 1)[0] for line in lines) == sorted(c.name for c in calls)
+    for call in calls:
+        line = next(line for line in lines if line.startswith(call.name + " "))
+        assert call.output in line and json.loads(line[len(call.name) + 1:-len(call.output) - 1]) == call.arguments
     log = await sync_to_async(lambda: selectors.event_log_text(request_id=request.pk))()
     events = [json.loads(line[len("data: "):]) for line in log.split("\n\n") if line.startswith("data: ")]
     argument_events = [e for e in events if e["type"].startswith("response.function_call_arguments.")]

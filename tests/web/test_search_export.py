@@ -56,6 +56,27 @@ def test_search_finds_one_s_own_turns_by_prompt_answer_or_title(owner: Any, team
     assert hits(owner, "zanzibar") == []
 
 
+def test_search_finds_a_turn_by_what_its_tool_calls_said(owner: Any) -> None:
+    weather = answered(owner, "Weather in the capital?", "It is mild.")
+    tool_text = search.tool_document([
+        {"id": "o0", "kind": "tool", "tool": "function_call", "name": "get_weather",
+         "arguments": '{"location": "Reykjavik"}', "output": '{"temperature": 4, "conditions": "sleet"}'},
+        {"id": "o1-c0", "kind": "text", "text": "not a tool"},
+        {"id": "o2", "kind": "tool", "tool": "web_search_call", "queries": ["geysir eruption times"]}])
+    assert tool_text == ('get_weather {"location": "Reykjavik"} {"temperature": 4, "conditions": "sleet"}\n'
+                         'web_search_call ["geysir eruption times"]')
+    ResponseRequest.objects.filter(pk=weather.pk).update(tool_text=tool_text)
+    search.index([weather.pk])
+    answered(owner, "Something else", "Nothing about that.")
+    for query in ("reykjavik", "sleet", "geysir"):
+        found = hits(owner, query)
+        assert [h.request_id for h in found] == [weather.pk], query
+        assert "<mark>" in found[0].tools and query in found[0].tools.lower()
+    assert hits(owner, "mild")[0].tools == "", "no tool excerpt when the words are elsewhere"
+    html = client_for(owner).get(reverse("responses_app:search"), {"q": "sleet"}).content.decode()
+    assert "data-hit-tools" in html and "<mark>sleet</mark>" in html
+
+
 def test_search_leaves_deleted_conversations_out(owner: Any) -> None:
     kept = answered(owner, "Volga", "The Volga is long.")
     gone = answered(owner, "Volga again", "The Volga, deleted.")
