@@ -1,8 +1,8 @@
 // keyboard.js: the skip link, the message box focused when a chat page opens, and the keyboard
 // shortcuts with their help (_shortcuts.html, a modal <dialog>).
 //
-// Shortcuts use Alt+Shift and a letter (event.code, so any layout and a Mac's Option work), which no
-// browser or screen reader uses for its basics, and so they work from a text field too. The help
+// Shortcuts use Alt+Shift and a letter (event.code, so any layout and a Mac's Option work), which
+// desktop browsers and screen readers leave to pages, and so they work from a text field too. The help
 // opens with Ctrl/Cmd+/ anywhere, or with ? outside a text field; ? is a single-character shortcut,
 // so the help has a switch to turn it off (WCAG 2.1.4), remembered in localStorage.
 
