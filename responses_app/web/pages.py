@@ -31,6 +31,7 @@ from ..ops import analytics
 from ..relay import worker
 from ..submission import Refused, Submitted
 from ..upstream import http as upstream
+from . import form_words
 from .charts import series_color
 from .turns import BADGE_LABELS, turn_context
 
@@ -101,6 +102,7 @@ def composer_context(*, conversation: Conversation | None = None, values: dict[s
         "max_input_chars": forms.MAX_INPUT_CHARS,  # the page counts against the form's own limit
         "values": values,
         "errors": errors or {},
+        "error_lines": form_words.error_lines(errors or {}),  # in words, each tied to its field
         "conversation": conversation,
     }
 
@@ -117,8 +119,15 @@ def _form_data(http: HttpRequest) -> dict[str, Any]:
 # --- pages --------------------------------------------------------------------------------------
 
 def page(http: HttpRequest, template: str, context: dict[str, Any], status: int = 200) -> HttpResponse:
-    """One of the app's pages, inside RELAY_BASE_TEMPLATE (the host's base, or the app's own)."""
-    return render(http, template, {**context, "relay_base_template": app_settings.BASE_TEMPLATE}, status=status)
+    """One of the app's pages, inside RELAY_BASE_TEMPLATE (the host's base, or the app's own).
+
+    `relay_skip_link` is the page's first focusable element (the base template includes
+    _skip_link.html first in <body>): to the message box where the page has one, else to the content."""
+    composer = "composer" in context and context.get("can_post", True)
+    skip = ({"href": "#composer-input", "text": "Skip to the message box"} if composer
+            else {"href": "#relay-content", "text": "Skip to content"})
+    return render(http, template, {**context, "relay_base_template": app_settings.BASE_TEMPLATE,
+                                   "relay_skip_link": skip}, status=status)
 
 
 # Views that start or stop a runner are async and await the start or the cancel on the server's

@@ -20,6 +20,7 @@ from ..blockwords import DONE_STATES
 from ..branches import Versions
 from ..models import AnswerFeedback, ResponseRequest
 from ..streaming.vocabulary import ENDED_STATUSES, PENDING
+from . import form_words
 
 BADGE_LABELS = {
     "queued": "Queued",
@@ -69,6 +70,7 @@ def vocabulary() -> dict[str, Any]:
         "caller_tools": sorted(_CALLER_TOOLS),
         "done_states": sorted(DONE_STATES),
         "visible_kinds": sorted(_VISIBLE),
+        "form": form_words.vocabulary(),  # the composer's errors in words (form_words.for_people)
     }
 
 

@@ -272,7 +272,13 @@ def test_invalid_form_shows_field_errors(owner: Any) -> None:
     response = client.post(chat_url(turn), {"input": "  ", "model": "sim-text", "metadata": '{"a": 1}'})
     assert response.status_code == 400
     html = response.content.decode()
-    assert "form-errors" in html and "input" in html and "must be a string" in html
+    assert "form-errors" in html and "must be a string" in html
+    # In words a person reads, each tied to its field; never the field's program name.
+    assert "Write a message first." in html and "<strong>input</strong>" not in html
+    assert "The metadata (under Advanced) [" in html
+    box = r'<textarea id="composer-input"[^>]*aria-describedby="composer-errors [^"]*"[^>]*aria-invalid="true"'
+    assert re.search(box, html)
+    assert re.search(r'<textarea name="metadata" id="composer-metadata"[^>]*aria-invalid="true"', html)
     assert ResponseRequest.objects.count() == 1
     response = client.post(reverse("responses_app:conversation-new"), {"input": "", "model": "sim-text"})
     assert response.status_code == 400

@@ -1,15 +1,29 @@
-// composer.js: sends a prompt without a reload, adds its turn and moves focus to it; also adds
-// turns that other tabs started (conversation.js). Without JavaScript the form posts and redirects.
+// composer.js: sends a prompt without a reload and adds its turn; also adds turns that other tabs
+// started (conversation.js). Without JavaScript the form posts and redirects.
+//
+// After sending, the focus stays in the message box, so a follow-up typed at once lands there; the
+// new answer is announced through the page's live region (follower.js), not by moving the focus.
+// Enter sends where there is a fine pointer (Shift+Enter adds a line); on a touch screen Enter adds
+// a line and Send sends; Ctrl/Cmd+Enter sends on any screen. The hint under the box says which.
 //
 // Every prompt box counts its characters as the server does (code points) against the limit the
-// page states (data-max-chars: forms.MAX_INPUT_CHARS), and refuses to send more: nothing is cut.
+// page states (data-max-chars: forms.MAX_INPUT_CHARS): the count shows near the limit, and over it
+// Send is off, with the reason in words (aria-describedby); nothing is cut. Errors are worded for
+// people (web/form_words.py), tied to their field, and go away as soon as the person types there.
 // While an answer streams, the composer's Stop stops the newest one, where the reader already is.
 
 import { csrfToken } from "./csrf.js";
-import { esc } from "./markdown.js";
 import { announce, follow, followers } from "./follower.js";
 import { contentChanged, toBottom } from "./scroll.js";
 import { url } from "./urls.js";
+import { vocab } from "./vocab.js";
+
+export const FOCUS_COMPOSER = "relay:focus-composer";
+const NEAR_LIMIT = 0.9; // the count appears from this share of the limit
+
+export function touchScreen() {
+  return window.matchMedia("(pointer: coarse)").matches;
+}
 
 export function newRequestId() {
   if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
@@ -21,30 +35,90 @@ export function newRequestId() {
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
 
-function showFormErrors(form, errors, message) {
-  const box = form.querySelector(".form-errors");
-  if (!box) return;
-  const lines = Object.entries(errors || {}).flatMap(([field, messages]) =>
-    messages.map((m) => `<p><strong>${esc(field)}</strong>: ${esc(m)}</p>`));
-  box.innerHTML = lines.join("") || `<p>${esc(message || "Something went wrong.")}</p>`;
-  box.hidden = false;
+// One error of a field in words: the same rules as form_words.for_people on the server.
+export function errorWords(field, message) {
+  const { labels, required } = vocab.form;
+  if (message === "This field is required.") return required[field] || `${labels[field] || "This"} is required.`;
+  const label = labels[field];
+  if (!label) return message;
+  if (message.startsWith(field) && !/\w/.test(message.charAt(field.length))) {
+    return `${label} ${message.slice(field.length).trimStart()}`;
+  }
+  if (/^[a-z]/.test(message)) return `${label} ${message}`;
+  return message;
 }
 
-// The count under a prompt box, and the box refusing to be sent while it is over the limit.
+function control(form, field) {
+  const id = vocab.form.controls[field];
+  return id ? form.querySelector(`#${id}`) : null;
+}
+
+function describedBy(element, id, on) {
+  const ids = (element.getAttribute("aria-describedby") || "").split(/\s+/).filter((x) => x && x !== id);
+  if (on) ids.unshift(id);
+  if (ids.length) element.setAttribute("aria-describedby", ids.join(" "));
+  else element.removeAttribute("aria-describedby");
+}
+
+// Shows errors ({field: [messages]}, or one message for the whole form) in words, tied to their fields.
+export function showFormErrors(form, errors, message) {
+  const box = form.querySelector(".form-errors");
+  if (!box) return;
+  const lines = Object.entries(errors || {}).flatMap(([field, messages]) => messages.map((m) => [field, errorWords(field, m)]));
+  if (!lines.length) lines.push(["", message || "Something went wrong."]);
+  box.replaceChildren(...lines.map(([field, text]) => {
+    const p = document.createElement("p");
+    p.dataset.field = field;
+    p.textContent = text;
+    return p;
+  }));
+  box.hidden = false;
+  for (const [field] of lines) {
+    const element = control(form, field);
+    if (!element) continue;
+    element.setAttribute("aria-invalid", "true");
+    describedBy(element, box.id, true);
+    const details = element.closest("details");
+    if (details) details.open = true;
+  }
+}
+
+// The person typed in `field` (or sent again: every field): its errors, and those of the whole form, go.
+function clearFormErrors(form, field = null) {
+  const box = form.querySelector(".form-errors");
+  if (!box || box.hidden) return;
+  const fields = new Set(field === null ? [] : [field]);
+  for (const p of box.querySelectorAll("p")) {
+    const about = p.dataset.field || "";
+    if (field === null || about === field || !control(form, about)) { p.remove(); fields.add(about); }
+  }
+  for (const about of fields) {
+    const element = control(form, about);
+    if (element) { element.removeAttribute("aria-invalid"); describedBy(element, box.id, false); }
+  }
+  if (!box.querySelector("p")) box.hidden = true;
+}
+
+// The count under a prompt box, near the limit, and the box refusing to be sent while it is over it.
 export function bindCount(input) {
   const max = Number(input.dataset.maxChars || 0);
-  const count = input.form && input.form.querySelector("[data-count]");
+  const form = input.form;
+  const count = form && form.querySelector("[data-count]");
   if (!max || !count) return;
+  const limit = form.querySelector("[data-limit]");
+  const send = form.querySelector("button[type=submit]");
   const number = new Intl.NumberFormat();
   let over = false;
   const update = () => {
     const n = [...input.value].length;
     const now = n > max;
-    count.textContent = n ? `${number.format(n)} / ${number.format(max)}` : "";
+    count.textContent = n >= max * NEAR_LIMIT ? `${number.format(n)} / ${number.format(max)}` : "";
     count.classList.toggle("over", now);
-    const message = now ? `Too long to send: ${number.format(n)} characters, at most ${number.format(max)}.` : "";
+    const message = now ? `Too long to send: ${number.format(n)} characters, at most ${number.format(max)}. Remove ${number.format(n - max)} to send.` : "";
     input.setCustomValidity(message);
     if (now) count.textContent += " · too long";
+    if (limit) limit.textContent = message;
+    if (send) { send.dataset.over = now ? "1" : ""; send.disabled = now || send.dataset.sending === "1"; }
     if (now !== over && now) announce(message);
     over = now;
   };
@@ -69,31 +143,70 @@ function bindStopLatest(form) {
   };
 }
 
+// Enter, Shift+Enter and Ctrl/Cmd+Enter in a message box, as the hint says.
+function bindEnter(form, input) {
+  const hint = form.querySelector("[data-hint]");
+  if (hint) {
+    const word = () => {
+      hint.textContent = touchScreen() ? "Enter adds a line · Send sends" : "Enter sends · Shift+Enter adds a line";
+    };
+    word();
+    window.matchMedia("(pointer: coarse)").addEventListener("change", word);
+  }
+  input.addEventListener("keydown", (event) => {
+    if (event.key !== "Enter" || event.isComposing) return;
+    const sends = event.ctrlKey || event.metaKey || (!event.shiftKey && !event.altKey && !touchScreen());
+    if (!sends) return; // a new line
+    event.preventDefault();
+    form.requestSubmit();
+  });
+}
+
+// What the page can tell before asking the server: an empty message (the count refuses a long one).
+function refusedHere(form, input) {
+  if (input && !input.value.trim()) {
+    showFormErrors(form, { input: ["This field is required."] });
+    input.focus();
+    return true;
+  }
+  const send = form.querySelector("button[type=submit]");
+  return Boolean(send && send.dataset.over === "1");
+}
+
 export function bindComposer(form) {
   const input = form.querySelector("textarea[name=input]");
+  form.noValidate = true; // the page words its own errors
   if (input) {
     bindCount(input);
-    input.addEventListener("keydown", (event) => {
-      if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
-        event.preventDefault();
-        form.requestSubmit();
-      }
-    });
+    bindEnter(form, input);
   }
+  form.addEventListener("input", (event) => {
+    const field = event.target.name;
+    if (field) clearFormErrors(form, field);
+  });
   const syncStop = bindStopLatest(form);
   const conversation = form.dataset.conversation;
   if (!conversation) {
-    // The first prompt of a conversation posts normally and redirects: its turn takes the focus there.
-    form.addEventListener("submit", () => { try { sessionStorage.setItem(FOCUS_NEW_TURN, "1"); } catch { /* no storage */ } });
+    // The first prompt of a conversation posts normally and redirects: the message box there takes the focus.
+    form.addEventListener("submit", (event) => {
+      if (refusedHere(form, input)) { event.preventDefault(); return; }
+      try { sessionStorage.setItem(FOCUS_COMPOSER, "1"); } catch { /* no storage */ }
+    });
     return syncStop;
   }
-  let sending = false;
+  const button = form.querySelector("button[type=submit]");
+  const sending = (on) => {
+    if (!button) return;
+    button.dataset.sending = on ? "1" : "";
+    button.disabled = on || button.dataset.over === "1";
+  };
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
-    if (sending) return;
-    sending = true;
-    const button = form.querySelector("button[type=submit]");
-    if (button) button.disabled = true;
+    if ((button && button.dataset.sending === "1") || refusedHere(form, input)) return;
+    // A disabled button drops the focus: it goes back to the message box, where the next prompt is typed.
+    const fromButton = document.activeElement === button;
+    sending(true);
+    if (fromButton && input) input.focus({ preventScroll: true });
     const data = new FormData(form);
     const body = {
       input: data.get("input") || "",
@@ -102,6 +215,11 @@ export function bindComposer(form) {
       client_request_id: data.get("client_request_id"),
       metadata: (data.get("metadata") || "").trim(),
     };
+    // The box empties at once: what the person types next, while this one is on its way, is the next prompt.
+    const clear = (text) => { if (input) { input.value = text; input.dispatchEvent(new Event("input")); } };
+    const keep = () => { if (input) clear(input.value ? `${body.input}\n${input.value}` : body.input); };
+    clear("");
+    clearFormErrors(form);
     try {
       const response = await fetch(form.dataset.api, {
         method: "POST",
@@ -111,25 +229,20 @@ export function bindComposer(form) {
       });
       if (response.status === 401 || response.status === 403) { location.reload(); return; }
       const result = await response.json().catch(() => ({}));
-      if (!response.ok) { showFormErrors(form, result.errors, result.error); return; }
-      form.querySelector(".form-errors").hidden = true;
+      if (!response.ok) { keep(); showFormErrors(form, result.errors, result.error); return; }
       form.querySelector("input[name=client_request_id]").value = newRequestId(); // the next prompt
-      if (input) { input.value = ""; input.dispatchEvent(new Event("input")); }
       await addTurn(conversation, result.id, { own: true });
-      const turn = document.getElementById(`turn-${result.id}`);
-      if (turn) turn.focus({ preventScroll: true });
     } catch {
       // Offline or the server restarted: keep the same client_request_id, so sending again is safe.
+      keep();
       showFormErrors(form, null, "Could not reach the server. Your message was kept; press Send to try again.");
     } finally {
-      sending = false;
-      if (button) button.disabled = false;
+      sending(false);
     }
   });
   return syncStop;
 }
 
-export const FOCUS_NEW_TURN = "relay:focus-new-turn";
 const adding = new Map(); // request id -> the promise of its turn being added
 
 // Adds a turn (once, however many tabs or announcements ask) and follows it if it is live.

@@ -2,16 +2,18 @@
 //
 // The pages are complete without JavaScript: every committed message is rendered on the server.
 // This follows live turns (follower.js), keeps the newest text in view and the reader in place
-// (scroll.js), sends prompts (composer.js), shows turns started in other tabs (conversation.js)
-// and copies (copy.js). Words and status sets come from the server (vocab.js).
+// (scroll.js), sends prompts (composer.js), shows turns started in other tabs (conversation.js),
+// copies (copy.js), sends feedback on answers (feedback.js) and answers the keyboard (keyboard.js:
+// the skip link, shortcuts and their help). Words and status sets come from the server (vocab.js).
 
 import { bindBranches } from "./branches.js";
-import { FOCUS_NEW_TURN, bindComposer, bindCount } from "./composer.js";
+import { bindComposer, bindCount } from "./composer.js";
 import { ConversationLive, bindActions } from "./conversation.js";
 import { bindCopy } from "./copy.js";
 import { bindFeedback } from "./feedback.js";
 import { csrfToken } from "./csrf.js";
 import { followAll, followers, hooks, liveHtml, liveTexts } from "./follower.js";
+import { bindShortcuts, bindSkipLink, focusComposerOnLoad } from "./keyboard.js";
 import { renderMarkdown } from "./markdown.js";
 import { contentChanged, keepPosition, startScroll } from "./scroll.js";
 import { badgeKey } from "./state.js";
@@ -61,17 +63,6 @@ function notSent(box, why) {
   note.textContent = `Your answer was not sent (${why}). Try again.`;
 }
 
-// The first prompt was posted from the list: its turn, named in the address, takes the focus.
-function focusPostedTurn() {
-  let posted = false;
-  try {
-    posted = sessionStorage.getItem(FOCUS_NEW_TURN) !== null;
-    sessionStorage.removeItem(FOCUS_NEW_TURN);
-  } catch { /* no storage */ }
-  const named = location.hash.startsWith("#turn-") && document.getElementById(location.hash.slice(1));
-  if (posted && named) named.focus({ preventScroll: true });
-}
-
 function start() {
   // Shows the controls that need this script: on the app's own markup only, never the host's.
   for (const root of document.querySelectorAll(".relay")) root.classList.add("relay-js");
@@ -89,13 +80,15 @@ function start() {
     bindActions(chat, chat.dataset.conversation);
     chat.querySelectorAll(".edit-form textarea[data-max-chars]").forEach(bindCount);
     bindBranches(chat, new ConversationLive(chat.dataset.conversation));
-    focusPostedTurn();
   }
+  focusComposerOnLoad(document, chat !== null);
   followAll();
   syncStop();
   bindApprovals(document);
   bindCopy(document);
   bindFeedback(document);
+  bindSkipLink(document);
+  bindShortcuts(document);
   window.relayChat = { followers, liveTexts, liveHtml, renderMarkdown, badgeKey }; // for debugging and tests
 }
 

@@ -10,6 +10,7 @@ export const vocab = {
   callerTools: new Set(),
   doneStates: new Set(),
   visibleKinds: new Set(),
+  form: { labels: {}, required: {}, controls: {} }, // the composer's words (web/form_words.py)
 };
 
 export function configure(data) {
@@ -20,6 +21,7 @@ export function configure(data) {
   vocab.callerTools = new Set(data.caller_tools);
   vocab.doneStates = new Set(data.done_states);
   vocab.visibleKinds = new Set(data.visible_kinds);
+  if (data.form) vocab.form = data.form;
 }
 
 export function loadFromPage(doc) {
