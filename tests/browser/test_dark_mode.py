@@ -18,6 +18,7 @@ from playwright.sync_api import Page, expect
 
 from .axe import assert_accessible
 from .conftest import ROOT, RelayServer, open_sessions, serve
+from .test_admin_pages import auditor
 from .test_chat import submit_first_prompt, turn, wait_completed, wait_for_text
 from .test_chat_page import FAST, no_console_errors, send_reply, sized
 from .test_chat_tools import make_link
@@ -208,6 +209,21 @@ def test_the_page_keeps_a_strict_content_security_policy(sessions: Any) -> None:
     assert inline == 0
     expect(page.locator(".relay").first).to_have_attribute("data-theme", "system")
     no_console_errors(page)
+
+
+def test_the_admin_pages_of_the_app_pass_axe_in_both_themes(sessions: Any, relay_server: RelayServer) -> None:
+    """The request's change page and its event log (they load admin.css, which has no colour: the
+    admin's own light and dark apply) in the system's light and dark."""
+    page = sized(sessions("alice"), 1280)
+    asked = submit_first_prompt(page, "Audit me", metadata=FAST)
+    wait_completed(page, asked)
+    admin = sized(sessions(auditor(relay_server)), 1280)
+    for scheme in ("light", "dark"):
+        admin.emulate_media(color_scheme=scheme)  # type: ignore[arg-type]
+        for path in (f"/admin/responses_app/responserequest/{asked}/change/",
+                     f"/admin/responses_app/responserequest/{asked}/events/"):
+            admin.goto(path)
+            assert_accessible_in(admin, f"{scheme}, {path}")
 
 
 @pytest.fixture(scope="module")
