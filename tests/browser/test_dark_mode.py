@@ -1,23 +1,24 @@
 """Dark mode, in Chromium: every page of the app passes axe-core (nothing serious or critical, so
 every text's contrast is AA) in four modes: the system light, the system dark (Playwright's
-emulated prefers-color-scheme), and the header's Theme select against the system both ways. The
-choice is remembered over a reload and in other tabs, it is on the app's root before the first
-frame that draws any of the app's content (no light flash), "System" forgets it, and without
-JavaScript the page follows the system with no select shown. Screenshots of the dark chat page at
-desktop and phone go to docs/ with RELAY_SCREENSHOT=1."""
+emulated prefers-color-scheme), and the header's Theme select against the system both ways; the
+app's admin pages and the safety states too. The choice is remembered over a reload and in other
+tabs, it is on the app's root before the first frame that draws any of the app's content (no light
+flash), "System" forgets it, and without JavaScript the page follows the system with no select
+shown. Screenshots of the dark chat page at desktop and phone go to docs/ with RELAY_SCREENSHOT=1."""
 
 from __future__ import annotations
 
 import os
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from playwright.sync_api import Page, expect
 
 from .axe import assert_accessible
-from .conftest import ROOT, RelayServer, open_sessions, serve
+from .conftest import ROOT, RelayServer, Session, open_sessions, serve
 from .test_admin_pages import auditor
 from .test_chat import submit_first_prompt, turn, wait_completed, wait_for_text
 from .test_chat_page import FAST, no_console_errors, send_reply, sized
@@ -79,14 +80,24 @@ def assert_accessible_in(page: Page, mode: str) -> None:
         raise AssertionError(f"in {mode}: {failure}") from None
 
 
-def test_every_page_passes_axe_in_light_dark_and_either_choice(sessions: Any) -> None:
-    boss = sessions("boss")  # staff: analytics too
-    page = sized(boss, 1280, 900)
+@dataclass
+class Gallery:
+    """A staff member's conversation holding what the pages can show, made once for the modes."""
+
+    session: Session
+    chat: str  # its address
+    shared: str  # a read-only link to it
+
+
+@pytest.fixture(scope="module")
+def gallery(browser: Any, relay_server: RelayServer) -> Iterator[Gallery]:
+    session = Session(browser, relay_server, "boss")  # staff: analytics too
+    page = sized(session, 1280, 900)
     first = submit_first_prompt(page, "How do rivers form?", model="sim-citations", metadata=FAST)
     wait_completed(page, first)
     turn(page, first).get_by_role("button", name="Regenerate").click()  # the version switcher
     expect(page.locator("[data-version-count]")).to_have_text("2/2")
-    for model in ("sim-reasoning", "sim-code-interpreter", "sim-refusal", "sim-image", "sim-function"):
+    for model in ("sim-reasoning", "sim-code-interpreter", "sim-refusal"):
         wait_completed(page, send_reply(page, f"Try {model}", model=model, metadata=FAST))
     for model, badge, fault in (("sim-failed", "failed", {}), ("sim-text", "error", {"sim.http_error": "400"}),
                                 ("sim-incomplete", "incomplete", {})):
@@ -100,30 +111,41 @@ def test_every_page_passes_axe_in_light_dark_and_either_choice(sessions: Any) ->
     expect(turn(page, asking).locator(".approval .approve")).to_be_visible(timeout=20_000)
     shared = make_link(page)
     chat = page.url.split("?")[0].split("#")[0]
-
-    for mode, (scheme, choice, theme) in MODES.items():
-        page.goto(chat)
-        choose(page, scheme, choice)
-        assert theme_of(page) == theme, mode
-        page.goto(chat + "?tools=open")  # the share panel open, with its link
-        assert theme_of(page) == theme, mode
-        for summary in page.locator("details.block-tool > summary, details.block-reasoning > summary").all():
-            summary.click()  # code, tool output, the thought
-        show_form_error(page)
-        assert_accessible_in(page, mode)
-        streaming = send_reply(page, f"Stream in {mode}", model="sim-long", metadata=STREAM)
-        wait_for_text(page, streaming, 300)
-        page.mouse.move(640, 300)
-        page.mouse.wheel(0, -1500)
-        expect(page.get_by_role("button", name=re.compile("Jump to latest"))).to_be_visible()
-        assert_accessible_in(page, mode)  # an answer streaming, with the pill
-        turn(page, streaming).locator("button.stop").click()
-        expect(turn(page, streaming).locator("[data-badge]")).to_have_attribute("data-badge", "cancelled")
-        for path in ("/", "/search/?q=rivers", "/analytics/", shared):
-            check(page, path, mode, theme)
-            if path.startswith("/search/"):
-                expect(page.locator(".search-hit mark").first).to_be_visible()  # a hit, highlighted
     no_console_errors(page)
+    page.close()
+    yield Gallery(session, chat, shared)
+    errors = session.errors
+    session.close()
+    assert not errors, f"JavaScript errors: {errors}"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_page_passes_axe(gallery: Gallery, mode: str) -> None:
+    scheme, choice, theme = MODES[mode]
+    page = sized(gallery.session, 1280, 900)
+    page.goto(gallery.chat)
+    choose(page, scheme, choice)
+    assert theme_of(page) == theme
+    page.goto(gallery.chat + "?tools=open")  # the share panel open, with its link
+    assert theme_of(page) == theme
+    for summary in page.locator("details.block-tool > summary, details.block-reasoning > summary").all():
+        summary.click()  # code, tool output, the thought
+    show_form_error(page)
+    assert_accessible_in(page, mode)
+    streaming = send_reply(page, f"Stream in {mode}", model="sim-long", metadata=STREAM)
+    wait_for_text(page, streaming, 300)
+    page.mouse.move(640, 300)
+    page.mouse.wheel(0, -1500)
+    expect(page.get_by_role("button", name=re.compile("Jump to latest"))).to_be_visible()
+    assert_accessible_in(page, mode)  # an answer streaming, with the pill
+    turn(page, streaming).locator("button.stop").click()
+    expect(turn(page, streaming).locator("[data-badge]")).to_have_attribute("data-badge", "cancelled")
+    for path in ("/", "/search/?q=rivers", "/analytics/", gallery.shared):
+        check(page, path, mode, theme)
+        if path.startswith("/search/"):
+            expect(page.locator(".search-hit mark").first).to_be_visible()  # a hit, highlighted
+    no_console_errors(page)
+    page.close()
 
 
 FIRST_FRAMES = """(() => {
