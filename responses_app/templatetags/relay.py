@@ -40,8 +40,12 @@ def relay_assets(context: template.Context) -> SafeString:
             return mark_safe("")
         request._relay_assets = True
     return format_html(
+        # theme.js first and parser-blocking: the root has its theme before anything in it is drawn
+        '<script src="{}"></script>\n<link rel="stylesheet" href="{}">\n'
         '<link rel="stylesheet" href="{}">\n<link rel="stylesheet" href="{}">\n{}\n{}\n'
         '<script type="module" src="{}"></script>',
+        static("responses_app/theme.js"),
+        static("responses_app/theme.css"),
         static("responses_app/chat.css"),
         static("responses_app/chat-tools.css"),
         json_script(turns.vocabulary(), "relay-vocabulary"),
