@@ -23,7 +23,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from .. import branches, forms, idempotency, selectors, services, submission
+from .. import branches, forms, idempotency, limits, selectors, services, submission
 from ..conf import app_settings
 from ..conversation_events import announce
 from ..models import Conversation, ResponseRequest
@@ -141,8 +141,35 @@ def _conversation_list(http: HttpRequest, *, values: dict[str, Any] | None = Non
     }, status=400 if errors else 200)
 
 
+# What the composer calls its fields when a send is refused; a refusal of the whole send has no label.
+FIELD_LABELS = {"input": "Your message", "model": "Model", "metadata": "Metadata", "conversation": "Conversation"}
+
+
+def _in_words(seconds: int) -> str:
+    if seconds < 90:
+        return f"{seconds} second{'' if seconds == 1 else 's'}"
+    minutes = round(seconds / 60)
+    return f"{minutes} minutes" if minutes < 90 else f"{round(minutes / 60)} hours"
+
+
+def refusal_words(refused: Refused) -> str:
+    """Why a send was refused, as a person reads it next to the composer: never a setting's name;
+    a rate limit says when to send again."""
+    if refused.code == "too_many_requests_in_flight":
+        return limits.running_words(app_settings.MAX_CONCURRENT_PER_USER)
+    if refused.code == "rate_limited":
+        count, window = app_settings.SUBMIT_RATE
+        when = _in_words(refused.retry_after or 1)
+        return (f"You have sent as many messages as allowed for now ({count} per {limits.window_words(window)}). "
+                f"You can send again in {when}.")
+    return refused.message
+
+
 def _form_errors(refused: Refused) -> dict[str, list[str]]:
-    return refused.errors if refused.status == 400 else {"request": [refused.message]}
+    """The composer's errors by label ("" for the send as a whole)."""
+    if refused.status != 400 or not refused.errors:
+        return {"": [refusal_words(refused)]}
+    return {FIELD_LABELS.get(field, ""): messages for field, messages in refused.errors.items()}
 
 
 def _conversation_new(http: HttpRequest) -> tuple[HttpResponse, Submitted | None]:

@@ -1,0 +1,88 @@
+"""The pages around the chat, without a browser: a refused send says why in words next to the
+composer (the page opens there), a link to a turn's version changes nothing saved, share links
+that no longer work or need a login say so, staff-only analytics refuse politely, the site's
+icon, the admin's search by short id and model, and `make run`'s quiet migrations. Where a person
+sees it in Chromium: tests/browser/test_page_edges.py."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from responses_app import limits
+from responses_app.models import Conversation, ResponseRequest
+from tests.web.test_pages import client_for
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_upstream")]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_limits() -> None:
+    limits.process_cache().clear()  # the rate windows of other tests
+
+
+def send(client: Client, url: str, text: str, **extra: str) -> Any:
+    return client.post(url, {"input": text, "model": "sim-text", "client_request_id": str(uuid.uuid4()), **extra})
+
+
+def error_box(html: str) -> str:
+    match = re.search(r'<div class="form-errors"[^>]*data-composer-error>(.*?)</div>', html, re.S)
+    assert match, "the composer's error box, shown"
+    return match.group(0)
+
+
+# --- a refused send -----------------------------------------------------------------------------
+
+def test_a_send_past_the_answers_running_says_so_in_words_where_the_page_opens(owner: Any, settings: Any) -> None:
+    settings.RELAY_MAX_CONCURRENT_PER_USER = 4
+    client = client_for(owner)
+    new = reverse("responses_app:conversation-new")
+    for n in range(4):
+        assert send(client, new, f"question {n}").status_code == 302
+    refused = send(client, new, "a fifth question I typed with care")
+    assert refused.status_code == 429 and int(refused["Retry-After"]) > 0
+    html = refused.content.decode()
+    box = error_box(html)
+    assert 'role="alert"' in box and 'tabindex="-1"' in box and "autofocus" in box, "focused: the page opens there"
+    assert "You have 4 answers running. Wait for one to finish or stop one, then send again." in box
+    assert "RELAY_" not in html and "<strong>request</strong>" not in box, "no setting, no field name"
+    assert "a fifth question I typed with care</textarea>" in html, "the typed text is kept"
+    assert html.index("data-composer-error") < html.index('id="composer-input"'), "right above the prompt box"
+
+    conversation = Conversation.objects.filter(owner=owner).first()
+    assert conversation is not None
+    reply = send(client, reverse("responses_app:chat", args=[conversation.pk]), "a reply I typed")
+    assert reply.status_code == 429
+    assert "You have 4 answers running." in error_box(reply.content.decode())
+    assert "a reply I typed</textarea>" in reply.content.decode()
+    assert ResponseRequest.objects.filter(owner=owner).count() == 4
+
+
+def test_a_send_past_the_rate_says_when_to_send_again(owner: Any, settings: Any) -> None:
+    settings.RELAY_SUBMIT_RATE = "2/h"
+    client = client_for(owner)
+    new = reverse("responses_app:conversation-new")
+    assert send(client, new, "one").status_code == 302 and send(client, new, "two").status_code == 302
+    refused = send(client, new, "three")
+    assert refused.status_code == 429
+    box = error_box(refused.content.decode())
+    match = re.search(r"You have sent as many messages as allowed for now \(2 per hour\)\. "
+                      r"You can send again in (\d+) (seconds|minutes)\.", box)
+    assert match, box
+    wait = int(match.group(1)) * (60 if match.group(2) == "minutes" else 1)
+    assert abs(wait - int(refused["Retry-After"])) <= 60, "the words say what Retry-After says"
+    assert "RELAY_" not in refused.content.decode()
+
+
+def test_a_refused_field_is_named_as_the_form_names_it(owner: Any) -> None:
+    refused = send(client_for(owner), reverse("responses_app:conversation-new"), "hello", metadata="not json")
+    assert refused.status_code == 400
+    box = error_box(refused.content.decode())
+    assert "<strong>Metadata</strong>:" in box and "<strong>metadata</strong>" not in box
