@@ -31,6 +31,7 @@ from ..ops import analytics
 from ..relay import worker
 from ..submission import Refused, Submitted
 from ..upstream import http as upstream
+from . import versions
 from .charts import series_color
 from .turns import BADGE_LABELS, turn_context
 
@@ -212,11 +213,16 @@ def _chat(http: HttpRequest, conversation_id: uuid.UUID) -> tuple[HttpResponse, 
             refused, errors = exc, _form_errors(exc)
         else:
             return HttpResponseRedirect(_chat_url(done.request.conversation_id, done.request.pk)), done
-    turns = [turn_context(r, v, can_post=can_post, can_cancel=can_cancel, versions=versions)
-             for r, v, versions in selectors.conversation_turns(conversation=conversation)]
+    # `?version=`: a search result's version, for this page view only (the saved choice stays).
+    through = versions.version_asked(http) if http.method == "GET" else None
+    shown = selectors.conversation_turns(conversation=conversation, through=through)
+    turns = [turn_context(r, v, can_post=can_post, can_cancel=can_cancel, versions=vs) for r, v, vs in shown]
+    peek = through is not None and any(r.pk == through for r, _v, _vs in shown) and (
+        str(through) not in selectors.conversation_turn_ids(conversation_id=conversation.pk))
     response = page(http, "responses_app/chat.html", {
         "conversation": conversation,
         "turns": turns,
+        "peek": through if peek else None,
         "can_post": can_post,
         "can_cancel": can_cancel,
         "composer": composer_context(conversation=conversation, values=values, errors=errors),

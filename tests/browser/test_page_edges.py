@@ -7,6 +7,7 @@ staff-only analytics refuse in a page. The database and the server's log are the
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,8 +16,8 @@ from playwright.sync_api import Page, expect
 
 from .axe import assert_accessible
 from .conftest import RelayServer, open_sessions, serve
-from .test_chat import submit_first_prompt
-from .test_chat_page import sized
+from .test_chat import submit_first_prompt, turn, wait_completed
+from .test_chat_page import FAST, no_console_errors, send_reply, sized
 
 pytestmark = pytest.mark.browser
 
@@ -70,3 +71,52 @@ def test_a_fifth_send_from_the_list_opens_at_the_reason_in_words(people: Any, li
     assert len(limited_server.query("SELECT id FROM responses_app_responserequest")) == 4, "nothing started"
     assert_accessible(page)
     assert [e for e in page.console_errors if "429" not in e] == []  # type: ignore[attr-defined]
+
+
+# --- a search result in an older version ----------------------------------------------------------
+
+def test_an_older_version_from_search_is_shown_for_that_page_view_only(people: Any,
+                                                                       limited_server: RelayServer) -> None:
+    page = sized(people("bob"), 1280)
+    word = f"quokka{uuid.uuid4().hex[:6]}"
+    first = submit_first_prompt(page, f"Tell me about the {word}", metadata=FAST)
+    wait_completed(page, first)
+    turn(page, first).get_by_role("button", name="Regenerate").click()
+    expect(page.locator("#turns > article.turn [data-version-count]")).to_have_text("2/2")  # a version
+    latest = str(page.locator("#turns > article.turn").first.get_attribute("data-request-id"))
+    assert latest != first
+    wait_completed(page, latest)
+    for text in ("And its habitat?", "And its diet?"):
+        wait_completed(page, send_reply(page, text, metadata=FAST))
+    expect(page.locator("#turns > article.turn")).to_have_count(3)
+    conversation = page.url.split("/c/")[1].split("/")[0]
+
+    page.goto("/")
+    page.get_by_role("searchbox", name="Search your conversations").fill(word)
+    page.get_by_role("searchbox", name="Search your conversations").press("Enter")
+    older = page.locator(f'.search-hit[data-request-id="{first}"]')
+    expect(older).to_contain_text("in an older version, not the one shown")
+    expect(page.locator(f'.search-hit[data-request-id="{latest}"] .hit-version')).to_have_count(0)
+    frames: list[str] = []
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda frame: frames.append(str(frame)))
+            if "/ws/conversations/" in ws.url else None)
+    older.locator("a").click()
+    page.wait_for_url(f"**?version={first}#turn-{first}")
+    for _ in range(600):  # the socket tells this page the saved branch on connect: it must not take it
+        if any('"turns"' in frame for frame in frames):
+            break
+        page.wait_for_timeout(50)
+    assert any('"turns"' in frame for frame in frames), frames
+    page.wait_for_load_state("networkidle")
+    assert page.locator("#turns > article.turn").count() == 1
+    expect(turn(page, first)).to_be_in_viewport()
+    expect(page.locator("[data-version-notice]")).to_contain_text("another version of this conversation")
+    expect(page.locator("#composer")).to_have_count(0)
+    leaf = limited_server.query("SELECT leaf_id FROM responses_app_conversation WHERE id = ?",
+                                conversation.replace("-", ""))[0][0]
+    assert leaf.replace("-", "") != first.replace("-", ""), "the saved choice stays"
+    assert_accessible(page)
+
+    page.get_by_role("link", name="Back to the version shown").click()
+    expect(page.locator("#turns > article.turn")).to_have_count(3)
+    no_console_errors(page)

@@ -15,7 +15,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from responses_app import limits
+from responses_app import limits, services
 from responses_app.models import Conversation, ResponseRequest
 from tests.web.test_pages import client_for
 
@@ -86,3 +86,60 @@ def test_a_refused_field_is_named_as_the_form_names_it(owner: Any) -> None:
     assert refused.status_code == 400
     box = error_box(refused.content.decode())
     assert "<strong>Metadata</strong>:" in box and "<strong>metadata</strong>" not in box
+
+
+# --- versions: a GET changes nothing --------------------------------------------------------------
+
+def three_versions(owner: Any) -> tuple[Conversation, list[ResponseRequest]]:
+    """Turn 1 in three versions, the newest with two turns after it (the version shown)."""
+    conversation = services.conversation_create(owner=owner)
+
+    def turn(text: str, parent: ResponseRequest | None) -> ResponseRequest:
+        request, _ = services.request_create(owner=owner, input=text, model="sim-text", conversation=conversation,
+                                             client_request_id=str(uuid.uuid4()), parent_id=parent and parent.pk)
+        ResponseRequest.objects.filter(pk=request.pk).update(status="completed", final_text=f"About {text}.")
+        return request
+
+    first, second = turn("Amazon", None), turn("Congo", None)
+    third = turn("Yangtze", None)
+    later = turn("Mekong", turn("Ganges", third))
+    conversation.refresh_from_db()
+    assert conversation.leaf_id == later.pk
+    return conversation, [first, second, third]
+
+
+def test_opening_an_older_version_by_get_saves_nothing(owner: Any) -> None:
+    conversation, (first, second, third) = three_versions(owner)
+    client = client_for(owner)
+    show = reverse("responses_app:chat-show", args=[conversation.pk, first.pk])
+    opened = client.get(show)
+    chat = reverse("responses_app:chat", args=[conversation.pk])
+    assert opened.status_code == 302 and opened["Location"] == f"{chat}?version={first.pk}#turn-{first.pk}"
+    conversation.refresh_from_db()
+    page = client.get(opened["Location"].split("#")[0]).content.decode()
+    assert conversation.leaf_id != first.pk and 'data-version-count>1/3<' in page and "Ganges" not in page
+    assert "You are reading another version of this conversation" in page
+    assert f'action="{show}"' in page, "a POST keeps switching on purpose"
+    saved = client.get(chat).content.decode()
+    assert "Ganges" in saved and "Mekong" in saved and 'data-version-count>3/3<' in saved, "all three turns, still"
+    assert "data-version-notice" not in saved
+    assert client.get(f"{chat}?version=not-a-uuid").status_code == 200
+    on_branch = client.get(f"{chat}?version={third.pk}").content.decode()
+    assert "data-version-notice" not in on_branch and 'id="composer"' in on_branch, "on the branch shown: the page"
+
+    assert client.post(show).status_code == 302  # the arrows: a deliberate switch
+    conversation.refresh_from_db()
+    assert conversation.leaf_id == first.pk
+    assert client.get(reverse("responses_app:chat-show", args=[conversation.pk, uuid.uuid4()])).status_code == 404
+
+
+def test_search_results_say_which_are_in_an_older_version(owner: Any) -> None:
+    conversation, (first, second, third) = three_versions(owner)
+    client = client_for(owner)
+    html = client.get(reverse("responses_app:search"), {"q": "About"}).content.decode()
+    older = re.findall(r'data-request-id="([0-9a-f-]+)" data-version-age="older"', html)
+    assert sorted(older) == sorted(str(r.pk) for r in (first, second)), "the two older versions of turn 1"
+    assert html.count("in an older version, not the one shown") == 2
+    assert f'data-request-id="{third.pk}">' in html, "the version shown is not labelled"
+    conversation.refresh_from_db()
+    assert conversation.leaf_id not in (first.pk, second.pk), "searching changed nothing"
