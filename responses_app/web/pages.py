@@ -122,6 +122,15 @@ def page(http: HttpRequest, template: str, context: dict[str, Any], status: int 
     return render(http, template, {**context, "relay_base_template": app_settings.BASE_TEMPLATE}, status=status)
 
 
+def refused_page(http: HttpRequest, status: int, heading: str, reason: str,
+                 links: list[tuple[str, str]] | None = None) -> HttpResponse:
+    """A 403 or 404 that says why in the app's styling: an answer, not an exception (nothing is
+    logged but Django's one line for a 4xx)."""
+    links = links if links is not None else [(reverse("responses_app:conversations"), "Your conversations")]
+    return page(http, "responses_app/refused.html",
+                {"status": status, "heading": heading, "reason": reason, "links": links}, status=status)
+
+
 # Views that start or stop a runner are async and await the start or the cancel on the server's
 # loop; the database work (the one door: submission.submit) runs in sync helpers.
 

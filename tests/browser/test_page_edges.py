@@ -7,6 +7,7 @@ staff-only analytics refuse in a page. The database and the server's log are the
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -17,7 +18,7 @@ from playwright.sync_api import Page, expect
 from .axe import assert_accessible
 from .conftest import RelayServer, open_sessions, serve
 from .test_chat import submit_first_prompt, turn, wait_completed
-from .test_chat_page import FAST, no_console_errors, send_reply, sized
+from .test_chat_page import FAST, WIDTHS, no_console_errors, send_reply, sized
 
 pytestmark = pytest.mark.browser
 
@@ -120,3 +121,71 @@ def test_an_older_version_from_search_is_shown_for_that_page_view_only(people: A
     page.get_by_role("link", name="Back to the version shown").click()
     expect(page.locator("#turns > article.turn")).to_have_count(3)
     no_console_errors(page)
+
+
+# --- share links ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("width", WIDTHS.values(), ids=WIDTHS.keys())
+def test_a_new_share_link_lands_in_view_and_copies(people: Any, width: int) -> None:
+    carol = people("boss")
+    carol.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page = sized(carol, width, 700)
+    first = submit_first_prompt(page, "Something worth sharing", metadata=FAST)
+    wait_completed(page, first)
+    for text in ("More", "And more", "And still more"):  # a page longer than the window
+        wait_completed(page, send_reply(page, text, metadata=FAST))
+    page.click("#composer details.advanced > summary")  # fold Advanced: the composer as people see it
+    page.locator("details.conversation-tools > summary").click()
+    page.get_by_role("button", name="Create a read-only link").click()
+    page.wait_for_url("**?tools=open&share=*#share-*")
+    row = page.locator("[data-new-share]")
+    expect(row).to_be_focused()
+    in_view_below_header(page, "[data-new-share]")
+    url = row.locator(".share-url").input_value()
+
+    row.get_by_role("button", name="Copy link").click()
+    expect(row.locator("[data-copy-status]")).to_have_text("Copied")
+    assert page.evaluate("() => navigator.clipboard.readText()") == url
+    assert_accessible(page, ".conversation-tools")
+
+    # Without the clipboard API (a page over plain HTTP from another host): copied the old way.
+    page.add_init_script("window.kept = navigator.clipboard;"
+                         "Object.defineProperty(Navigator.prototype, 'clipboard', {get: () => undefined})")
+    page.evaluate("() => navigator.clipboard.writeText('')")
+    page.reload()
+    row = page.locator("[data-new-share]")
+    expect(row).to_be_focused()
+    row.get_by_role("button", name="Copy link").click()
+    expect(row.locator("[data-copy-status]")).to_have_text("Copied")
+    assert page.evaluate("() => window.kept.readText()") == url
+    no_console_errors(page)
+
+
+def test_a_link_needing_a_login_says_why_and_a_revoked_one_says_it_is_gone(browser: Any, people: Any,
+                                                                          limited_server: RelayServer) -> None:
+    page = sized(people("boss"), 1280)
+    first = submit_first_prompt(page, "For signed-in eyes", metadata=FAST)
+    wait_completed(page, first)
+    page.locator("details.conversation-tools > summary").click()
+    page.get_by_role("button", name="Create a read-only link").click()
+    page.wait_for_url("**?tools=open&share=*#share-*")
+    link = page.locator("[data-new-share] .share-url").input_value()
+
+    context = browser.new_context(base_url=limited_server.url)
+    try:
+        visitor = context.new_page()
+        visitor.goto(link)
+        visitor.wait_for_url(re.compile(r"/accounts/login/\?next=/s/"))
+        expect(visitor.locator("[data-login-why]")).to_have_text(
+            "This conversation was shared with people who have an account here. Log in to read it.")
+        assert_accessible(visitor)
+
+        page.locator("[data-new-share] .revoke-form button").click()
+        page.wait_for_url("**?tools=open#conversation-tools")
+        response = visitor.goto(link)
+        assert response is not None and response.status == 404
+        expect(visitor.get_by_role("heading", level=1)).to_have_text("This link was revoked or never existed")
+        assert visitor.locator(".relay .card.refused").evaluate("el => getComputedStyle(el).borderRadius") != "0px"
+        assert_accessible(visitor)
+    finally:
+        context.close()

@@ -17,7 +17,8 @@ from django.urls import reverse
 
 from responses_app import limits, services
 from responses_app.models import Conversation, ResponseRequest
-from tests.web.test_pages import client_for
+from responses_app.web import share_links
+from tests.web.test_pages import client_for, make_turn
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_upstream")]
 ROOT = Path(__file__).resolve().parents[2]
@@ -143,3 +144,52 @@ def test_search_results_say_which_are_in_an_older_version(owner: Any) -> None:
     assert f'data-request-id="{third.pk}">' in html, "the version shown is not labelled"
     conversation.refresh_from_db()
     assert conversation.leaf_id not in (first.pk, second.pk), "searching changed nothing"
+
+
+# --- share links --------------------------------------------------------------------------------
+
+def test_a_revoked_or_missing_link_says_so_in_a_page(owner: Any, teammate: Any) -> None:
+    turn = make_turn(owner)
+    share = services_share(owner, turn)
+    client = client_for(owner)
+    client.post(reverse("responses_app:share-revoke", args=[turn.conversation_id, share.pk]))
+    for visitor in (client_for(teammate), Client()):
+        for token in (share.token, "never-made"):
+            page = visitor.get(reverse("responses_app:shared", args=[token]))
+            html = page.content.decode()
+            assert page.status_code == 404, token
+            assert "This link was revoked or never existed" in html and 'class="relay relay-page' in html
+            assert "chat.css" in html, "the app's styling"
+
+
+def services_share(owner: Any, turn: ResponseRequest) -> Any:
+    from responses_app import shares
+
+    return shares.share_create(conversation=turn.conversation, user=owner)  # type: ignore[arg-type]
+
+
+def test_a_logged_out_visitor_of_a_link_for_signed_in_people_is_told_why_on_the_login_page(owner: Any) -> None:
+    turn = make_turn(owner)
+    share = services_share(owner, turn)
+    visitor = Client()
+    page = visitor.get(reverse("responses_app:shared", args=[share.token]), follow=True)
+    html = page.content.decode()
+    assert page.status_code == 200 and page.redirect_chain[-1][0].startswith(reverse("login"))
+    assert share_links.LOGIN_WHY in html and "data-login-why" in html
+    shared = reverse("responses_app:shared", args=[share.token])
+    opened = visitor.post(reverse("login"), {"username": "owner", "password": "pw", "next": shared}, follow=True)
+    assert opened.redirect_chain[-1][0] == shared and "(shared)" in opened.content.decode(), "then the link opens"
+
+
+def test_a_new_link_takes_the_focus_and_has_a_copy_button(owner: Any) -> None:
+    turn = make_turn(owner)
+    client = client_for(owner)
+    made = client.post(reverse("responses_app:share-create", args=[turn.conversation_id]))
+    share = turn.conversation.shares.get()  # type: ignore[union-attr]
+    assert made.status_code == 302 and made["Location"].endswith(f"?tools=open&share={share.pk}#share-{share.pk}")
+    html = client.get(made["Location"].split("#")[0]).content.decode()
+    row = re.search(rf'<li id="share-{share.pk}"[^>]*>', html)
+    assert row and "autofocus" in row.group(0) and 'tabindex="-1"' in row.group(0)
+    assert 'data-copy="link"' in html and "Copy link" in html and 'role="status" data-copy-status' in html
+    again = client.get(reverse("responses_app:chat", args=[turn.conversation_id]) + "?tools=open").content.decode()
+    assert "data-new-share" not in again, "only the link just made"
