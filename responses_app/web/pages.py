@@ -374,7 +374,9 @@ def analytics_page(http: HttpRequest) -> HttpResponse:
     if not http.user.is_authenticated:
         return redirect_to_login(http.get_full_path())
     if not http.user.is_staff:
-        raise PermissionDenied("Analytics are for staff")
+        return refused_page(http, 403, "Analytics are for staff", (
+            f"You are signed in as {http.user.get_username()}. Only staff accounts can see the analytics; "
+            "ask an administrator if you need them."))
     try:
         days = min(max(int(http.GET.get("days", "14")), 1), 366)
     except ValueError:

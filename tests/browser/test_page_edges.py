@@ -189,3 +189,18 @@ def test_a_link_needing_a_login_says_why_and_a_revoked_one_says_it_is_gone(brows
         assert_accessible(visitor)
     finally:
         context.close()
+
+
+# --- analytics ------------------------------------------------------------------------------------
+
+def test_analytics_refuse_a_non_staff_user_in_a_page_and_log_no_error(people: Any,
+                                                                     limited_server: RelayServer) -> None:
+    page = sized(people("bob"), 390)
+    before = len(limited_server.log_path.read_text(errors="replace"))
+    response = page.goto("/analytics/")
+    assert response is not None and response.status == 403
+    expect(page.get_by_role("heading", level=1)).to_have_text("Analytics are for staff")
+    expect(page.locator(".refused")).to_contain_text("You are signed in as bob")
+    assert_accessible(page)
+    log = limited_server.log_path.read_text(errors="replace")[before:]
+    assert "Traceback" not in log and "PermissionDenied" not in log and " ERROR " not in log, log[-2000:]

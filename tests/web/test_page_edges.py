@@ -6,6 +6,7 @@ sees it in Chromium: tests/browser/test_page_edges.py."""
 
 from __future__ import annotations
 
+import logging
 import re
 import uuid
 from pathlib import Path
@@ -193,3 +194,14 @@ def test_a_new_link_takes_the_focus_and_has_a_copy_button(owner: Any) -> None:
     assert 'data-copy="link"' in html and "Copy link" in html and 'role="status" data-copy-status' in html
     again = client.get(reverse("responses_app:chat", args=[turn.conversation_id]) + "?tools=open").content.decode()
     assert "data-new-share" not in again, "only the link just made"
+
+
+# --- analytics ---------------------------------------------------------------------------------
+
+def test_analytics_refuse_a_non_staff_user_with_a_page_and_no_error_logged(owner: Any, caplog: Any) -> None:
+    with caplog.at_level(logging.DEBUG):
+        page = client_for(owner).get(reverse("responses_app:analytics"))
+    html = page.content.decode()
+    assert page.status_code == 403 and "Analytics are for staff" in html and "Only staff accounts" in html
+    assert "You are signed in as owner" in html and 'class="relay relay-page' in html
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info], "no error, no traceback"
