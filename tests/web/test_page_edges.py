@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.contrib.staticfiles import finders
+from django.templatetags.static import static
 from django.test import Client
 from django.urls import reverse
 
@@ -205,3 +207,15 @@ def test_analytics_refuse_a_non_staff_user_with_a_page_and_no_error_logged(owner
     assert page.status_code == 403 and "Analytics are for staff" in html and "Only staff accounts" in html
     assert "You are signed in as owner" in html and 'class="relay relay-page' in html
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info], "no error, no traceback"
+
+
+# --- the site's icon ----------------------------------------------------------------------------
+
+def test_favicon_ico_is_the_app_s_icon_and_the_app_s_base_links_it(owner: Any, settings: Any) -> None:
+    icon = Client().get("/favicon.ico")
+    assert icon.status_code == 302 and icon["Location"] == static("responses_app/favicon.svg")
+    assert "max-age=86400" in icon["Cache-Control"]
+    assert finders.find("responses_app/favicon.svg"), "the file is the app's own static file"
+    settings.RELAY_BASE_TEMPLATE = "responses_app/base.html"
+    html = client_for(owner).get(reverse("responses_app:conversations")).content.decode()
+    assert f'<link rel="icon" href="{static("responses_app/favicon.svg")}" type="image/svg+xml">' in html
