@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.contrib.staticfiles import finders
 from django.templatetags.static import static
 from django.test import Client
@@ -219,3 +220,20 @@ def test_favicon_ico_is_the_app_s_icon_and_the_app_s_base_links_it(owner: Any, s
     settings.RELAY_BASE_TEMPLATE = "responses_app/base.html"
     html = client_for(owner).get(reverse("responses_app:conversations")).content.decode()
     assert f'<link rel="icon" href="{static("responses_app/favicon.svg")}" type="image/svg+xml">' in html
+
+
+# --- the admin's search --------------------------------------------------------------------------
+
+def test_the_admin_finds_a_request_by_its_short_id_and_its_model(owner: Any) -> None:
+    root = get_user_model().objects.create_superuser("root", password="pw")
+    one, other = make_turn(owner), make_turn(owner)
+    ResponseRequest.objects.filter(pk=other.pk).update(model="sim-reasoning")
+    admin = client_for(root)
+    url = reverse("admin:responses_app_responserequest_changelist")
+    listing = admin.get(url).content.decode()
+    short = str(one.pk)[:8]
+    assert f">{short}<" in listing, "the short id the list shows"
+    found = admin.get(url, {"q": short}).context["cl"].result_list
+    assert [r.pk for r in found] == [one.pk]
+    assert [r.pk for r in admin.get(url, {"q": "sim-reasoning"}).context["cl"].result_list] == [other.pk]
+    assert admin.get(url, {"q": "owner"}).context["cl"].result_count == 2, "the owner's name, as before"
