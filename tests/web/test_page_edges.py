@@ -9,12 +9,14 @@ from __future__ import annotations
 import logging
 import re
 import uuid
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.staticfiles import finders
+from django.core.management import call_command
 from django.templatetags.static import static
 from django.test import Client
 from django.urls import reverse
@@ -237,3 +239,13 @@ def test_the_admin_finds_a_request_by_its_short_id_and_its_model(owner: Any) -> 
     assert [r.pk for r in found] == [one.pk]
     assert [r.pk for r in admin.get(url, {"q": "sim-reasoning"}).context["cl"].result_list] == [other.pk]
     assert admin.get(url, {"q": "owner"}).context["cl"].result_count == 2, "the owner's name, as before"
+
+
+# --- make run ------------------------------------------------------------------------------------
+
+def test_make_run_migrates_in_one_line() -> None:
+    out = StringIO()
+    call_command("migrate_quietly", stdout=out)
+    assert out.getvalue() == "Database up to date: no migrations to apply.\n"
+    recipe = (ROOT / "Makefile").read_text().split("\nrun:", 1)[1].split("\n\n", 1)[0]
+    assert "manage.py migrate_quietly" in recipe and "manage.py migrate " not in recipe
