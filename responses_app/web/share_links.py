@@ -140,9 +140,12 @@ def shared(http: HttpRequest, token: str) -> HttpResponse:
 @require_GET
 def shared_turn(http: HttpRequest, token: str, request_id: uuid.UUID) -> HttpResponse:
     """One turn through the link, server-rendered (a new turn, a finished answer swapped in)."""
-    share = _open(http, token)
-    if isinstance(share, HttpResponse):
-        # the script's question "may I still see it?" (follower.js reads the status only)
+    share = selectors.share_open(token=token, user=http.user)
+    if share is None:
+        # the script's question "may I still see it?" (follower.js reads the status only): no page,
+        # no message left for the login page
+        if http.user.is_authenticated:
+            raise Http404("This link does not work (any more).")
         return HttpResponse("This link does not work (any more), or it needs you to sign in.", status=401,
                             content_type="text/plain")
     request = selectors.request_for_viewer(user=http.user, request_id=request_id, share=token)

@@ -166,6 +166,12 @@ def test_a_revoked_or_missing_link_says_so_in_a_page(owner: Any, teammate: Any) 
             assert page.status_code == 404, token
             assert "This link was revoked or never existed" in html and 'class="relay relay-page' in html
             assert "chat.css" in html, "the app's styling"
+    turn_url = reverse("responses_app:shared-turn", args=[share.token, turn.pk])
+    assert client_for(teammate).get(turn_url).status_code == 404, "the script's question: a status, no page"
+    anonymous = Client()
+    assert anonymous.get(turn_url).status_code == 401
+    page = anonymous.get(reverse("login")).content.decode()
+    assert share_links.LOGIN_WHY not in page, "no message left behind for a later page"
 
 
 def services_share(owner: Any, turn: ResponseRequest) -> Any:
