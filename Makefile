@@ -44,8 +44,9 @@ pinned-venvs: $(VENV)/.created
 
 setup: install pinned-venvs $(VENV_OLD)/.installed
 
+# Migrations quietly: one line says how many were applied (errors still shown), then the banner.
 run: $(VENV)/.demo
-	$(PY) manage.py migrate --noinput
+	@$(PY) manage.py migrate_quietly
 	$(PY) manage.py bootstrap_demo --address http://$(HOST):$(PORT)/
 	$(PY) -m project.serve --host $(HOST) --port $(PORT) --reload
 

@@ -186,7 +186,8 @@ class ResponseRequestAdmin(AtTheSecond, admin.ModelAdmin):
     list_display = seconds(("short_id", "status", "model", "owner", "response_id", "ttft_ms", "duration_ms", "events",
                             "created"))
     list_filter = ("status", "model", ("created", admin.DateFieldListFilter))
-    search_fields = ("response_id", "owner__username", "client_request_id")
+    # "^id": the short id the list shows (its first characters) finds the request; so does its model.
+    search_fields = ("^id", "response_id", "model", "owner__username", "client_request_id")
     list_select_related = ("owner",)
     date_hierarchy = "created"
     ordering = ("-created",)

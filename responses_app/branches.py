@@ -124,6 +124,28 @@ def chosen_leaf_id(conversation_id: Any) -> uuid.UUID | None:
         "pk", flat=True).first()
 
 
+def leaf_through(turns: Tree, chosen: uuid.UUID | None, through: uuid.UUID | None) -> uuid.UUID | None:
+    """The leaf of the branch to show: the chosen one, or, when the turn `through` is not on its
+    branch, the newest turn below `through` (one version opened for one page view: nothing saved)."""
+    leaf = turns.leaf(chosen)
+    if through is None or through not in turns or leaf is None or through in turns.path(leaf):
+        return leaf
+    return turns.newest_under(through)
+
+
+def version_age(turns: Tree, shown: list[uuid.UUID], node: uuid.UUID) -> str | None:
+    """Where a turn stands beside the branch `shown`: None on it; else "older" or "newer", its
+    version against the one shown where the two branches part."""
+    if node not in turns or node in shown:
+        return None
+    own = turns.path(node)
+    place = next(i for i, pk in enumerate(own) if i >= len(shown) or shown[i] != pk)
+    if place >= len(shown):
+        return "newer"
+    return "older" if (turns.created[own[place]], str(own[place])) < (turns.created[shown[place]],
+                                                                        str(shown[place])) else "newer"
+
+
 def versions_of(request: ResponseRequest) -> Versions:
     """One turn's place among its versions (its siblings only: one query)."""
     siblings = list(ResponseRequest.objects.filter(conversation=request.conversation_id, parent_id=request.parent_id)

@@ -77,7 +77,7 @@ def rate_check(*, key: str, rate: tuple[int, int], now: float, what: str = "requ
     if used <= count:
         return None
     retry = max(1, math.ceil(start + window - now))
-    return Refusal("rate_limited", f"Too many {what}: at most {count} per {_window(window)}. "
+    return Refusal("rate_limited", f"Too many {what}: at most {count} per {window_words(window)}. "
                    f"Try again in {retry} s.", retry)
 
 
@@ -86,7 +86,13 @@ def _rate_check(*, user_id: int, now: float) -> Refusal | None:
     return rate_check(key=f"submit-rate:{user_id}", rate=app_settings.SUBMIT_RATE, now=now)
 
 
-def _window(seconds: int) -> str:
+def running_words(limit: int) -> str:
+    """Why a send is refused while `limit` answers run, in words (a person reads it: no setting)."""
+    return (f"You have {limit} answer{'' if limit == 1 else 's'} running. "
+            "Wait for one to finish or stop one, then send again.")
+
+
+def window_words(seconds: int) -> str:
     return {1: "second", 60: "minute", 3600: "hour", 86400: "day"}.get(seconds, f"{seconds} s")
 
 
@@ -115,9 +121,7 @@ def submit_guard(*, user: Any, client_request_id: Any) -> Iterator[Refusal | Non
     with _user_lock(user.pk):
         limit = app_settings.MAX_CONCURRENT_PER_USER
         if in_flight(user_id=user.pk) >= limit:
-            yield Refusal("too_many_requests_in_flight",
-                          f"You already have {limit} requests in flight (RELAY_MAX_CONCURRENT_PER_USER); "
-                          "wait for one to finish or stop one.", CONCURRENT_RETRY_AFTER)
+            yield Refusal("too_many_requests_in_flight", running_words(limit), CONCURRENT_RETRY_AFTER)
             return
         yield _rate_check(user_id=user.pk, now=time.time())
 

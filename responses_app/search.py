@@ -12,7 +12,7 @@ never while it streams) and when its conversation is renamed; a query reads the 
 texts. A document holds the first PROMPT_CHARS of the prompt and
 ANSWER_CHARS of the answer (PostgreSQL's tsvector holds at most 1 MB). On another database
 (SQLite): every word must appear as written, case-insensitively (`icontains`), newest first.
-Either way a hit names its turn, so a link opens it (versions.chat_show); queries are capped
+Either way a hit names its turn, so a link opens it (web/versions.version_link); queries are capped
 (MAX_QUERY_CHARS, MAX_RESULTS) and rate limited per user (RELAY_SEARCH_RATE, web/search_export.py).
 """
 

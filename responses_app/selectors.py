@@ -343,12 +343,13 @@ def conversation_context(*, request: ResponseRequest | RunRequest) -> list[dict[
     return items
 
 
-def conversation_turns(*, conversation: Conversation) -> list[tuple[ResponseRequest, dict[str, Any], Versions]]:
-    """The branch shown, each turn with its latest committed view and its place among its
-    versions (two queries)."""
+def conversation_turns(*, conversation: Conversation, through: uuid.UUID | None = None
+                       ) -> list[tuple[ResponseRequest, dict[str, Any], Versions]]:
+    """The branch shown (or the one through the turn `through`, for one page view), each turn with
+    its latest committed view and its place among its versions (two queries)."""
     by_pk = {r.pk: r for r in conversation.requests.all()}
     turns = branches.Tree((r.pk, r.parent_id, r.created) for r in by_pk.values())
-    leaf = turns.leaf(conversation.leaf_id)
+    leaf = branches.leaf_through(turns, conversation.leaf_id, through)
     path = turns.path(leaf) if leaf is not None else []
     requests = [by_pk[pk] for pk in path]
     views = views_latest(request_ids=path)

@@ -22,7 +22,8 @@ register = template.Library()
 def conversation_tools(context: template.Context, conversation: Any, turns: Any = ()) -> dict[str, Any]:
     """`turns`: the chat page's turns (the branch shown), each one shareable alone."""
     http = context.get("request")
-    links = [{"share": share,
+    new = http.GET.get("share") if http else None  # the link just made (share_links.share_create)
+    links = [{"share": share, "new": new == str(share.pk),
               "url": http.build_absolute_uri(reverse("responses_app:shared", args=[share.token])) if http else ""}
              for share in shares_of(conversation=conversation)]
     return {

@@ -23,7 +23,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from .. import branches, feedback, forms, idempotency, selectors, services, submission
+from .. import branches, feedback, forms, idempotency, limits, selectors, services, submission
 from ..conf import app_settings
 from ..conversation_events import announce
 from ..models import Conversation, ResponseRequest
@@ -31,7 +31,7 @@ from ..ops import analytics
 from ..relay import worker
 from ..submission import Refused, Submitted
 from ..upstream import http as upstream
-from . import form_words
+from . import form_words, versions
 from .charts import series_color
 from .turns import BADGE_LABELS, turn_context
 
@@ -130,6 +130,15 @@ def page(http: HttpRequest, template: str, context: dict[str, Any], status: int 
                                    "relay_skip_link": skip}, status=status)
 
 
+def refused_page(http: HttpRequest, status: int, heading: str, reason: str,
+                 links: list[tuple[str, str]] | None = None) -> HttpResponse:
+    """A 403 or 404 that says why in the app's styling: an answer, not an exception (nothing is
+    logged but Django's one line for a 4xx)."""
+    links = links if links is not None else [(reverse("responses_app:conversations"), "Your conversations")]
+    return page(http, "responses_app/refused.html",
+                {"status": status, "heading": heading, "reason": reason, "links": links}, status=status)
+
+
 # Views that start or stop a runner are async and await the start or the cancel on the server's
 # loop; the database work (the one door: submission.submit) runs in sync helpers.
 
@@ -150,8 +159,32 @@ def _conversation_list(http: HttpRequest, *, values: dict[str, Any] | None = Non
     }, status=400 if errors else 200)
 
 
+# What the composer calls its fields when a send is refused; a refusal of the whole send has no label.
+def _in_words(seconds: int) -> str:
+    if seconds < 90:
+        return f"{seconds} second{'' if seconds == 1 else 's'}"
+    minutes = round(seconds / 60)
+    return f"{minutes} minutes" if minutes < 90 else f"{round(minutes / 60)} hours"
+
+
+def refusal_words(refused: Refused) -> str:
+    """Why a send was refused, as a person reads it next to the composer: never a setting's name;
+    a rate limit says when to send again."""
+    if refused.code == "too_many_requests_in_flight":
+        return limits.running_words(app_settings.MAX_CONCURRENT_PER_USER)
+    if refused.code == "rate_limited":
+        count, window = app_settings.SUBMIT_RATE
+        when = _in_words(refused.retry_after or 1)
+        return (f"You have sent as many messages as allowed for now ({count} per {limits.window_words(window)}). "
+                f"You can send again in {when}.")
+    return refused.message
+
+
 def _form_errors(refused: Refused) -> dict[str, list[str]]:
-    return refused.errors if refused.status == 400 else {"request": [refused.message]}
+    """The composer's errors by field ("" for the send as a whole), worded by form_words."""
+    if refused.status != 400 or not refused.errors:
+        return {"": [refusal_words(refused)]}
+    return refused.errors
 
 
 def _conversation_new(http: HttpRequest) -> tuple[HttpResponse, Submitted | None]:
@@ -194,13 +227,18 @@ def _chat(http: HttpRequest, conversation_id: uuid.UUID) -> tuple[HttpResponse, 
             refused, errors = exc, _form_errors(exc)
         else:
             return HttpResponseRedirect(_chat_url(done.request.conversation_id, done.request.pk)), done
-    rows = selectors.conversation_turns(conversation=conversation)
-    rated = feedback.of_user(user=http.user, request_ids=[r.pk for r, _, _ in rows]) if can_post else {}
-    turns = [turn_context(r, v, can_post=can_post, can_cancel=can_cancel, versions=versions, feedback=rated.get(r.pk))
-             for r, v, versions in rows]
+    # `?version=`: a search result's version, for this page view only (the saved choice stays).
+    through = versions.version_asked(http) if http.method == "GET" else None
+    shown = selectors.conversation_turns(conversation=conversation, through=through)
+    rated = feedback.of_user(user=http.user, request_ids=[r.pk for r, _, _ in shown]) if can_post else {}
+    turns = [turn_context(r, v, can_post=can_post, can_cancel=can_cancel, versions=vs, feedback=rated.get(r.pk))
+             for r, v, vs in shown]
+    peek = through is not None and any(r.pk == through for r, _v, _vs in shown) and (
+        str(through) not in selectors.conversation_turn_ids(conversation_id=conversation.pk))
     response = page(http, "responses_app/chat.html", {
         "conversation": conversation,
         "turns": turns,
+        "peek": through if peek else None,
         "can_post": can_post,
         "can_cancel": can_cancel,
         "composer": composer_context(conversation=conversation, values=values, errors=errors),
@@ -344,7 +382,9 @@ def analytics_page(http: HttpRequest) -> HttpResponse:
     if not http.user.is_authenticated:
         return redirect_to_login(http.get_full_path())
     if not http.user.is_staff:
-        raise PermissionDenied("Analytics are for staff")
+        return refused_page(http, 403, "Analytics are for staff", (
+            f"You are signed in as {http.user.get_username()}. Only staff accounts can see the analytics; "
+            "ask an administrator if you need them."))
     try:
         days = min(max(int(http.GET.get("days", "14")), 1), 366)
     except ValueError:

@@ -1,5 +1,6 @@
 """Find and take out: search across one's own conversations (search.py), results linking to the
-turn (opened on its branch, versions.chat_show); export a conversation's branch shown as
+turn (its version opened for that page view, versions.version_link; a hit in a version
+the conversation does not show says so); export a conversation's branch shown as
 Markdown or JSON (export.py). Both only ever the user's own: another user's conversation is a
 404 here, staff included.
 """
@@ -16,12 +17,13 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
-from .. import limits, selectors
+from .. import branches, limits, selectors
 from .. import search as searching
 from ..conf import app_settings
 from ..forms import unstorable
 from . import export as exports
 from .pages import page
+from .versions import version_link
 
 
 @login_required
@@ -43,7 +45,24 @@ def search(http: HttpRequest) -> HttpResponse:
             return limits.refusal_answer(page(http, "responses_app/search.html", {**context, "error": refusal.message}),
                                          status=429, retry_after=refusal.retry_after)
     hits = searching.search_turns(user=http.user, query=query)
-    return page(http, "responses_app/search.html", {**context, "hits": hits})
+    return page(http, "responses_app/search.html", {**context, "hits": [
+        {"hit": hit, "link": version_link(hit.conversation_id, hit.request_id), "age": age}
+        for hit, age in zip(hits, _version_ages(hits), strict=True)]})
+
+
+def _version_ages(hits: list[searching.Hit]) -> list[str | None]:
+    """Each hit's version beside the branch its conversation shows: None when on it, else
+    "older" or "newer" (one tree per conversation found)."""
+    trees: dict[uuid.UUID, tuple[branches.Tree, list[uuid.UUID]]] = {}
+    ages = []
+    for hit in hits:
+        if hit.conversation_id not in trees:
+            turns = branches.tree(hit.conversation_id)
+            leaf = turns.leaf(branches.chosen_leaf_id(hit.conversation_id))
+            trees[hit.conversation_id] = (turns, turns.path(leaf) if leaf is not None else [])
+        turns, shown = trees[hit.conversation_id]
+        ages.append(branches.version_age(turns, shown, hit.request_id))
+    return ages
 
 
 def _filename(title: str, extension: str) -> str:

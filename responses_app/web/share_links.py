@@ -5,7 +5,8 @@ allows it) reads the committed view at /s/<token>/ and follows it live over the 
 
 A viewer is a viewer connection of the owner's request, never a request of theirs: nothing here
 starts, stops or counts one. Revoking closes their sockets at once (shares.close_sockets), and
-the link answers 404 from then on.
+the link answers 404 from then on: a page that says so (a person reads it). A visitor who is not
+signed in, of a link for signed-in people, goes to the login page, which says why.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import uuid
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
@@ -32,8 +34,10 @@ def _own(http: HttpRequest, conversation_id: uuid.UUID) -> Conversation:
     return pages.own_conversation(http, conversation_id, refused="Only the owner shares a conversation")
 
 
-def _tools_url(conversation_id: Any, anchor: str = "conversation-tools") -> str:
-    return f"{reverse('responses_app:chat', args=[conversation_id])}?tools=open#{anchor}"
+def _tools_url(conversation_id: Any, share: Share | None = None) -> str:
+    """The chat page with its tools open: at a new link (`share=`: it takes the focus), or at the panel."""
+    url = reverse("responses_app:chat", args=[conversation_id])
+    return f"{url}?tools=open&share={share.pk}#share-{share.pk}" if share else f"{url}?tools=open#conversation-tools"
 
 
 def share_link(http: HttpRequest, share: Share) -> str:
@@ -59,7 +63,7 @@ def share_create(http: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
     if "application/json" in http.headers.get("accept", ""):
         return JsonResponse({"id": str(share.pk), "url": share_link(http, share), "anonymous": share.anonymous},
                             status=201)
-    return HttpResponseRedirect(_tools_url(conversation.pk, f"share-{share.pk}"))
+    return HttpResponseRedirect(_tools_url(conversation.pk, share))
 
 
 def _own_share(http: HttpRequest, conversation_id: uuid.UUID, share_id: uuid.UUID) -> Share:
@@ -84,13 +88,31 @@ async def share_revoke(http: HttpRequest, conversation_id: uuid.UUID, share_id: 
 
 # --- the shared pages -------------------------------------------------------------------------------
 
+LOGIN_WHY = "This conversation was shared with people who have an account here. Log in to read it."
+GONE = "This link was revoked or never existed"
+
+
 def _open(http: HttpRequest, token: str) -> Share | HttpResponse:
     share = selectors.share_open(token=token, user=http.user)
     if share is not None:
         return share
-    if not http.user.is_authenticated:  # perhaps a link for signed-in people: sign in, then see
+    if not http.user.is_authenticated and selectors.share_open(token=token, user=_SIGNED_IN) is not None:
+        # a link for signed-in people: the login page says why, then the link opens
+        messages.info(http, LOGIN_WHY, fail_silently=True)
         return redirect_to_login(http.get_full_path())
-    raise Http404("This link does not work (any more).")
+    return pages.refused_page(http, 404, GONE, (
+        "Whoever shared it may have revoked it, or the conversation was deleted. "
+        "Ask them for a new link if you still need it."),
+        links=[(reverse("responses_app:conversations"), "Your conversations")] if http.user.is_authenticated else [])
+
+
+class _SignedIn:
+    """Anyone signed in, for the question "would this link open after logging in?"."""
+
+    is_authenticated = True
+
+
+_SIGNED_IN: Any = _SignedIn()
 
 
 @ensure_csrf_cookie  # the script's POST render/blocks sends it; a read-only page has no form to hold it
@@ -118,9 +140,12 @@ def shared(http: HttpRequest, token: str) -> HttpResponse:
 @require_GET
 def shared_turn(http: HttpRequest, token: str, request_id: uuid.UUID) -> HttpResponse:
     """One turn through the link, server-rendered (a new turn, a finished answer swapped in)."""
-    share = _open(http, token)
-    if isinstance(share, HttpResponse):
-        # the script's question "may I still see it?" (follower.js reads the status only)
+    share = selectors.share_open(token=token, user=http.user)
+    if share is None:
+        # the script's question "may I still see it?" (follower.js reads the status only): no page,
+        # no message left for the login page
+        if http.user.is_authenticated:
+            raise Http404("This link does not work (any more).")
         return HttpResponse("This link does not work (any more), or it needs you to sign in.", status=401,
                             content_type="text/plain")
     request = selectors.request_for_viewer(user=http.user, request_id=request_id, share=token)

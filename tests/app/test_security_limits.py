@@ -101,7 +101,7 @@ def test_the_page_shows_the_reason_and_keeps_the_typed_prompt(settings: Any) -> 
         "input": "a prompt I typed with care", "model": "sim-text", "client_request_id": str(uuid.uuid4())})
     assert page.status_code == 429 and int(page["Retry-After"]) > 0
     text = page.content.decode()
-    assert "a prompt I typed with care" in text and "requests in flight" in text
+    assert "a prompt I typed with care" in text and "You have 1 answer running" in text and "RELAY_" not in text
     conversation = ResponseRequest.objects.get().conversation
     assert conversation is not None
     chat = alice.post(reverse("responses_app:chat", args=[conversation.pk]), {

@@ -130,7 +130,7 @@ def make_link(page: Page, *, anonymous: bool = False) -> str:
     if anonymous:
         page.get_by_label("anyone with the link, no account needed").check()
     page.get_by_role("button", name="Create a read-only link").click()
-    page.wait_for_url("**?tools=open#share-*")
+    page.wait_for_url("**?tools=open&share=*#share-*")
     return str(page.locator(".share-links .share-url").first.input_value())
 
 

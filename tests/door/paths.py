@@ -42,8 +42,8 @@ def _refusal(response: httpx.Response) -> Outcome:
         body = response.json()
     except ValueError:  # a page: the form again, saying why
         page = response.text
-        code = ("too_many_requests_in_flight" if "requests in flight" in page
-                else "rate_limited" if "Too many requests" in page else "invalid_request")
+        code = ("too_many_requests_in_flight" if "answers running" in page or "answer running" in page
+                else "rate_limited" if "as many messages as allowed" in page else "invalid_request")
         return Outcome(response.status_code, code, int(retry) if retry else None, detail=page)
     code = body.get("code") or ("invalid_request" if response.status_code == 400 else "")
     return Outcome(response.status_code, code, int(retry) if retry else None, detail=json.dumps(body))

@@ -97,24 +97,30 @@ def test_the_search_page_links_each_hit_to_its_turn(owner: Any, teammate: Any) -
     page = client_for(owner).get(reverse("responses_app:search"), {"q": "mekong"})
     html = page.content.decode()
     assert page.status_code == 200 and "1 turn found" in html
-    assert reverse("responses_app:chat-show", args=[turn.conversation_id, turn.pk]) in html
+    assert f"{reverse('responses_app:chat', args=[turn.conversation_id])}?version={turn.pk}#turn-{turn.pk}" in html
     assert "Mekong" not in client_for(teammate).get(reverse("responses_app:search"), {"q": "mekong"}).content.decode()
     listing = client_for(owner).get(reverse("responses_app:conversations")).content.decode()
     assert 'role="search"' in listing, "the list page has the search box"
 
 
-def test_a_hit_on_another_version_opens_its_branch(owner: Any) -> None:
+def test_a_hit_on_another_version_opens_its_branch_for_that_page_only(owner: Any) -> None:
     first = answered(owner, "Rhine", "The Rhine.")
     second = answered(owner, "Rhône", "The Rhône.", conversation=first.conversation)
     client = client_for(owner)
     response = client.post(reverse("responses_app:chat-edit", args=[first.conversation_id, second.pk]),
                            {"prompt": "Loire", "client_request_id": str(uuid.uuid4())})
     assert response.status_code == 302
-    [hit] = hits(owner, "Rhône")
-    opened = client.get(reverse("responses_app:chat-show", args=[hit.conversation_id, hit.request_id]))
-    assert opened["Location"].endswith(f"#turn-{second.pk}")
+    assert [hit.request_id for hit in hits(owner, "Rhône")] == [second.pk]
+    page = client.get(reverse("responses_app:search"), {"q": "Rhône"}).content.decode()
+    assert 'data-version-age="older"' in page and "in an older version, not the one shown" in page
+    link = f"{reverse('responses_app:chat', args=[first.conversation_id])}?version={second.pk}#turn-{second.pk}"
+    assert link in page
+    opened = client.get(link.split("#")[0]).content.decode()
+    assert f'id="turn-{second.pk}"' in opened and "Loire" not in opened.split('id="turn-')[-1]
+    assert "data-version-notice" in opened and 'id="composer"' not in opened, "read there; replies go to the saved one"
     html = client.get(reverse("responses_app:chat", args=[first.conversation_id])).content.decode()
-    assert f'id="turn-{second.pk}"' in html and "Loire" not in html.split('id="turn-')[-1]
+    assert f'id="turn-{second.pk}"' not in html and "Loire" in html, "the conversation still shows the version saved"
+    assert "data-version-age" not in client.get(reverse("responses_app:search"), {"q": "Loire"}).content.decode()
 
 
 @postgresql_only

@@ -60,8 +60,12 @@ async function pick(form, conversation) {
 // `live` is the page's ConversationLive: its branch messages are applied here, the rest as before.
 export function bindBranches(chat, live) {
   const conversation = chat.dataset.conversation;
+  // A version opened for this page view (`?version=`, a search result) stays as it is: the saved
+  // branch and its new turns are not followed here, and its arrows post and reload (they save one).
+  const opened = "version" in chat.dataset;
   const handle = live.handle.bind(live);
   live.handle = (message) => {
+    if (opened && ["branch", "turns", "turn"].includes(message.type)) return undefined;
     if ((message.type === "branch" || message.type === "turns") && Array.isArray(message.ids)) {
       return showBranchSoon(conversation, message.ids);
     }
@@ -69,7 +73,7 @@ export function bindBranches(chat, live) {
   };
   chat.addEventListener("submit", (event) => {
     const form = event.target;
-    if (!form.matches(".version-form")) return;
+    if (!form.matches(".version-form") || opened) return;
     event.preventDefault();
     if (!form.getAttribute("action")) return;
     form.querySelectorAll("button").forEach((b) => { b.disabled = true; });

@@ -1,5 +1,6 @@
-// copy.js: the Copy buttons (an answer as Markdown, a code block, a tool's code or output) through
-// the clipboard API; the button reads "Copied" for a moment and the page announces it.
+// copy.js: the Copy buttons (an answer as Markdown, a code block, a tool's code or output, a share
+// link) through the clipboard API; the button reads "Copied" for a moment and the page announces it
+// (a share link in its own status, beside it).
 
 import { announce, followers } from "./follower.js";
 
@@ -16,8 +17,23 @@ function answerMarkdown(turn) {
 
 function copiedText(button) {
   if (button.dataset.copy === "answer") return answerMarkdown(button.closest("article.turn"));
+  if (button.dataset.copy === "link") return button.closest("[data-share]").querySelector(".share-url").value;
   const pre = button.parentElement.querySelector("pre");
   return pre ? pre.textContent : "";
+}
+
+// No clipboard API (a page over plain HTTP from another host): a share link is selected and copied
+// the old way; if even that fails it stays selected, for the keyboard's own copy.
+function fallbackCopy(button) {
+  const field = button.dataset.copy === "link" && button.closest("[data-share]").querySelector(".share-url");
+  if (!field) return "Could not copy";
+  field.focus();
+  field.select();
+  let copied = false;
+  try { copied = document.execCommand("copy"); } catch { /* refused */ }
+  if (!copied) return "Selected: press Ctrl+C (⌘C) to copy";
+  button.focus();
+  return "Copied";
 }
 
 export function bindCopy(root) {
@@ -28,10 +44,12 @@ export function bindCopy(root) {
     try {
       await navigator.clipboard.writeText(copiedText(button));
     } catch {
-      word = "Could not copy";
+      word = fallbackCopy(button);
     }
     button.dataset.copied = word === "Copied" ? "ok" : "failed";
-    announce(word);
+    const status = button.parentElement.querySelector("[data-copy-status]"); // a share link's own status
+    if (status) status.textContent = word;
+    else announce(word);
     clearTimeout(button.copiedTimer);
     button.copiedTimer = setTimeout(() => { delete button.dataset.copied; }, SHOWN_MS);
   });

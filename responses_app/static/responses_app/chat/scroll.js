@@ -62,5 +62,11 @@ export function startScroll({ composer, jumpButton, turns }) {
   const last = turns ? turns.lastElementChild : null;
   if ("scrollRestoration" in history) history.scrollRestoration = "manual";
   if (!target || target === last) toBottom();
-  else { target.scrollIntoView({ block: "start" }); pinned = distance() <= NEAR_PX; }
+  else {
+    target.scrollIntoView({ block: "start" });
+    pinned = distance() <= NEAR_PX;
+    // Browsers skip `autofocus` when the address names an element: the one named (a new share
+    // link) takes the focus the server gave it here.
+    if (target.hasAttribute("autofocus")) target.focus({ preventScroll: true });
+  }
 }
