@@ -92,7 +92,7 @@ def test_a_refused_field_is_named_as_the_form_names_it(owner: Any) -> None:
     refused = send(client_for(owner), reverse("responses_app:conversation-new"), "hello", metadata="not json")
     assert refused.status_code == 400
     box = error_box(refused.content.decode())
-    assert "<strong>Metadata</strong>:" in box and "<strong>metadata</strong>" not in box
+    assert "The metadata (under Advanced) is not valid JSON." in box and "metadata:" not in box
 
 
 # --- versions: a GET changes nothing --------------------------------------------------------------
