@@ -152,6 +152,11 @@ export function focusComposerOnLoad(doc, chat) {
   } catch { /* no storage */ }
   const input = doc.getElementById("composer-input");
   if (!input) return;
+  const refused = doc.querySelector("[data-composer-error]");
+  if (refused) { // a refused send: the reason has the focus (autofocus), the kept text below it
+    refused.focus();
+    return;
+  }
   if (!asked && !(chat && window.matchMedia("(pointer: fine)").matches)) return;
   input.focus({ preventScroll: true });
   // An address naming a turn (#turn-…) has the browser focus that turn once the page has loaded:
