@@ -1,0 +1,90 @@
+"""Rich answers in the server's Markdown (markdown.py): pipe tables, blockquotes, task lists and
+math, escaped first like everything else, and, while an answer streams, a table that only ever
+shows complete rows. The browser renders the same HTML (tests/web/test_render_parity.py holds the
+two renderers to each other over these constructs, cut at every position)."""
+
+from __future__ import annotations
+
+import html
+import re
+
+from responses_app import markdown
+from responses_app.simulator.texts import RICH_ANSWER
+
+WRAP = '<div class="md-table" role="region" aria-label="Table" tabindex="0">'
+
+
+def test_a_pipe_table_renders_with_its_alignments_and_inline_markup() -> None:
+    text = "| Name | Qty | Note |\n|:--|:-:|--:|\n| **a** | 1 | `x` |\n| b \\| c |\n\nafter"
+    assert markdown.render_html(text) == (
+        f"{WRAP}<table><thead><tr><th class=\"md-left\">Name</th><th class=\"md-center\">Qty</th>"
+        '<th class="md-right">Note</th></tr></thead><tbody>'
+        '<tr><td class="md-left"><strong>a</strong></td><td class="md-center">1</td>'
+        '<td class="md-right"><code>x</code></td></tr>'
+        '<tr><td class="md-left">b | c</td><td class="md-center"></td><td class="md-right"></td></tr>'
+        "</tbody></table></div><p>after</p>")
+
+
+def test_a_delimiter_row_that_does_not_match_the_header_makes_no_table() -> None:
+    assert markdown.render_html("| a | b |\n|---|") == "<p>| a | b |<br>|---|</p>"
+    assert markdown.render_html("a | b\nno delimiter") == "<p>a | b<br>no delimiter</p>"
+    assert markdown.render_html("| a |\n|---|\nrow without a pipe") == (
+        f"{WRAP}<table><thead><tr><th>a</th></tr></thead></table></div><p>row without a pipe</p>")
+
+
+def test_table_cells_are_escaped_and_links_stay_http() -> None:
+    rendered = markdown.render_html("| <img src=x onerror=alert(1)> | [x](javascript:alert(1)) |\n|-|-|")
+    assert "<img" not in rendered and "&lt;img" in rendered
+    assert "href" not in rendered and "[x](javascript:alert(1))" in rendered
+
+
+def test_a_blockquote_holds_paragraphs_and_lists_one_level_deep() -> None:
+    assert markdown.render_html("> quoted *em*\n>\n> - item\n> > not nested\n\nafter") == (
+        "<blockquote><p>quoted <em>em</em></p><ul><li>item</li></ul><p>&gt; not nested</p></blockquote>"
+        "<p>after</p>")
+    assert markdown.render_html("> <script>x</script>") == (
+        "<blockquote><p>&lt;script&gt;x&lt;/script&gt;</p></blockquote>")
+
+
+def test_a_task_list_shows_disabled_checkboxes_labelled_by_their_text() -> None:
+    assert markdown.render_html("- [ ] open\n- [x] **done**\n- [] plain\n1. [ ] ordered") == (
+        '<ul><li class="md-task"><label><input type="checkbox" disabled> open</label></li>'
+        '<li class="md-task"><label><input type="checkbox" disabled checked> <strong>done</strong></label></li>'
+        "<li>[] plain</li></ul><ol><li>[ ] ordered</li></ol>")
+
+
+def test_math_is_code_styled_with_its_tex_kept_and_prices_stay_text() -> None:
+    assert markdown.render_html("$a<b$ and $$x^2$$ cost $5 and $10, `$c$`") == (
+        '<p><code class="md-math">a&lt;b</code> and <code class="md-math md-math-display">x^2</code> '
+        "cost $5 and $10, <code>$c$</code></p>")
+    assert markdown.render_html("so $x + ", partial=True) == "<p>so x + </p>"  # the opener is held
+    assert markdown.render_html("pay $5 now", partial=True) == "<p>pay $5 now</p>"
+
+
+def test_a_task_box_being_typed_shows_an_empty_item_not_its_brackets() -> None:
+    for typed in ("- [", "- [ ", "- [x", "- [x]", "- [ ]"):
+        assert markdown.render_html(typed, partial=True) == "<ul><li></li></ul>", typed
+
+
+def visible(rendering: str) -> str:
+    rendering = re.sub(r"<pre>.*?</pre>|<code[^>]*>.*?</code>|<table>.*?</table>", " ", rendering, flags=re.S)
+    return html.unescape(re.sub(r"<[^>]+>", " ", rendering))
+
+
+def test_a_streamed_table_only_ever_shows_complete_rows() -> None:
+    rows_seen = 0
+    boxes_seen = 0
+    for end in range(len(RICH_ANSWER) + 1):
+        prefix = RICH_ANSWER[:end]
+        rendered = markdown.render_html(prefix, partial=True)
+        rows = re.findall(r"<tr>(.*?)</tr>", rendered)
+        assert all(len(re.findall(r"<t[hd][ >]", row)) == 3 for row in rows), (prefix, rows)
+        assert len(rows) >= rows_seen, ("a row went away", prefix)  # rows only ever arrive whole
+        rows_seen = len(rows)
+        boxes = rendered.count('type="checkbox"')
+        assert boxes >= boxes_seen, prefix
+        boxes_seen = boxes
+        pending = re.search(r"(?:^|\n)[ \t]*\|[^\n]*\n$", prefix)  # a `|` line may yet head a table
+        if not pending:
+            assert not re.search(r"[|$]", visible(rendered)), (prefix, visible(rendered))
+    assert rows_seen == 5 and boxes_seen == 3
