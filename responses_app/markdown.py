@@ -2,10 +2,11 @@
 
 Model text never injects HTML: every line is escaped *first*, and only then is a small subset
 turned into markup: paragraphs (line breaks kept), **bold**, *em* / _em_, `code`, fenced code
-blocks, bullet and numbered lists, task lists (`- [x]`, disabled checkboxes), `#` headings (shown
-small), `>` blockquotes (one level: paragraphs, lists, headings inside), GFM pipe tables, `$math$`
-and `$$math$$` (code-styled, the TeX source kept) and [links](https://...) whose target is http
-or https. Anything else stays visible as text, e.g. `[x](javascript:alert(1))`.
+blocks (coloured by token for a few languages: highlight.py), bullet and numbered lists, task
+lists (`- [x]`, disabled checkboxes), `#` headings (shown small), `>` blockquotes (one level:
+paragraphs, lists, headings inside), GFM pipe tables, `$math$` and `$$math$$` (code-styled, the
+TeX source kept) and [links](https://...) whose target is http or https. Anything else stays
+visible as text, e.g. `[x](javascript:alert(1))`.
 A fenced block gets a Copy button (shown only where the page's script runs).
 
 A text still being written (`partial=True`) never shows half-built syntax: on its last, unfinished
@@ -28,6 +29,8 @@ from typing import Any, NamedTuple
 
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
+
+from .highlight import highlight
 
 _FENCE_OPEN = re.compile(r"\s*(```|~~~)")
 _LANG = re.compile(r"[\w+#.-]*")
@@ -340,7 +343,7 @@ def render_html(text: str, partial: bool = False, quotes: bool = True) -> str:
                 i += 1
             i += 1  # the closing fence (or the end of a still-streaming block)
             cls = f' class="language-{escape(lang)}"' if lang else ""
-            out.append(f'<div class="code-block"><pre><code{cls}>{escape(chr(10).join(code))}</code></pre>'
+            out.append(f'<div class="code-block"><pre><code{cls}>{highlight(chr(10).join(code), lang)}</code></pre>'
                        f"{_COPY_BUTTON}</div>")
             continue
         aligns = _alignments(lines[i + 1]) if "|" in line and i + 1 < len(lines) and not (

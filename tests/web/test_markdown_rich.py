@@ -66,6 +66,19 @@ def test_a_task_box_being_typed_shows_an_empty_item_not_its_brackets() -> None:
         assert markdown.render_html(typed, partial=True) == "<ul><li></li></ul>", typed
 
 
+def test_code_with_a_known_language_is_coloured_by_token_and_escaped() -> None:
+    assert markdown.render_html("```python\nif x == '<b>': # 1 <i>\n    return 2.5\n```") == (
+        '<div class="code-block"><pre><code class="language-python"><span class="hl-k">if</span> x == '
+        '<span class="hl-s">&#x27;&lt;b&gt;&#x27;</span>: <span class="hl-c"># 1 &lt;i&gt;</span>\n    '
+        '<span class="hl-k">return</span> <span class="hl-n">2.5</span></code></pre>' + markdown._COPY_BUTTON
+        + "</div>")
+    assert markdown.render_html("```rust\nfn x() {} // <b>\n```") == (
+        '<div class="code-block"><pre><code class="language-rust">fn x() {} // &lt;b&gt;</code></pre>'
+        + markdown._COPY_BUTTON + "</div>")
+    # A string still being written keeps its colour to the end of the line.
+    assert '<span class="hl-s">&quot;open</span>' in markdown.render_html('```py\nx = "open', partial=True)
+
+
 def visible(rendering: str) -> str:
     rendering = re.sub(r"<pre>.*?</pre>|<code[^>]*>.*?</code>|<table>.*?</table>", " ", rendering, flags=re.S)
     return html.unescape(re.sub(r"<[^>]+>", " ", rendering))

@@ -46,6 +46,8 @@ HOSTILE = [
     "a | b\n--|--\n| x\n\n|||\n|-|-|\n| not | a | table |\n| --- | --- |\n\n|x|\n|:-:|\n|\\|",
     "> quote <i>\n>no space\n   > three spaces\n    > four\n> > nested\n> - item\n> ```\n> code\n\n>",
     "- [ ] open\n- [x] done\n- [X] upper\n- [] not\n- [y] not\n* [ ]\n1. [ ] ordered\n- [x]tight\n  continued",
+    "```Python\nif x: # c <b>\n  s = 'a\\'b' + \"c\\\\\" + 'open\nn = 1.5e3 + x1 + .5 + é1\n```\n~~~js\n"
+    "const a = `t` // c\n/* no */ return null;\n~~~\n```sh\necho $HOME # c\na#b ${x}\n```\n```rust\nfn main() {}\n```",
     "$x$ $$y$$ $ a$ $a $ $5 and $10 $$ $a$5 `$b$` [$c$](https://x.org) **$d$** $a_1*b_2$ $<b>$ $$$",
 ]
 

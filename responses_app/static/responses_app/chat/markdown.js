@@ -1,12 +1,15 @@
 // markdown.js: safe Markdown for model output, the same algorithm as responses_app/markdown.py.
 //
 // Every line is escaped first; only then does a small subset become markup (paragraphs, bold, em,
-// code, fences, lists and task lists, small headings, one level of `>` quotes, pipe tables, `$math$`
-// as code, http(s) links). A text still being written (`partial`)
+// code, fences (coloured by token for a few languages: highlight.js), lists and task lists, small
+// headings, one level of `>` quotes, pipe tables, `$math$` as code, http(s) links). A text still
+// being written (`partial`)
 // never shows half-built syntax: see tidyPartial. Pure: no DOM, importable from Node.
 // `MarkdownStream` renders a growing text incrementally: text up to the last blank line outside
 // a fence is final (the renderer flushes every construct there), so it is rendered once; only the
 // tail after it is rendered again per frame. Concatenating the pieces equals rendering the whole.
+
+import { highlight } from "./highlight.js";
 
 export function esc(value) {
   return String(value ?? "").replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;")
@@ -291,7 +294,7 @@ export function renderMarkdown(text, partial = false, quotes = true) {
         if (!(partial && i === last && typed && fenced[0].startsWith(typed))) code.push(lines[i]);
       }
       const cls = fenced[1] ? ` class="language-${esc(fenced[1])}"` : "";
-      out.push(`<div class="code-block"><pre><code${cls}>${esc(code.join("\n"))}</code></pre>${COPY_BUTTON}</div>`);
+      out.push(`<div class="code-block"><pre><code${cls}>${highlight(code.join("\n"), fenced[1])}</code></pre>${COPY_BUTTON}</div>`);
       continue;
     }
     const aligns = line.includes("|") && i + 1 < lines.length && !(partial && i + 1 === last) ? alignments(lines[i + 1]) : null;
