@@ -80,7 +80,9 @@ window.runBench = async (text, mode, delta) => {
     if (end >= text.length) break;
   }
   await frame();
-  const same = md.innerHTML === renderMarkdown(text, true);
+  const whole = document.createElement("template"); // parsed, so both serialize alike (`disabled=""`)
+  whole.innerHTML = renderMarkdown(text, true);
+  const same = md.innerHTML === whole.innerHTML;
   return { script, withLayout, longTasks: [...longTasks], same };
 };
 window.benchReady = true;
