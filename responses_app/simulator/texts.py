@@ -61,7 +61,7 @@ RICH_ANSWER = (
     "> - another point\n\n"
     "- [x] Render tables, quotes and task lists\n"
     "- [x] Stream them without flicker\n"
-    "- [ ] Highlight code\n\n"
+    "- [ ] Typeset the math\n\n"
     "```python\n"
     "def area(radius: float) -> float:\n"
     "    return 3.14159 * radius ** 2\n"

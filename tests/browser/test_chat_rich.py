@@ -69,7 +69,7 @@ def test_a_rich_answer_streams_whole_rows_and_finishes_with_every_construct(sess
     assert boxes_done.count() == 3
     assert [boxes_done.nth(n).is_checked() for n in range(3)] == [True, True, False]
     assert all(boxes_done.nth(n).is_disabled() for n in range(3))
-    assert answer.get_by_role("checkbox", name="Highlight code").count() == 1  # labelled by its text
+    assert answer.get_by_role("checkbox", name="Typeset the math").count() == 1  # labelled by its text
     assert_accessible(page, "#turns")
 
     # A table wider than a phone scrolls inside its frame, the page never sideways.
