@@ -44,7 +44,7 @@ CASES: dict[str, Segments] = {
     "pipes": [("|", 1)], "pipe lines": [("| a | b |\n", 1)], "escaped pipes": [("\\|", 1)],
     "table": [("| a | b |\n|:-|-:|\n", 0), ("| *a* | $b$ |\n", 1)], "wide row": [("| a |\n|-|\n", 0), ("a|", 1)],
     "delimiters": [("a|b\n", 0), ("-|", 1)], "quote lines": [("> *a\n", 1)], "tasks": [("- [x] a\n", 1)],
-    "dollars": [("$", 1)], "math open": [("$a ", 1)], "math": [("$a$ ", 1)],
+    "dollars": [("$", 1)], "math fences": [("$$\n", 1)], "math open": [("$a ", 1)], "math": [("$a$ ", 1)],
     "python code": [("```python\n", 0), ("if x == 'a': # b 1.5\n", 1)], "code quotes": [("```py\n", 0), ('"', 1)],
     "code escapes": [("```js\n'", 0), ("\\", 1)], "code numbers": [("```sh\n", 0), ("1.", 1)],
 }

@@ -4,9 +4,9 @@ Model text never injects HTML: every line is escaped *first*, and only then is a
 turned into markup: paragraphs (line breaks kept), **bold**, *em* / _em_, `code`, fenced code
 blocks (coloured by token for a few languages: highlight.py), bullet and numbered lists, task
 lists (`- [x]`, disabled checkboxes), `#` headings (shown small), `>` blockquotes (one level:
-paragraphs, lists, headings inside), GFM pipe tables, `$math$` and `$$math$$` (code-styled, the
-TeX source kept) and [links](https://...) whose target is http or https. Anything else stays
-visible as text, e.g. `[x](javascript:alert(1))`.
+paragraphs, lists, headings inside), GFM pipe tables, `$math$`, `$$math$$` and `$$` lines
+fencing display math (code-styled, the TeX source kept) and [links](https://...) whose target is
+http or https. Anything else stays visible as text, e.g. `[x](javascript:alert(1))`.
 A fenced block gets a Copy button (shown only where the page's script runs).
 
 A text still being written (`partial=True`) never shows half-built syntax: on its last, unfinished
@@ -48,6 +48,7 @@ _LINE_BREAK = re.compile("\n")
 _MATH_DISPLAY = re.compile(r"\$\$([^$ \t\n](?:[^$\n]*[^$ \t\n])?)\$\$")
 _MATH = re.compile(r"\$([^$ \t\n](?:[^$\n]*[^$ \t\n])?)\$(?![0-9])")
 _MATH_OPEN = re.compile(r"\$(?=[^ \t\n0-9])")
+_MATH_FENCE = re.compile(r"[ \t]*\$\$[ \t]*")  # a `$$` line alone opens (and closes) display math
 _QUOTE = re.compile(r"[ \t]{0,3}>[ ]?")
 _TASK = re.compile(r"\[([ xX])\][ \t]+")
 _TASK_TYPED = re.compile(r"([ \t]*[-*+][ \t]+)\[[ xX]?\]?")
@@ -211,10 +212,11 @@ def tidy_partial(line: str) -> str:
 
 
 def _fence(line: str) -> tuple[str, str] | None:
-    """A fence line's marker and language: the marker, then at most a language word, both padded."""
+    """A fence line's marker and language: the marker, then at most a language word, both padded;
+    or a `$$` line alone, which fences display math."""
     opened = _FENCE_OPEN.match(line)
     if opened is None:
-        return None
+        return ("$$", "") if _MATH_FENCE.fullmatch(line) else None
     lang = line[opened.end():].strip()
     return (opened.group(1), lang) if _LANG.fullmatch(lang) else None
 
@@ -342,6 +344,9 @@ def render_html(text: str, partial: bool = False, quotes: bool = True) -> str:
                     code.append(lines[i])  # (a closing fence being typed is held)
                 i += 1
             i += 1  # the closing fence (or the end of a still-streaming block)
+            if marker == "$$":
+                out.append(f'<p><code class="md-math md-math-display">{escape(chr(10).join(code))}</code></p>')
+                continue
             cls = f' class="language-{escape(lang)}"' if lang else ""
             out.append(f'<div class="code-block"><pre><code{cls}>{highlight(chr(10).join(code), lang)}</code></pre>'
                        f"{_COPY_BUTTON}</div>")

@@ -61,6 +61,14 @@ def test_math_is_code_styled_with_its_tex_kept_and_prices_stay_text() -> None:
     assert markdown.render_html("pay $5 now", partial=True) == "<p>pay $5 now</p>"
 
 
+def test_lines_of_double_dollars_fence_display_math() -> None:
+    text = "$$\n\\frac{a}{b} < 1\n\nx\n$$\nafter"
+    assert markdown.render_html(text) == (
+        '<p><code class="md-math md-math-display">\\frac{a}{b} &lt; 1\n\nx</code></p><p>after</p>')
+    assert markdown.render_html("$$\nx\n$", partial=True) == markdown.render_html("$$\nx")  # closing held
+    assert markdown.render_html("$$x") == "<p>$$x</p>"
+
+
 def test_a_task_box_being_typed_shows_an_empty_item_not_its_brackets() -> None:
     for typed in ("- [", "- [ ", "- [x", "- [x]", "- [ ]"):
         assert markdown.render_html(typed, partial=True) == "<ul><li></li></ul>", typed

@@ -48,6 +48,7 @@ HOSTILE = [
     "- [ ] open\n- [x] done\n- [X] upper\n- [] not\n- [y] not\n* [ ]\n1. [ ] ordered\n- [x]tight\n  continued",
     "```Python\nif x: # c <b>\n  s = 'a\\'b' + \"c\\\\\" + 'open\nn = 1.5e3 + x1 + .5 + é1\n```\n~~~js\n"
     "const a = `t` // c\n/* no */ return null;\n~~~\n```sh\necho $HOME # c\na#b ${x}\n```\n```rust\nfn main() {}\n```",
+    "$$\n\\frac{a}{b} <b>\n\n$$ x\n $$ \nafter\n$$\n$$abc\n$$",
     "$x$ $$y$$ $ a$ $a $ $5 and $10 $$ $a$5 `$b$` [$c$](https://x.org) **$d$** $a_1*b_2$ $<b>$ $$$",
 ]
 
@@ -63,6 +64,7 @@ WELL_FORMED = [
     "## A heading with `code` and *em*\n\n"
     "After the fence, `code`, **bold *nested* text** and a last [link](https://example.org/end).",
     RICH_ANSWER,
+    "Display math on lines of its own:\n\n$$\n\\sum{k} k^2 = \\frac{n(n+1)(2n+1)}{6}\n$$\n\nand after it, **bold**.",
 ]
 
 HEADER_PENDING = re.compile(r"(?:^|\n)[ \t]*\|[^\n]*\n$")
@@ -129,7 +131,7 @@ def visible(rendering: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", " ", rendering))
 
 
-@pytest.mark.parametrize("text", WELL_FORMED, ids=["paragraphs", "summaries", "constructs", "rich"])
+@pytest.mark.parametrize("text", WELL_FORMED, ids=["paragraphs", "summaries", "constructs", "rich", "display math"])
 def test_no_cut_of_a_text_still_being_written_shows_half_built_syntax(text: str) -> None:
     assert not re.search(r"[*`\[\]_]|\]\(", visible(markdown.render_html(text))), "the corpus closes everything"
     for end in range(len(text) + 1):

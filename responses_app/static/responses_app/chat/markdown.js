@@ -43,6 +43,7 @@ const EM_UNDER_OPEN = /(?<![_\p{L}\p{N}])_(?=[^\s_])/gu;
 const MATH_DISPLAY = /\$\$([^$ \t\n](?:[^$\n]*[^$ \t\n])?)\$\$/g;
 const MATH = /\$([^$ \t\n](?:[^$\n]*[^$ \t\n])?)\$(?![0-9])/g;
 const MATH_OPEN = /\$(?=[^ \t\n0-9])/g;
+const MATH_FENCE = /^[ \t]*\$\$[ \t]*$/; // a `$$` line alone opens (and closes) display math
 const QUOTE = /^[ \t]{0,3}> ?/;
 const TASK = /^\[([ xX])\][ \t]+/;
 const TASK_TYPED = /^([ \t]*[-*+][ \t]+)\[[ xX]?\]?$/;
@@ -174,10 +175,11 @@ export function tidyPartial(line) {
   return dropped ? line.split("").filter((_, i) => !drop[i]).join("") : line;
 }
 
-// A fence line's marker and language: the marker, then at most a language word, both padded.
+// A fence line's marker and language: the marker, then at most a language word, both padded; or a
+// `$$` line alone, which fences display math.
 function fence(line) {
   const opened = FENCE_OPEN.exec(line);
-  if (!opened) return null;
+  if (!opened) return MATH_FENCE.test(line) ? ["$$", ""] : null;
   const lang = line.slice(opened[0].length).trim();
   return LANG.test(lang) ? [opened[1], lang] : null;
 }
@@ -292,6 +294,10 @@ export function renderMarkdown(text, partial = false, quotes = true) {
       for (; i < lines.length && !lines[i].trim().startsWith(fenced[0]); i++) {
         const typed = lines[i].trim();
         if (!(partial && i === last && typed && fenced[0].startsWith(typed))) code.push(lines[i]);
+      }
+      if (fenced[0] === "$$") {
+        out.push(`<p><code class="md-math md-math-display">${esc(code.join("\n"))}</code></p>`);
+        continue;
       }
       const cls = fenced[1] ? ` class="language-${esc(fenced[1])}"` : "";
       out.push(`<div class="code-block"><pre><code${cls}>${highlight(code.join("\n"), fenced[1])}</code></pre>${COPY_BUTTON}</div>`);
