@@ -41,6 +41,12 @@ CASES: dict[str, Segments] = {
     "heading hashes": [("# a ", 0), ("#", 1), ("x", 0)], "fence padding": [("```", 0), (" ", 1), ("x y", 0)],
     "bold lines": [("**a \n", 1)], "items": [("- *a\n", 1)], "fences": [("```\n", 1)],
     "mixed": [("**a *b _c `d [e](f ~ # > - ", 1)],
+    "pipes": [("|", 1)], "pipe lines": [("| a | b |\n", 1)], "escaped pipes": [("\\|", 1)],
+    "table": [("| a | b |\n|:-|-:|\n", 0), ("| *a* | $b$ |\n", 1)], "wide row": [("| a |\n|-|\n", 0), ("a|", 1)],
+    "delimiters": [("a|b\n", 0), ("-|", 1)], "quote lines": [("> *a\n", 1)], "tasks": [("- [x] a\n", 1)],
+    "dollars": [("$", 1)], "math fences": [("$$\n", 1)], "math open": [("$a ", 1)], "math": [("$a$ ", 1)],
+    "python code": [("```python\n", 0), ("if x == 'a': # b 1.5\n", 1)], "code quotes": [("```py\n", 0), ('"', 1)],
+    "code escapes": [("```js\n'", 0), ("\\", 1)], "code numbers": [("```sh\n", 0), ("1.", 1)],
 }
 MODES = ("whole", "partial", "plain")
 
@@ -54,7 +60,8 @@ def child() -> None:
     import importlib.util
 
     spec = json.loads(sys.stdin.read())
-    loader = importlib.util.spec_from_file_location("markdown_timed", spec["module"])
+    # inside the package, so its relative imports (the highlighter) resolve
+    loader = importlib.util.spec_from_file_location("responses_app._markdown_timed", spec["module"])
     assert loader is not None and loader.loader is not None
     module = importlib.util.module_from_spec(loader)
     loader.loader.exec_module(module)

@@ -1,8 +1,8 @@
 """The chat page's render cost per frame as an answer grows, in real Chromium (Playwright).
 
-One growing Markdown answer (paragraphs, lists, bold, code fences, links) is streamed into a
-turn, 64 characters per animation frame, up to 1k, 10k and 100k characters, through the page's
-own modules. Two ways of rendering are timed on the same text:
+One growing Markdown answer (paragraphs, lists, bold, code fences, links, tables, quotes, task
+lists, math) is streamed into a turn, 64 characters per animation frame, up to 1k, 10k and 100k
+characters, through the page's own modules. Two ways of rendering are timed on the same text:
 
 - `incremental`: what the page does (turnview.js): final paragraphs are parsed once, only the
   live tail is re-rendered per frame;
@@ -80,7 +80,9 @@ window.runBench = async (text, mode, delta) => {
     if (end >= text.length) break;
   }
   await frame();
-  const same = md.innerHTML === renderMarkdown(text, true);
+  const whole = document.createElement("template"); // parsed, so both serialize alike (`disabled=""`)
+  whole.innerHTML = renderMarkdown(text, true);
+  const same = md.innerHTML === whole.innerHTML;
   return { script, withLayout, longTasks: [...longTasks], same };
 };
 window.benchReady = true;
@@ -100,6 +102,11 @@ def answer(size: int) -> str:
             parts.append(f"- first point of {n}\n- second point, with **bold**\n- third point\n")
         if n % 5 == 0:
             parts.append(f"```python\ndef step_{n}(x):\n    return x * {n}\n\n\nprint(step_{n}(2))\n```\n")
+        if n % 4 == 0:
+            parts.append("\n| step | value | note |\n|:--|--:|:-:|\n" + "".join(
+                f"| {n}.{r} | {n * r} | **ok** and $x_{r}$ |\n" for r in range(1, 7)))
+        if n % 6 == 0:
+            parts.append(f"\n> A quote about step {n}, with *emphasis*:\n> - a point\n\n- [x] done {n}\n- [ ] to do\n")
         parts.append("\n")
     return "".join(parts)[:size]
 

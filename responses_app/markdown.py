@@ -2,14 +2,19 @@
 
 Model text never injects HTML: every line is escaped *first*, and only then is a small subset
 turned into markup: paragraphs (line breaks kept), **bold**, *em* / _em_, `code`, fenced code
-blocks, bullet and numbered lists, `#` headings (shown small) and [links](https://...) whose
-target is http or https. Anything else stays visible as text, e.g. `[x](javascript:alert(1))`.
+blocks (coloured by token for a few languages: highlight.py), bullet and numbered lists, task
+lists (`- [x]`, disabled checkboxes), `#` headings (shown small), `>` blockquotes (one level:
+paragraphs, lists, headings inside), GFM pipe tables, `$math$`, `$$math$$` and `$$` lines
+fencing display math (code-styled, the TeX source kept) and [links](https://...) whose target is
+http or https. Anything else stays visible as text, e.g. `[x](javascript:alert(1))`.
 A fenced block gets a Copy button (shown only where the page's script runs).
 
 A text still being written (`partial=True`) never shows half-built syntax: on its last, unfinished
 line an inline code span, a link or an emphasis that has not closed yet loses its markers (a code
 span and a link's address are held back until they close), and a fence line still being typed
-is held. Complete lines are final: nothing on them can close later.
+is held; so is a table row still being written (only complete rows show), a `|` line that may
+yet be a table's header (until the next line shows it is not) and a task box being typed.
+Complete lines are otherwise final: nothing on them can close later.
 
 `static/responses_app/chat/markdown.js` implements the same algorithm for the live stream
 (tests/web/test_render_parity.py cuts every corpus document at every position); when a response ends
@@ -25,6 +30,8 @@ from typing import Any, NamedTuple
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from .highlight import highlight
+
 _FENCE_OPEN = re.compile(r"\s*(```|~~~)")
 _LANG = re.compile(r"[\w+#.-]*")
 _BULLET = re.compile(r"^\s*[-*+]\s+(.*)$")
@@ -37,6 +44,18 @@ _TOKEN = re.compile("\x00(\\d+)\x00")
 _SAFE_URL = re.compile(r"^https?://[^\s\"'<>`]+$", re.IGNORECASE)
 _WORD = re.compile(r"\w")
 _LINE_BREAK = re.compile("\n")
+# `$$display$$` and `$inline$` math: no space inside either end, no digit after (`$5 and $10`).
+_MATH_DISPLAY = re.compile(r"\$\$([^$ \t\n](?:[^$\n]*[^$ \t\n])?)\$\$")
+_MATH = re.compile(r"\$([^$ \t\n](?:[^$\n]*[^$ \t\n])?)\$(?![0-9])")
+_MATH_OPEN = re.compile(r"\$(?=[^ \t\n0-9])")
+_MATH_FENCE = re.compile(r"[ \t]*\$\$[ \t]*")  # a `$$` line alone opens (and closes) display math
+_QUOTE = re.compile(r"[ \t]{0,3}>[ ]?")
+_TASK = re.compile(r"\[([ xX])\][ \t]+")
+_TASK_TYPED = re.compile(r"([ \t]*[-*+][ \t]+)\[[ xX]?\]?")
+_PIPE_LED = re.compile(r"[ \t]*\|")
+_DELIMITER_TYPED = re.compile(r"(?:[ \t]*\|[ \t|:-]*)?")
+_DELIMITER_CELL = re.compile(r":?-+:?")
+_EDGE_SPACE = re.compile(r"^[ \t]+|[ \t]+$")
 
 
 class _Delimiter(NamedTuple):
@@ -79,6 +98,8 @@ def render_inline(text: str) -> str:
 
     out: str = str(escape(text.replace("\x00", "")))
     out = _CODE.sub(lambda m: keep(f"<code>{m.group(1)}</code>"), out)
+    out = _MATH_DISPLAY.sub(lambda m: keep(f'<code class="md-math md-math-display">{m.group(1)}</code>'), out)
+    out = _MATH.sub(lambda m: keep(f'<code class="md-math">{m.group(1)}</code>'), out)
     out = _LINK.sub(
         lambda m: keep(
             f'<a href="{m.group(2)}" rel="noopener noreferrer nofollow" target="_blank">'
@@ -165,12 +186,18 @@ def tidy_partial(line: str) -> str:
     tick = masked.find("`")
     if tick >= 0:  # a code span still open: held back whole
         line, masked = line[:tick], masked[:tick]
+    masked = _mask(masked, _matches(masked, _MATH_DISPLAY))
+    masked = _mask(masked, _matches(masked, _MATH))
     masked = _mask(masked, _matches(masked, _LINK))
     link = _OPEN_LINK.search(masked)
     if link is not None:  # a link still open: its label as text, its address held back
         line = line[:link.start()] + line[link.start(1):link.end(1)]
         masked = masked[:link.start()] + masked[link.start(1):link.end(1)]
     drop = bytearray(len(masked))  # 1 where a marker is dropped
+    for m in _MATH_OPEN.finditer(masked):  # math still open: its opening `$` goes
+        drop[m.start()] = 1
+    if masked.endswith("$"):
+        drop[len(masked.rstrip("$")):] = b"\x01" * (len(masked) - len(masked.rstrip("$")))
     for closed, opener, width in ((_BOLD, _BOLD_OPEN, 2), (_EM_STAR, _EM_STAR_OPEN, 1),
                                   (_EM_UNDER, _EM_UNDER_OPEN, 1)):
         masked = _mask(masked, _closed(masked, closed))
@@ -185,10 +212,11 @@ def tidy_partial(line: str) -> str:
 
 
 def _fence(line: str) -> tuple[str, str] | None:
-    """A fence line's marker and language: the marker, then at most a language word, both padded."""
+    """A fence line's marker and language: the marker, then at most a language word, both padded;
+    or a `$$` line alone, which fences display math."""
     opened = _FENCE_OPEN.match(line)
     if opened is None:
-        return None
+        return ("$$", "") if _MATH_FENCE.fullmatch(line) else None
     lang = line[opened.end():].strip()
     return (opened.group(1), lang) if _LANG.fullmatch(lang) else None
 
@@ -201,13 +229,72 @@ def _heading(line: str) -> tuple[int, str] | None:
     return len(opened.group(1)), line[opened.end():].rstrip().rstrip("#").rstrip()
 
 
-def render_html(text: str, partial: bool = False) -> str:
-    """Model text as HTML (a plain str); `partial`: the text is still being written."""
+def _cells(line: str) -> list[str]:
+    """A table row's cells: split at each `|` not escaped (`\\|` is a pipe inside a cell), the
+    row's outer pipes dropped, each cell without its padding."""
+    row = _EDGE_SPACE.sub("", line)
+    row = row[1:] if row.startswith("|") else row
+    row = row[:-1] if row.endswith("|") and not row.endswith("\\|") else row
+    cells: list[str] = []
+    cell: list[str] = []
+    at = 0
+    while at < len(row):
+        if row[at] == "\\" and row[at + 1:at + 2] == "|":
+            cell.append("|")
+            at += 2
+            continue
+        if row[at] == "|":
+            cells.append("".join(cell))
+            cell = []
+        else:
+            cell.append(row[at])
+        at += 1
+    cells.append("".join(cell))
+    return [_EDGE_SPACE.sub("", c) for c in cells]
+
+
+def _alignments(line: str) -> list[str] | None:
+    """A delimiter row's alignments ("", "left", "center", "right"), or None if it is not one."""
+    if "-" not in line:
+        return None
+    cells = _cells(line)
+    if not all(_DELIMITER_CELL.fullmatch(c) for c in cells):
+        return None
+    return [("center" if c.endswith(":") else "left") if c.startswith(":") else ("right" if c.endswith(":") else "")
+            for c in cells]
+
+
+def _row(cells: list[str], aligns: list[str], tag: str) -> str:
+    shown = (cells + [""] * len(aligns))[:len(aligns)]
+    return "<tr>" + "".join((f'<{tag} class="md-{a}">' if a else f"<{tag}>") + f"{render_inline(c)}</{tag}>"
+                            for c, a in zip(shown, aligns, strict=True)) + "</tr>"
+
+
+def _table(header: str, aligns: list[str], rows: list[str]) -> str:
+    """A table in its own scrolling wrapper (a wide one scrolls there, not the page)."""
+    body = "<tbody>" + "".join(_row(_cells(r), aligns, "td") for r in rows) + "</tbody>" if rows else ""
+    return ('<div class="md-table" role="region" aria-label="Table" tabindex="0"><table><thead>'
+            f'{_row(_cells(header), aligns, "th")}</thead>{body}</table></div>')
+
+
+def _item(text: str) -> tuple[str, str]:
+    """A bullet item's class and HTML: a task (`[ ]`, `[x]`) shows a disabled checkbox labelled by
+    its text."""
+    task = _TASK.match(text)
+    if task is None:
+        return "", render_inline(text)
+    checked = " checked" if task.group(1) != " " else ""
+    return "md-task", f'<label><input type="checkbox" disabled{checked}> {render_inline(text[task.end():])}'
+
+
+def render_html(text: str, partial: bool = False, quotes: bool = True) -> str:
+    """Model text as HTML (a plain str); `partial`: the text is still being written; `quotes`:
+    `>` lines make a blockquote (not inside one: quotes do not nest)."""
     lines = (text or "").replace("\r\n", "\n").replace("\r", "\n").split("\n")
     last = len(lines) - 1
     out: list[str] = []
     paragraph: list[str] = []
-    items: list[str] = []
+    items: list[list[str]] = []
     list_tag = ""
 
     def flush_paragraph() -> None:
@@ -218,15 +305,33 @@ def render_html(text: str, partial: bool = False) -> str:
     def flush_list() -> None:
         nonlocal list_tag
         if items:
-            out.append(f"<{list_tag}>" + "".join(f"<li>{i}</li>" for i in items) + f"</{list_tag}>")
+            out.append(f"<{list_tag}>" + "".join(
+                f'<li class="{c}">{h}</label></li>' if c else f"<li>{h}</li>" for c, h in items) + f"</{list_tag}>")
             items.clear()
         list_tag = ""
 
     i = 0
     while i < len(lines):
         line = lines[i]
+        if quotes and _QUOTE.match(line):
+            flush_paragraph()
+            flush_list()
+            start = i
+            while i < len(lines) and _QUOTE.match(lines[i]):
+                i += 1
+            inner = "\n".join(lines[k][_QUOTE.match(lines[k]).end():] for k in range(start, i))  # type: ignore[union-attr]
+            out.append(f"<blockquote>{render_html(inner, partial and i > last, quotes=False)}</blockquote>")
+            continue
+        if partial and i == last - 1 and _PIPE_LED.match(line) and _DELIMITER_TYPED.fullmatch(lines[last]):
+            break  # may be a table's header: held until its delimiter row (or something else) follows
         if partial and i == last:
-            line = "" if _FENCE_TYPED.fullmatch(line.strip()) else tidy_partial(line)
+            typed = _TASK_TYPED.fullmatch(line)
+            if _PIPE_LED.match(line):
+                line = ""  # a table row (or header) still being written
+            elif typed:
+                line = typed.group(1)  # a task box being typed
+            else:
+                line = "" if _FENCE_TYPED.fullmatch(line.strip()) else tidy_partial(line)
         fence = _fence(line)
         if fence:
             flush_paragraph()
@@ -239,9 +344,26 @@ def render_html(text: str, partial: bool = False) -> str:
                     code.append(lines[i])  # (a closing fence being typed is held)
                 i += 1
             i += 1  # the closing fence (or the end of a still-streaming block)
+            if marker == "$$":
+                out.append(f'<p><code class="md-math md-math-display">{escape(chr(10).join(code))}</code></p>')
+                continue
             cls = f' class="language-{escape(lang)}"' if lang else ""
-            out.append(f'<div class="code-block"><pre><code{cls}>{escape(chr(10).join(code))}</code></pre>'
+            out.append(f'<div class="code-block"><pre><code{cls}>{highlight(chr(10).join(code), lang)}</code></pre>'
                        f"{_COPY_BUTTON}</div>")
+            continue
+        aligns = _alignments(lines[i + 1]) if "|" in line and i + 1 < len(lines) and not (
+            partial and i + 1 == last) else None
+        if aligns is not None and len(aligns) == len(_cells(line)):
+            flush_paragraph()
+            flush_list()
+            rows: list[str] = []
+            i += 2
+            while i < len(lines) and "|" in lines[i] and not (partial and i == last):
+                rows.append(lines[i])
+                i += 1
+            if partial and i == last and "|" in lines[i]:
+                i += 1  # the row still being written: only complete rows show
+            out.append(_table(line, aligns, rows))
             continue
         bullet, number = _BULLET.match(line), _NUMBER.match(line)
         if bullet or number:
@@ -250,7 +372,7 @@ def render_html(text: str, partial: bool = False) -> str:
             if list_tag and list_tag != tag:
                 flush_list()
             list_tag = tag
-            items.append(render_inline((bullet or number).group(1)))  # type: ignore[union-attr]
+            items.append(list(_item(bullet.group(1))) if bullet else ["", render_inline(number.group(1))])  # type: ignore[union-attr]
         elif not line.strip():
             flush_paragraph()
             flush_list()
@@ -260,7 +382,7 @@ def render_html(text: str, partial: bool = False) -> str:
             level = min(heading[0] + 2, 6)
             out.append(f'<h{level} class="md-h">{render_inline(heading[1])}</h{level}>')
         elif items and line.startswith(("  ", "\t")):
-            items[-1] += " " + render_inline(line.strip())  # a continuation line of a list item
+            items[-1][1] += " " + render_inline(line.strip())  # a continuation line of a list item
         else:
             flush_list()
             paragraph.append(line)

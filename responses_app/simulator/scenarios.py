@@ -74,6 +74,10 @@ def plain_text(ctx: Context) -> Iterator[Emission]:
     yield from ctx.emitter.message(text)
 
 
+def rich_text(ctx: Context) -> Iterator[Emission]:
+    yield from ctx.emitter.message(texts.RICH_ANSWER)
+
+
 def long_text(ctx: Context) -> Iterator[Emission]:
     tokens = ctx.tokens or 3000
     yield from ctx.emitter.message(texts.truncate_tokens(texts.long_text(ctx.rng, tokens), tokens))
@@ -316,6 +320,8 @@ SCENARIOS: dict[str, Scenario] = {
             long_text,
             400.0,
         ),
+        Scenario("sim-rich", "A table, a blockquote, a task list, Python code and math, in small "
+                 "deltas.", rich_text),
         Scenario(
             "sim-citations", "Web search call, then text with url_citation annotations.", citations
         ),

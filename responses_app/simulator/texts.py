@@ -47,6 +47,29 @@ SUMMARY_PARTS: tuple[str, ...] = (
     "here.",
 )
 
+# sim-rich: every construct the chat page renders beyond prose (docs/chat-page.md), each closed.
+RICH_ANSWER = (
+    "Here is a short tour of what an answer can hold.\n\n"
+    "| Construct | Streams | Notes |\n"
+    "|:----------|:-------:|------:|\n"
+    "| Tables | yes | rows appear **whole** |\n"
+    "| Quotes | yes | one level deep |\n"
+    "| Task lists | yes | disabled boxes |\n"
+    "| Math | as code | $e^{i\\pi} + 1 = 0$ |\n\n"
+    "> **Note:** a quote holds *emphasis*, `code` and lists:\n"
+    "> - one point\n"
+    "> - another point\n\n"
+    "- [x] Render tables, quotes and task lists\n"
+    "- [x] Stream them without flicker\n"
+    "- [ ] Typeset the math\n\n"
+    "```python\n"
+    "def area(radius: float) -> float:\n"
+    "    return 3.14159 * radius ** 2\n"
+    "```\n\n"
+    "Inline math such as $a^2 + b^2 = c^2$ sits in a sentence; display math stands alone:\n\n"
+    "$$\\frac{a}{b} + \\sqrt{x^2 + y^2}$$"
+)
+
 REFUSAL = "I’m sorry, but I can’t help with that request."
 
 CODE = (

@@ -38,7 +38,7 @@ from .turns import BADGE_LABELS, turn_context
 logger = logging.getLogger(__name__)
 
 FALLBACK_MODELS = [
-    "sim-text", "sim-long", "sim-citations", "sim-reasoning", "sim-function", "sim-parallel-functions",
+    "sim-text", "sim-long", "sim-rich", "sim-citations", "sim-reasoning", "sim-function", "sim-parallel-functions",
     "sim-file-search", "sim-code-interpreter", "sim-image", "sim-mcp", "sim-refusal", "sim-incomplete",
     "sim-failed", "sim-error",
 ]

@@ -24,7 +24,7 @@ from tests.simulator.spec import (
 pytest.importorskip("openresponses_types")
 
 # Scenarios whose output the specification covers whole: nothing may be set aside in them.
-PURE = {"sim-text", "sim-long", "sim-function", "sim-parallel-functions", "sim-reasoning",
+PURE = {"sim-text", "sim-long", "sim-rich", "sim-function", "sim-parallel-functions", "sim-reasoning",
         "sim-refusal", "sim-incomplete", "sim-failed", "sim-error"}
 WEATHER = {
     "type": "function",

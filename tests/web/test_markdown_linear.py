@@ -62,7 +62,7 @@ def test_the_browser_renderer_takes_time_proportional_to_the_text() -> None:
 
 def test_the_cases_hold_every_delimiter_and_bracket_kind() -> None:
     texts = "".join(build(segments, 64) for segments in CASES.values())
-    assert set("*_`[]()~#>-") <= set(texts) and "](" in texts and "**" in texts and "```" in texts
+    assert set("*_`[]()~#>-|$") <= set(texts) and "](" in texts and "**" in texts and "```" in texts
 
 
 def test_nested_brackets_raise_no_recursion_error() -> None:

@@ -1,11 +1,15 @@
 // markdown.js: safe Markdown for model output, the same algorithm as responses_app/markdown.py.
 //
 // Every line is escaped first; only then does a small subset become markup (paragraphs, bold, em,
-// code, fences, lists, small headings, http(s) links). A text still being written (`partial`)
+// code, fences (coloured by token for a few languages: highlight.js), lists and task lists, small
+// headings, one level of `>` quotes, pipe tables, `$math$` as code, http(s) links). A text still
+// being written (`partial`)
 // never shows half-built syntax: see tidyPartial. Pure: no DOM, importable from Node.
 // `MarkdownStream` renders a growing text incrementally: text up to the last blank line outside
 // a fence is final (the renderer flushes every construct there), so it is rendered once; only the
 // tail after it is rendered again per frame. Concatenating the pieces equals rendering the whole.
+
+import { highlight } from "./highlight.js";
 
 export function esc(value) {
   return String(value ?? "").replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;")
@@ -35,6 +39,18 @@ const OPEN_LINK = /\[([^[\]\n]*)(?:\](?:\([^()\s]*)?)?$/d;
 const BOLD_OPEN = /\*\*(?=\S)/g;
 const EM_STAR_OPEN = /(?<![*\p{L}\p{N}_])\*(?=[^\s*])/gu;
 const EM_UNDER_OPEN = /(?<![_\p{L}\p{N}])_(?=[^\s_])/gu;
+// `$$display$$` and `$inline$` math: no space inside either end, no digit after (`$5 and $10`).
+const MATH_DISPLAY = /\$\$([^$ \t\n](?:[^$\n]*[^$ \t\n])?)\$\$/g;
+const MATH = /\$([^$ \t\n](?:[^$\n]*[^$ \t\n])?)\$(?![0-9])/g;
+const MATH_OPEN = /\$(?=[^ \t\n0-9])/g;
+const MATH_FENCE = /^[ \t]*\$\$[ \t]*$/; // a `$$` line alone opens (and closes) display math
+const QUOTE = /^[ \t]{0,3}> ?/;
+const TASK = /^\[([ xX])\][ \t]+/;
+const TASK_TYPED = /^([ \t]*[-*+][ \t]+)\[[ xX]?\]?$/;
+const PIPE_LED = /^[ \t]*\|/;
+const DELIMITER_TYPED = /^(?:[ \t]*\|[ \t|:-]*)?$/;
+const DELIMITER_CELL = /^:?-+:?$/;
+const EDGE_SPACE = /^[ \t]+|[ \t]+$/g;
 const COPY_BUTTON = '<button type="button" class="copy" data-copy="code" aria-label="Copy code"></button>';
 
 export function safeUrl(url) {
@@ -83,6 +99,8 @@ export function renderInline(text) {
   const keep = (html) => { stash.push(html); return `\u0000${stash.length - 1}\u0000`; };
   let out = esc(String(text).replace(/\u0000/g, ""));
   out = out.replace(CODE, (_, code) => keep(`<code>${code}</code>`));
+  out = out.replace(MATH_DISPLAY, (_, tex) => keep(`<code class="md-math md-math-display">${tex}</code>`));
+  out = out.replace(MATH, (_, tex) => keep(`<code class="md-math">${tex}</code>`));
   out = out.replace(LINK, (_, label, url) =>
     keep(`<a href="${url}" rel="noopener noreferrer nofollow" target="_blank">${emphasis(label)}</a>`));
   out = emphasis(out);
@@ -121,10 +139,12 @@ function trailingMarks(masked) {
 // The last line of a text still being written, without the markers of what has not closed: a code
 // span is held back whole, a link shows its label and holds its address, an emphasis loses its marker.
 export function tidyPartial(line) {
-  if (!/[*_`[]/.test(line)) return line; // nothing that can open
+  if (!/[*_`[$]/.test(line)) return line; // nothing that can open
   let masked = mask(line, matches(line, CODE));
   const tick = masked.indexOf("`");
   if (tick >= 0) { line = line.slice(0, tick); masked = masked.slice(0, tick); }
+  masked = mask(masked, matches(masked, MATH_DISPLAY));
+  masked = mask(masked, matches(masked, MATH));
   masked = mask(masked, matches(masked, LINK));
   const link = OPEN_LINK.exec(masked);
   if (link) {
@@ -134,6 +154,13 @@ export function tidyPartial(line) {
   }
   const drop = new Uint8Array(masked.length); // 1 where a marker is dropped
   let dropped = false;
+  for (const start of starts(masked, MATH_OPEN)) { drop[start] = 1; dropped = true; } // math still open
+  if (masked.endsWith("$")) {
+    let start = masked.length;
+    while (start > 0 && masked[start - 1] === "$") start--;
+    drop.fill(1, start);
+    dropped = true;
+  }
   for (const [mark, opener, width] of [[BOLD, BOLD_OPEN, 2], [EM_STAR, EM_STAR_OPEN, 1], [EM_UNDER, EM_UNDER_OPEN, 1]]) {
     masked = mask(masked, closed(masked, mark));
     const hits = starts(masked, opener);
@@ -148,10 +175,11 @@ export function tidyPartial(line) {
   return dropped ? line.split("").filter((_, i) => !drop[i]).join("") : line;
 }
 
-// A fence line's marker and language: the marker, then at most a language word, both padded.
+// A fence line's marker and language: the marker, then at most a language word, both padded; or a
+// `$$` line alone, which fences display math.
 function fence(line) {
   const opened = FENCE_OPEN.exec(line);
-  if (!opened) return null;
+  if (!opened) return MATH_FENCE.test(line) ? ["$$", ""] : null;
   const lang = line.slice(opened[0].length).trim();
   return LANG.test(lang) ? [opened[1], lang] : null;
 }
@@ -175,7 +203,53 @@ function heading(line) {
   return LINE_END.test(text) ? null : [opened[1].length, text];
 }
 
-export function renderMarkdown(text, partial = false) {
+// A table row's cells: split at each `|` not escaped (`\|` is a pipe inside a cell), the row's
+// outer pipes dropped, each cell without its padding.
+function cells(line) {
+  let row = line.replace(EDGE_SPACE, "");
+  if (row.startsWith("|")) row = row.slice(1);
+  if (row.endsWith("|") && !row.endsWith("\\|")) row = row.slice(0, -1);
+  const found = [];
+  let cell = "";
+  for (let at = 0; at < row.length; at++) {
+    if (row[at] === "\\" && row[at + 1] === "|") { cell += "|"; at++; }
+    else if (row[at] === "|") { found.push(cell); cell = ""; }
+    else cell += row[at];
+  }
+  found.push(cell);
+  return found.map((c) => c.replace(EDGE_SPACE, ""));
+}
+
+// A delimiter row's alignments ("", "left", "center", "right"), or null if it is not one.
+function alignments(line) {
+  if (!line.includes("-")) return null;
+  const found = cells(line);
+  if (!found.every((c) => DELIMITER_CELL.test(c))) return null;
+  return found.map((c) => (c.startsWith(":") ? (c.endsWith(":") ? "center" : "left") : (c.endsWith(":") ? "right" : "")));
+}
+
+function row(found, aligns, tag) {
+  const shown = [...found, ...aligns.map(() => "")].slice(0, aligns.length);
+  return `<tr>${shown.map((c, n) => `${aligns[n] ? `<${tag} class="md-${aligns[n]}">` : `<${tag}>`}${renderInline(c)}</${tag}>`).join("")}</tr>`;
+}
+
+// A table in its own scrolling wrapper (a wide one scrolls there, not the page).
+function table(header, aligns, rows) {
+  const body = rows.length ? `<tbody>${rows.map((r) => row(cells(r), aligns, "td")).join("")}</tbody>` : "";
+  return '<div class="md-table" role="region" aria-label="Table" tabindex="0"><table><thead>' +
+    `${row(cells(header), aligns, "th")}</thead>${body}</table></div>`;
+}
+
+// A bullet item's class and HTML: a task (`[ ]`, `[x]`) shows a disabled checkbox labelled by its text.
+function item(text) {
+  const task = TASK.exec(text);
+  if (!task) return ["", renderInline(text)];
+  const checked = task[1] !== " " ? " checked" : "";
+  return ["md-task", `<label><input type="checkbox" disabled${checked}> ${renderInline(text.slice(task[0].length))}`];
+}
+
+// `quotes`: `>` lines make a blockquote (not inside one: quotes do not nest).
+export function renderMarkdown(text, partial = false, quotes = true) {
   const lines = String(text || "").replace(/\r\n?/g, "\n").split("\n");
   const last = lines.length - 1;
   const out = [];
@@ -187,13 +261,31 @@ export function renderMarkdown(text, partial = false) {
     paragraph.length = 0;
   };
   const flushList = () => {
-    if (items.length) out.push(`<${listTag}>${items.map((i) => `<li>${i}</li>`).join("")}</${listTag}>`);
+    if (items.length) {
+      const shown = items.map(([c, h]) => (c ? `<li class="${c}">${h}</label></li>` : `<li>${h}</li>`));
+      out.push(`<${listTag}>${shown.join("")}</${listTag}>`);
+    }
     items = [];
     listTag = "";
   };
   for (let i = 0; i < lines.length; i++) {
     let line = lines[i];
-    if (partial && i === last) line = FENCE_TYPED.test(line.trim()) ? "" : tidyPartial(line);
+    if (quotes && QUOTE.test(line)) {
+      flushParagraph(); flushList();
+      const start = i;
+      while (i < lines.length && QUOTE.test(lines[i])) i++;
+      const inner = lines.slice(start, i).map((l) => l.slice(QUOTE.exec(l)[0].length)).join("\n");
+      out.push(`<blockquote>${renderMarkdown(inner, partial && i > last, false)}</blockquote>`);
+      i--;
+      continue;
+    }
+    if (partial && i === last - 1 && PIPE_LED.test(line) && DELIMITER_TYPED.test(lines[last])) break; // a header?
+    if (partial && i === last) {
+      const typed = TASK_TYPED.exec(line);
+      if (PIPE_LED.test(line)) line = ""; // a table row (or header) still being written
+      else if (typed) line = typed[1]; // a task box being typed
+      else line = FENCE_TYPED.test(line.trim()) ? "" : tidyPartial(line);
+    }
     const fenced = fence(line);
     if (fenced) {
       flushParagraph(); flushList();
@@ -203,8 +295,22 @@ export function renderMarkdown(text, partial = false) {
         const typed = lines[i].trim();
         if (!(partial && i === last && typed && fenced[0].startsWith(typed))) code.push(lines[i]);
       }
+      if (fenced[0] === "$$") {
+        out.push(`<p><code class="md-math md-math-display">${esc(code.join("\n"))}</code></p>`);
+        continue;
+      }
       const cls = fenced[1] ? ` class="language-${esc(fenced[1])}"` : "";
-      out.push(`<div class="code-block"><pre><code${cls}>${esc(code.join("\n"))}</code></pre>${COPY_BUTTON}</div>`);
+      out.push(`<div class="code-block"><pre><code${cls}>${highlight(code.join("\n"), fenced[1])}</code></pre>${COPY_BUTTON}</div>`);
+      continue;
+    }
+    const aligns = line.includes("|") && i + 1 < lines.length && !(partial && i + 1 === last) ? alignments(lines[i + 1]) : null;
+    if (aligns && aligns.length === cells(line).length) {
+      flushParagraph(); flushList();
+      const rows = [];
+      i += 2;
+      for (; i < lines.length && lines[i].includes("|") && !(partial && i === last); i++) rows.push(lines[i]);
+      if (!(partial && i === last && lines[i].includes("|"))) i--; // else the row still being written is held
+      out.push(table(line, aligns, rows));
       continue;
     }
     const bullet = listItem(line, BULLET_OPEN);
@@ -215,7 +321,7 @@ export function renderMarkdown(text, partial = false) {
       const tag = bullet !== null ? "ul" : "ol";
       if (listTag && listTag !== tag) flushList();
       listTag = tag;
-      items.push(renderInline(bullet ?? number));
+      items.push(bullet !== null ? item(bullet) : ["", renderInline(number)]);
     } else if (!line.trim()) {
       flushParagraph(); flushList();
     } else if (title) {
@@ -223,7 +329,7 @@ export function renderMarkdown(text, partial = false) {
       const level = Math.min(title[0] + 2, 6);
       out.push(`<h${level} class="md-h">${renderInline(title[1])}</h${level}>`);
     } else if (items.length && /^( {2}|\t)/.test(line)) {
-      items[items.length - 1] += " " + renderInline(line.trim());
+      items[items.length - 1][1] += " " + renderInline(line.trim());
     } else {
       flushList();
       paragraph.push(line);
