@@ -201,14 +201,15 @@ def markdown(r: Result) -> str:
     return "\n".join(out)
 
 
-def summary(r: Result) -> str:
+def summary(r: Result, report: str = "results/chaos.md") -> str:
+    """The README's block; `report`: the full report's path from bench/."""
     rows = ["| Invariant | Lost / checked |", "|---|---:|"]
     rows += [f"| {WHAT[n]} | {r.lost[n][0]}/{r.lost[n][1]} |" for n in INVARIANTS]
     met = r.targets_met()
     return "\n".join([START, "", f"Latest: `{r.command}` ({len([d for d in r.done if d.request_id])} requests, "
                       f"load average {r.load[1][0]:.1f} on {os.cpu_count()} cores): "
                       f"{'**something lost**' if r.failed() else 'nothing lost'}; full report in "
-                      "[results/chaos.md](results/chaos.md).", "", *rows, "", *pauses_table(r), "",
+                      f"[{report}]({report}).", "", *rows, "", *pauses_table(r), "",
                       "Targets: " + ", ".join(f"{k}: {'met' if ok else '**missed**'}" for k, ok in met.items()) + ".",
                       "", END])
 
@@ -219,7 +220,8 @@ def write(r: Result, out: Path, readme: Path | None) -> None:
     if readme is None:
         return
     text = readme.read_text()
-    block = summary(r)
+    block = summary(r, out.resolve().relative_to(readme.resolve().parent).as_posix()
+                    if out.resolve().is_relative_to(readme.resolve().parent) else str(out))
     if START in text and END in text:
         text = re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S)
     else:
