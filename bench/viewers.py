@@ -36,6 +36,7 @@ def plain_text(view: dict[str, Any]) -> str:
 
 
 SILENCE_S = 50.0  # the server pings every 20 s when idle: this much silence is a dead socket
+CONNECT_S = 5.0  # a handshake that hangs is given up and tried again, as chat.js does (livesocket.js CONNECT_MS)
 
 
 def holds(view: dict[str, Any] | None, revision: int) -> str:
@@ -150,7 +151,7 @@ class Load:
             query += holds(viewer.view, viewer.revision) if query else ""
             try:
                 async with connect(url + query, origin=Origin(f"http://127.0.0.1:{viewer.port}"),
-                                   additional_headers=headers, compression=None, proxy=None, open_timeout=20,
+                                   additional_headers=headers, compression=None, proxy=None, open_timeout=CONNECT_S,
                                    ping_interval=None) as ws:
                     if await self._receive(viewer, ws):
                         return

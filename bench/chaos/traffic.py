@@ -24,7 +24,7 @@ import httpx
 
 from bench.chaos import schedule as s
 from bench.cluster import Cluster
-from bench.viewers import SILENCE_S, Load, Viewer, holds, plain_text
+from bench.viewers import CONNECT_S, SILENCE_S, Load, Viewer, holds, plain_text
 from responses_app.simulator.auth import DEV_API_KEY
 from responses_app.streaming.view import apply_patch
 from responses_app.streaming.vocabulary import ENDED_STATUSES as ENDED
@@ -193,7 +193,7 @@ class Traffic(Load):
             query += holds(viewer.view, viewer.revision) if query else ""
             try:
                 async with connect(url + query, origin=Origin(f"http://127.0.0.1:{viewer.port}"),
-                                   additional_headers=headers, compression=None, proxy=None, open_timeout=20,
+                                   additional_headers=headers, compression=None, proxy=None, open_timeout=CONNECT_S,
                                    ping_interval=None) as ws:
                     if await self._follow(viewer, ws, deadline):
                         viewer.error = ""
