@@ -152,16 +152,18 @@ export function focusComposerOnLoad(doc, chat) {
   } catch { /* no storage */ }
   const input = doc.getElementById("composer-input");
   if (!input) return;
-  const refused = doc.querySelector("[data-composer-error]");
-  if (refused) { // a refused send: the reason has the focus (autofocus), the kept text below it
-    refused.focus();
+  const named = location.hash.length > 1 && doc.getElementById(decodeURIComponent(location.hash.slice(1)));
+  // What the server gave the focus (autofocus: a refused send's reason, a new share link) keeps it;
+  // one the address names was scrolled to already (scroll.js).
+  const given = doc.querySelector("[autofocus]");
+  if (given && given !== input) {
+    given.focus({ preventScroll: given === named });
     return;
   }
   if (!asked && !(chat && window.matchMedia("(pointer: fine)").matches)) return;
   input.focus({ preventScroll: true });
   // An address naming a turn (#turn-…) has the browser focus that turn once the page has loaded:
   // the message box takes the focus back then, unless the reader has moved it meanwhile.
-  const named = location.hash.length > 1 && doc.getElementById(decodeURIComponent(location.hash.slice(1)));
   if (!named) return;
   const again = () => {
     if ([named, input, doc.body].includes(doc.activeElement)) input.focus({ preventScroll: true });
