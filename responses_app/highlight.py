@@ -7,6 +7,8 @@ stream must render exactly what the server does. `static/responses_app/chat/high
 twin, held to it by tests/web/test_render_parity.py. Every piece is escaped; a language it does
 not know stays plain. One pass over the code, so a block costs time in proportion to its length;
 an unclosed string runs to the end of its line, so a line still being written keeps its colours.
+A block longer than MAX_CHARS stays plain (as large files do on code hosts): what one hostile
+answer can cost the render is bounded, and a reader gains little from colours there.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import re
 from html import escape  # what django.utils.html.escape does, without a SafeString per token
 
+MAX_CHARS = 20_000  # highlight.js has the same bound
 _IDENT = r"[A-Za-z_$][A-Za-z0-9_$]*"
 _NUMBER = r"(?<![A-Za-z0-9_$.])[0-9]+(?:\.[0-9]+)?"
 _STRINGS = r"\"(?:[^\"\\\n]|\\[^\n])*\"?|'(?:[^'\\\n]|\\[^\n])*'?"
@@ -39,7 +42,7 @@ LANGUAGES = {"python": _PYTHON, "py": _PYTHON, "javascript": _JS, "js": _JS, "ty
 def highlight(code: str, lang: str) -> str:
     """The code as escaped HTML, its tokens wrapped in `<span class="hl-…">` if `lang` is known."""
     known = LANGUAGES.get(lang.lower())
-    if known is None:
+    if known is None or len(code) > MAX_CHARS:
         return escape(code)
     pattern, keywords = known
     pieces: list[str] = []

@@ -1,12 +1,13 @@
 // Renders a corpus with the browser's modules, for tests/web/test_render_parity.py.
 // Usage: node render_parity.mjs CORPUS.json > RESULT.json
 // CORPUS: {"vocabulary": {...}, "texts": ["markdown", ...], "badges": [[status, view], ...],
-//          "adds": [[blocks, block], ...]}.
+//          "adds": [[blocks, block], ...], "wholes": ["markdown", ...]}.
 // Each text gives its whole rendering; its rendering streamed through a MarkdownStream in chunks
 // of 1..97 characters; and, cut at every position, the rendering of the text so far as still being
 // written (`partial`), once rendered whole and once as a MarkdownStream fed one character at a
 // time shows it. Each badge case gives the badge key and its words; each add the blocks after the
-// "add" op's reducer put the block among them.
+// "add" op's reducer put the block among them. Each of "wholes" (long texts) gives its whole
+// rendering only.
 import { readFileSync } from "node:fs";
 
 const base = new URL("../../responses_app/static/responses_app/chat/", import.meta.url);
@@ -58,5 +59,6 @@ const result = {
     return [key, badgeText(key, view)];
   }),
   adds: (corpus.adds || []).map(([blocks, added]) => { addBlock(blocks, added); return blocks; }),
+  wholes: (corpus.wholes || []).map((text) => renderMarkdown(text)),
 };
 process.stdout.write(JSON.stringify(result));

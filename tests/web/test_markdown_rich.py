@@ -109,3 +109,14 @@ def test_a_streamed_table_only_ever_shows_complete_rows() -> None:
         if not pending:
             assert not re.search(r"[|$]", visible(rendered)), (prefix, visible(rendered))
     assert len(shown) == 5 and boxes_seen == 3
+
+
+def test_a_block_past_the_bound_stays_plain_in_both_renderers() -> None:
+    from responses_app.highlight import MAX_CHARS, highlight
+
+    assert 'class="hl-k"' in highlight("def f(): pass\n" * 10, "python")
+    long = "def f(): pass\n" * (MAX_CHARS // 14 + 1)
+    assert "hl-" not in highlight(long, "python") and highlight(long, "python").startswith("def f()")
+    astral = "😀" * MAX_CHARS  # as many code points as the bound, twice as many UTF-16 units
+    assert highlight(astral + " def", "python").endswith('<span class="hl-k">def</span>') is False
+    assert highlight(astral[:-4] + "def", "python").endswith('<span class="hl-k">def</span>')

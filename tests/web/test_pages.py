@@ -204,7 +204,8 @@ def test_markdown_subset() -> None:
     assert '<h3 class="md-h">Title</h3>' in html
     assert "<p>Para <em>em</em> and <strong>b</strong><br>line two</p>" in html
     assert "<ul><li>one</li><li>two</li></ul>" in html and "<ol><li>a</li><li>b</li></ol>" in html
-    assert '<pre><code class="language-python">x = &#x27;&lt;p&gt;&#x27;</code></pre>' in html
+    assert ('<pre><code class="language-python">x = <span class="hl-s">&#x27;&lt;p&gt;&#x27;</span></code></pre>'
+            in html), "escaped, then highlighted"
     assert markdown.render_html("snake_case_name") == "<p>snake_case_name</p>"
     assert "href" not in markdown.render_html("[x](data:text/html,hi) [y](JAVASCRIPT:alert(1))")
     assert 'href="https://a.b/&quot;onclick=&quot;x"' in markdown.render_html('[a](https://a.b/"onclick="x)')

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from responses_app import markdown
+from responses_app.highlight import MAX_CHARS
 from responses_app.simulator.texts import PARAGRAPHS, RICH_ANSWER, SUMMARY_PARTS
 from responses_app.web.turns import badge_key, badge_text, vocabulary
 from tests.node import node_or_skip
@@ -51,6 +52,12 @@ HOSTILE = [
     "$$\n\\frac{a}{b} <b>\n\n$$ x\n $$ \nafter\n$$\n$$abc\n$$",
     "$x$ $$y$$ $ a$ $a $ $5 and $10 $$ $a$5 `$b$` [$c$](https://x.org) **$d$** $a_1*b_2$ $<b>$ $$$",
 ]
+
+# Too long to cut at every position: rendered whole only. A code block at the highlighter's bound,
+# counted in code points (astral characters are two UTF-16 units in JavaScript), and just past it.
+_JS_LINE = "x = 1 // c\n"
+LONG = [f"```python\n{'😀' * (MAX_CHARS - 4)}def\n```", f"```python\n{'😀' * MAX_CHARS}def\n```",
+        f"```js\n{_JS_LINE * (MAX_CHARS // len(_JS_LINE) + 1)}```"]
 
 # Documents whose every construct closes: cut anywhere, none may show a marker.
 WELL_FORMED = [
@@ -100,8 +107,14 @@ def run_node(corpus: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    corpus = {"vocabulary": vocabulary(), "texts": HOSTILE + WELL_FORMED, "badges": BADGES}
+    corpus = {"vocabulary": vocabulary(), "texts": HOSTILE + WELL_FORMED, "badges": BADGES, "wholes": LONG}
     return {"corpus": corpus, "node": run_node(corpus, tmp_path_factory.mktemp("parity"))}
+
+
+def test_long_texts_render_the_same_whole(rendered: dict[str, Any]) -> None:
+    assert len(rendered["node"]["wholes"]) == len(LONG)
+    for text, browser in zip(LONG, rendered["node"]["wholes"], strict=True):
+        assert browser == markdown.render_html(text), text[:80]
 
 
 def test_markdown_renders_the_same_whole_and_streamed(rendered: dict[str, Any]) -> None:

@@ -42,6 +42,8 @@ TEXT_PAIRS = [
     ("on-button", "approve-hover"), ("danger", "danger-bg"), ("danger", "surface"), ("danger-strong", "surface"),
     ("danger-strong", "danger-bg"), ("pre-text", "pre-bg"), ("mark-text", "mark"), ("info-text", "info-bg"),
     ("refusal-text", "refusal-bg"), ("ok-text", "surface"), ("amber", "orange-bg"),
+    *[(f"hl-{kind}", "pre-bg") for kind in ("keyword", "string", "comment", "number")],
+    ("text-soft", "bg"), ("text-soft", "surface"),
     *[(f"tool-{kind}", f"tool-{kind}-bg") for kind in ("active", "ok", "bad", "ask", "off", "hidden")],
     *[(hue, f"{hue}-bg") for hue in ("slate", "gray", "blue", "violet", "sky", "yellow", "green", "red", "pink",
                                       "orange", "amber", "purple")],

@@ -5,6 +5,7 @@
 const esc = (value) => String(value).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;")
   .replace(/"/g, "&quot;").replace(/'/g, "&#x27;"); // markdown.js's esc (which imports this module)
 
+const MAX_CHARS = 20000; // longer blocks stay plain, as in highlight.py (MAX_CHARS)
 const IDENT = "[A-Za-z_$][A-Za-z0-9_$]*";
 const NUMBER = "(?<![A-Za-z0-9_$.])[0-9]+(?:\\.[0-9]+)?";
 const STRINGS = "\"(?:[^\"\\\\\\n]|\\\\[^\\n])*\"?|'(?:[^'\\\\\\n]|\\\\[^\\n])*'?";
@@ -24,10 +25,18 @@ const SHELL = lang("(?<![^ \\t\\n])#[^\\n]*", "if then else elif fi for while do
 const LANGUAGES = new Map(Object.entries({ python: PYTHON, py: PYTHON, javascript: JS, js: JS, typescript: JS, ts: JS,
   bash: SHELL, sh: SHELL, shell: SHELL, zsh: SHELL }));
 
+// Longer than MAX_CHARS code points, as Python's len counts them (not UTF-16 units).
+function longer(code) {
+  if (code.length <= MAX_CHARS) return false;
+  let count = 0;
+  for (const _ of code) if (++count > MAX_CHARS) return true; // eslint-disable-line no-unused-vars
+  return false;
+}
+
 // The code as escaped HTML, its tokens wrapped in `<span class="hl-…">` if `language` is known.
 export function highlight(code, language) {
   const known = LANGUAGES.get(language.toLowerCase());
-  if (!known) return esc(code);
+  if (!known || longer(code)) return esc(code);
   const [pattern, keywords] = known;
   const pieces = [];
   let at = 0;
