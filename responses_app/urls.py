@@ -2,7 +2,17 @@ from __future__ import annotations
 
 from django.urls import path
 
-from .web import conversation_menu, feedback, frontend_streams, jsonapi, live_blocks, pages, search_export, share_links, versions
+from .web import (
+    conversation_menu,
+    feedback,
+    frontend_streams,
+    jsonapi,
+    live_blocks,
+    pages,
+    search_export,
+    share_links,
+    versions,
+)
 
 app_name = "responses_app"
 

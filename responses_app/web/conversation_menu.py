@@ -5,6 +5,7 @@ shows of them is pages.py's (the Archived view, the "Deleted. Undo" notice)."""
 from __future__ import annotations
 
 import uuid
+
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render

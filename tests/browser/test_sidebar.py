@@ -1,4 +1,4 @@
-"""The conversation sidebar, Pin and Archive, and Delete's own confirm with Undo (issue #38), in
+"""The conversation sidebar, Pin and Archive, and Delete's own confirm with Undo, in
 Chromium at desktop (1280 px) and phone (390 px) widths: the sidebar beside the conversation or a
 drawer (focus in, Escape and a pick close it, focus back), the filter as one types, the live mark
 while an answer is written, axe-core clean in the light and dark themes."""

@@ -1,4 +1,4 @@
-"""The conversation sidebar, Pin and Archive, and the Undo of a Delete (issue #38): who may do what
+"""The conversation sidebar, Pin and Archive, and the Undo of a Delete: who may do what
 (the owner only, with the page's CSRF token), what the pages list and in which order, and how long
 a Delete can be undone."""
 
