@@ -190,3 +190,36 @@ def test_pin_and_archive_from_the_pages(sessions: Any, relay_server: RelayServer
     expect(page.locator(".conversations li").first).to_contain_text("Older topic")  # still pinned: first
     assert_accessible(page)
     no_console_errors(page)
+
+
+def test_without_javascript_the_sidebar_and_undo_still_work(browser: Any, relay_server: RelayServer) -> None:
+    context = browser.new_context(base_url=relay_server.url, java_script_enabled=False,
+                                  viewport={"width": 1280, "height": 800})
+    try:
+        page = context.new_page()
+        page.goto("/accounts/login/")
+        page.fill("input[name=username]", "alice")
+        page.fill("input[name=password]", "pw")
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{relay_server.url}/")
+        page.fill("textarea[name=input]", "Plain pages only")
+        page.click("#composer button[type=submit]")
+        page.wait_for_url(re.compile(r"/c/[0-9a-f-]+/"))
+        chat = conversation_id(page)
+        bar = page.locator("[data-sidebar]")
+        expect(bar).to_be_visible()  # beside the conversation, server-rendered
+        expect(item(page, chat).locator("a")).to_have_attribute("aria-current", "page")
+        expect(page.locator("[data-sidebar-toggle]")).to_be_hidden()  # a button that could not work
+        expect(page.locator("[data-sidebar-filter]")).to_be_hidden()
+        page.set_viewport_size({"width": 390, "height": 800})
+        expect(bar.get_by_role("link", name="New chat")).to_be_visible()  # narrow: the two links
+        expect(bar.get_by_role("link", name="All conversations")).to_be_visible()
+        expect(item(page, chat)).to_be_hidden()
+        page.locator(".conversation-actions").get_by_role("button", name="Delete").click()  # posts at once
+        page.wait_for_url(re.compile(rf"/\?deleted={chat}$"))
+        page.locator("[data-undo-notice]").get_by_role("button", name="Undo").click()
+        page.wait_for_url(f"{relay_server.url}/c/{chat}/")
+        assert relay_server.query("SELECT deleted_at FROM responses_app_conversation WHERE id = ?",
+                                  chat.replace("-", "")) == [(None,)]
+    finally:
+        context.close()
