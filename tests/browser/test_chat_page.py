@@ -168,6 +168,7 @@ def test_rename_regenerate_edit_and_delete(sessions: Any, relay_server: RelaySer
     page.get_by_role("button", name="Save").click()
     expect(page.locator("h1[data-title]")).to_have_text("Renamed by me")
     expect(other.locator("h1[data-title]")).to_have_text("Renamed by me")  # live in the other tab
+    expect(other.locator('[data-sidebar-item] a[aria-current="page"]')).to_have_text("Renamed by me")  # its sidebar too
 
     shown = first
     for attempt in (1, 2):  # twice: each press is a new logical request (a new version), not a resubmit

@@ -36,6 +36,8 @@ export class ConversationLive {
     } else if (message.type === "renamed") {
       const title = document.querySelector("[data-title]");
       if (title) title.textContent = message.title;
+      const listed = document.querySelector(`[data-sidebar-item][data-conversation="${this.id}"] [data-sidebar-title]`);
+      if (listed) listed.textContent = message.title; // the sidebar's entry too
       document.title = `${message.title} · Responses Relay`;
     } else if (message.type === "deleted") {
       this.socket.close();
