@@ -50,6 +50,7 @@ def url_templates() -> dict[str, str]:
         "apiCancel": _reverse("api-request-cancel", request_id=_REQUEST),
         "apiApprove": _reverse("api-request-approve", request_id=_REQUEST, approval_request_id=_APPROVAL),
         "renderBlocks": _reverse("render-blocks"),
+        "sidebar": _reverse("sidebar"),
         "wsRequest": socket_path("ws-request"),
         "wsConversation": socket_path("ws-conversation"),
     }

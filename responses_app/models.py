@@ -29,6 +29,9 @@ class Conversation(models.Model):
     deleted_at = models.DateTimeField(null=True, blank=True)
     # The last turn of the branch every tab shows (branches.py); NULL: the newest turn.
     leaf = models.ForeignKey("ResponseRequest", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    # Pinned by its owner: first in the sidebar and the list. Archived: out of both, in the Archived view.
+    pinned_at = models.DateTimeField(null=True, blank=True)
+    archived_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-updated"]

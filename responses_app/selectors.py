@@ -368,11 +368,6 @@ def tool_call_output(*, request_id: uuid.UUID, call_id: str) -> str | None:
         status=ToolCall.Status.RUNNING).values_list("output", flat=True).first()
 # --- conversations as their owner sees them -------------------------------------------------------
 
-def conversations_visible(*, user: User) -> QuerySet[Conversation]:
-    """The conversation list: the user's own, not deleted."""
-    return Conversation.objects.filter(owner=user, deleted_at__isnull=True).order_by("-updated")
-
-
 def conversation_open_for_user(*, user: User | AnonymousUser, conversation_id: uuid.UUID | str) -> Conversation | None:
     """A conversation its owner (or staff) may open: not deleted."""
     if not user.is_authenticated:

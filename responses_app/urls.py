@@ -2,7 +2,17 @@ from __future__ import annotations
 
 from django.urls import path
 
-from .web import feedback, frontend_streams, jsonapi, live_blocks, pages, search_export, share_links, versions
+from .web import (
+    conversation_menu,
+    feedback,
+    frontend_streams,
+    jsonapi,
+    live_blocks,
+    pages,
+    search_export,
+    share_links,
+    versions,
+)
 
 app_name = "responses_app"
 
@@ -29,6 +39,11 @@ urlpatterns = [
     path("c/<uuid:conversation_id>/turns/<uuid:request_id>/feedback", feedback.chat_feedback, name="chat-feedback"),
     path("c/<uuid:conversation_id>/rename", pages.conversation_rename, name="conversation-rename"),
     path("c/<uuid:conversation_id>/delete", pages.conversation_delete, name="conversation-delete"),
+    # the sidebar, pin and archive, undo after Delete (conversation_menu.py)
+    path("sidebar/", conversation_menu.sidebar_items, name="sidebar"),
+    path("c/<uuid:conversation_id>/pin", conversation_menu.conversation_pin, name="conversation-pin"),
+    path("c/<uuid:conversation_id>/archive", conversation_menu.conversation_archive, name="conversation-archive"),
+    path("c/<uuid:conversation_id>/restore", conversation_menu.conversation_restore, name="conversation-restore"),
     path("render/blocks", live_blocks.render_blocks, name="render-blocks"),
     path("analytics/", pages.analytics_page, name="analytics"),
     # find and take out (search_export.py), share a live answer (share_links.py)

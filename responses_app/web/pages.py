@@ -23,7 +23,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from .. import branches, feedback, forms, idempotency, limits, selectors, services, submission
+from .. import branches, conversation_lists, feedback, forms, idempotency, limits, selectors, services, submission
 from ..conf import app_settings
 from ..conversation_events import announce
 from ..models import Conversation, ResponseRequest
@@ -150,13 +150,28 @@ def conversation_list(http: HttpRequest) -> HttpResponse:
 
 def _conversation_list(http: HttpRequest, *, values: dict[str, Any] | None = None,
                        errors: dict[str, list[str]] | None = None) -> HttpResponse:
-    conversations = list(selectors.conversations_visible(user=http.user)[:200])  # type: ignore[arg-type]
-    return page(http, "responses_app/conversation_list.html", {
-        "conversations": conversations,
-        "totals": selectors.usage_totals(user=http.user),  # type: ignore[arg-type]
+    views = _list_views(http)
+    composer = {} if views["archived_view"] else {  # the Archived view has no message box
         "composer": composer_context(values=values, errors=errors),
         "composer_action": reverse("responses_app:conversation-new"),
+    }
+    return page(http, "responses_app/conversation_list.html", {
+        **views, **composer, "totals": selectors.usage_totals(user=http.user),  # type: ignore[arg-type]
     }, status=400 if errors else 200)
+
+
+def _list_views(http: HttpRequest) -> dict[str, Any]:
+    """The list (pinned first; `?archived=1`: the archived ones) and the Undo of a Delete (`?deleted=`)."""
+    archived = http.GET.get("archived") == "1"
+    deleted = http.GET.get("deleted")
+    undo = conversation_lists.undoable(user=http.user, conversation_id=deleted) if deleted else None
+    return {
+        "conversations": list(conversation_lists.listed(user=http.user, archived=archived)[:200]),
+        "archived_view": archived,
+        "archived_count": conversation_lists.archived_count(user=http.user),
+        "undo": undo,
+        "undo_until": conversation_lists.undo_until(undo) if undo is not None else None,
+    }
 
 
 # What the composer calls its fields when a send is refused; a refusal of the whole send has no label.
@@ -237,6 +252,7 @@ def _chat(http: HttpRequest, conversation_id: uuid.UUID) -> tuple[HttpResponse, 
         str(through) not in selectors.conversation_turn_ids(conversation_id=conversation.pk))
     response = page(http, "responses_app/chat.html", {
         "conversation": conversation,
+        "sidebar": conversation_lists.sidebar(user=http.user, current=conversation.pk),
         "turns": turns,
         "peek": through if peek else None,
         "can_post": can_post,
@@ -330,7 +346,8 @@ async def conversation_delete(http: HttpRequest, conversation_id: uuid.UUID) -> 
     for request in stopped:  # already cancelled in the database: their runners are told
         await worker.cancel_request(str(request.pk))
     await announce(conversation.pk, {"type": "deleted"})
-    return redirect("responses_app:conversations")
+    # the list says "Deleted. Undo" (conversation_lists.UNDO_S)
+    return HttpResponseRedirect(f"{reverse('responses_app:conversations')}?deleted={conversation.pk}")
 
 
 def _resend(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UUID, *, edit: bool) -> Submitted:

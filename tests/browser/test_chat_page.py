@@ -168,6 +168,7 @@ def test_rename_regenerate_edit_and_delete(sessions: Any, relay_server: RelaySer
     page.get_by_role("button", name="Save").click()
     expect(page.locator("h1[data-title]")).to_have_text("Renamed by me")
     expect(other.locator("h1[data-title]")).to_have_text("Renamed by me")  # live in the other tab
+    expect(other.locator('[data-sidebar-item] a[aria-current="page"]')).to_have_text("Renamed by me")  # its sidebar too
 
     shown = first
     for attempt in (1, 2):  # twice: each press is a new logical request (a new version), not a resubmit
@@ -194,10 +195,10 @@ def test_rename_regenerate_edit_and_delete(sessions: Any, relay_server: RelaySer
                                            edited.replace("-", ""))[0][0])
     assert "previous_response_id" not in params, "an edit of the first prompt chains to nothing before it"
 
-    page.once("dialog", lambda dialog: dialog.accept())
-    page.get_by_role("button", name="Delete").click()
-    page.wait_for_url(f"{relay_server.url}/")
-    expect(page.get_by_text("Renamed by me")).to_have_count(0)
+    page.locator(".conversation-actions").get_by_role("button", name="Delete").click()
+    page.locator("dialog[data-delete-dialog]").get_by_role("button", name="Delete").click()  # the page's confirm
+    page.wait_for_url(re.compile(r"/\?deleted="))  # where Undo is offered (tests/browser/test_sidebar.py)
+    expect(page.locator(".conversations").get_by_text("Renamed by me")).to_have_count(0)
     other.wait_for_url(f"{relay_server.url}/")  # the other tab leaves the deleted conversation
     conversation = chat_url.split("/c/")[1].strip("/").replace("-", "")
     assert relay_server.query("SELECT deleted_at IS NOT NULL FROM responses_app_conversation WHERE id = ?",

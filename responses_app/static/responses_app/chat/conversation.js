@@ -1,7 +1,8 @@
 // conversation.js: one socket per open conversation (/ws/conversations/<id>/) that announces turns
 // started anywhere (another tab, the API, Regenerate or Edit), renames and deletion; and the
-// conversation's own actions (Rename, Delete, Regenerate, Edit: Escape closes its form) and the
-// image viewer. The socket keeps a heartbeat (livesocket.js), so a tab that lost it catches up.
+// conversation's own actions (Rename, Delete with the page's own confirm, Regenerate, Edit: Escape
+// closes its form), the list's Undo notice and the image viewer. The socket keeps a heartbeat
+// (livesocket.js), so a tab that lost it catches up.
 //
 // Messages: {"type":"turns","ids":[...]} on connect (every turn, so a tab that was offline
 // catches up), {"type":"turn","request_id":id}, {"type":"renamed","title":t}, {"type":"deleted"}.
@@ -35,12 +36,42 @@ export class ConversationLive {
     } else if (message.type === "renamed") {
       const title = document.querySelector("[data-title]");
       if (title) title.textContent = message.title;
+      const listed = document.querySelector(`[data-sidebar-item][data-conversation="${this.id}"] [data-sidebar-title]`);
+      if (listed) listed.textContent = message.title; // the sidebar's entry too
       document.title = `${message.title} · Responses Relay`;
     } else if (message.type === "deleted") {
       this.socket.close();
-      location.assign(url("conversations"));
+      if (!deleting) location.assign(url("conversations")); // this tab's Delete goes to its Undo instead
     }
   }
+}
+
+// Delete asks first in the page's own dialog (_delete_dialog.html): Cancel has the focus, Escape
+// closes it, and the focus goes back to Delete. Deleted, the list offers Undo for a few minutes.
+let deleting = false;
+
+function confirmDelete(form) {
+  const dialog = document.querySelector("[data-delete-dialog]");
+  if (!dialog) { form.dataset.confirmed = "1"; form.requestSubmit(); return; }
+  if (!dialog.dataset.bound) {
+    dialog.dataset.bound = "1";
+    dialog.querySelector("[data-delete-cancel]").addEventListener("click", () => dialog.close());
+    dialog.querySelector("[data-delete-confirm]").addEventListener("click", () => {
+      dialog.close();
+      form.dataset.confirmed = "1";
+      form.requestSubmit();
+    });
+  }
+  dialog.showModal();
+  dialog.querySelector("[data-delete-cancel]").focus();
+}
+
+// The list's "Deleted. Undo" leaves when Undo no longer works.
+export function bindUndo(doc) {
+  const notice = doc.querySelector("[data-undo-notice]");
+  if (!notice) return;
+  const left = Date.parse(notice.dataset.undoUntil) - Date.now();
+  if (Number.isFinite(left)) setTimeout(() => notice.remove(), Math.max(0, left));
 }
 
 function toggle(button, form, open) {
@@ -85,7 +116,11 @@ export function bindActions(root, conversation) {
   });
   root.addEventListener("submit", async (event) => {
     const form = event.target;
-    if (form.matches(".delete-form") && !window.confirm(form.dataset.confirm)) { event.preventDefault(); return; }
+    if (form.matches(".delete-form")) {
+      if (form.dataset.confirmed === "1") deleting = true;
+      else { event.preventDefault(); confirmDelete(form); }
+      return;
+    }
     if (!form.matches(".regenerate-form, .edit-form")) return;
     event.preventDefault();
     const button = form.querySelector("button[type=submit]");

@@ -23,7 +23,8 @@ import { socketUrl, url } from "./urls.js";
 export const followers = new Map();
 export const liveTexts = new Map(); // request id -> the text this tab assembled itself, before the swap
 export const liveHtml = new Map(); // ... and its HTML
-export const hooks = { rendered: () => {}, replaced: () => {}, keep: (old, fresh) => old.replaceWith(fresh) };
+// `answer`: a turn's answer started or stopped being followed here (the sidebar's live mark).
+export const hooks = { rendered: () => {}, replaced: () => {}, keep: (old, fresh) => old.replaceWith(fresh), answer: () => {} };
 const RELOAD_AFTER_MS = 60000; // a server of a newer protocol reloads the tab at most this often
 const DRAWN_MS = 2000; // at the end, how long the last entries asked of the server may take
 
@@ -70,6 +71,7 @@ class Follower {
     // A tab that followed this request before (a reload, back/forward) is reconnecting, not new.
     this.followedBefore = remember(`relay:followed:${this.id}`);
     followers.set(this.id, this);
+    hooks.answer();
     this.bindStop();
     this.socket = new LiveSocket(() => this.url(), {
       message: (data) => this.received(data),
@@ -304,7 +306,7 @@ class Follower {
 
   close() {
     this.done = true;
-    followers.delete(this.id);
+    if (followers.delete(this.id)) hooks.answer();
     this.socket.close();
     if (this.turnView && !this.finishing) this.turnView.close();
     const conn = this.turn.querySelector("[data-conn]");

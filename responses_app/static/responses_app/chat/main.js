@@ -3,12 +3,12 @@
 // The pages are complete without JavaScript: every committed message is rendered on the server.
 // This follows live turns (follower.js), keeps the newest text in view and the reader in place
 // (scroll.js), sends prompts (composer.js), shows turns started in other tabs (conversation.js),
-// copies (copy.js), sends feedback on answers (feedback.js) and answers the keyboard (keyboard.js:
-// the skip link, shortcuts and their help). Words and status sets come from the server (vocab.js).
+// copies (copy.js), sends feedback on answers (feedback.js), answers the keyboard (keyboard.js:
+// the skip link, shortcuts and their help) and runs the conversation sidebar (sidebar.js). Words and status sets come from the server (vocab.js).
 
 import { bindBranches } from "./branches.js";
 import { bindComposer, bindCount } from "./composer.js";
-import { ConversationLive, bindActions } from "./conversation.js";
+import { ConversationLive, bindActions, bindUndo } from "./conversation.js";
 import { bindCopy } from "./copy.js";
 import { bindFeedback } from "./feedback.js";
 import { csrfToken } from "./csrf.js";
@@ -16,6 +16,7 @@ import { followAll, followers, hooks, liveHtml, liveTexts } from "./follower.js"
 import { bindShortcuts, bindSkipLink, focusComposerOnLoad } from "./keyboard.js";
 import { renderMarkdown } from "./markdown.js";
 import { contentChanged, keepPosition, startScroll } from "./scroll.js";
+import { bindSidebar } from "./sidebar.js";
 import { badgeKey } from "./state.js";
 import { loadUrls, url } from "./urls.js";
 import { loadFromPage } from "./vocab.js";
@@ -75,6 +76,8 @@ function start() {
   hooks.rendered = changed;
   hooks.replaced = changed;
   hooks.keep = keepPosition;
+  const sidebar = bindSidebar(document, { current: chat ? chat.dataset.conversation : "", liveHere: () => followers.size > 0 });
+  hooks.answer = () => sidebar.answerChanged();
   if (chat) {
     startScroll({ composer: form, jumpButton: chat.querySelector("[data-jump]"), turns: document.getElementById("turns") });
     bindActions(chat, chat.dataset.conversation);
@@ -87,6 +90,7 @@ function start() {
   bindApprovals(document);
   bindCopy(document);
   bindFeedback(document);
+  bindUndo(document);
   bindSkipLink(document);
   bindShortcuts(document);
   window.relayChat = { followers, liveTexts, liveHtml, renderMarkdown, badgeKey }; // for debugging and tests
