@@ -349,6 +349,7 @@ class Follower {
         refocus(fresh);
         this.turn = fresh;
         fresh.dataset.finished = "1";
+        showConversationCost(fresh.dataset.conversationCost);
         hooks.replaced(fresh);
         return;
       } catch {
@@ -356,6 +357,15 @@ class Follower {
       }
     }
   }
+}
+
+// The conversation's total under its title, as the server counted it with this answer.
+function showConversationCost(words) {
+  const line = document.querySelector("[data-conversation-cost]");
+  const total = line && line.querySelector("[data-cost-total]");
+  if (!total || words === undefined) return;
+  total.textContent = words;
+  line.hidden = !words;
 }
 
 export function followAll() {
