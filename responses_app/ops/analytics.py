@@ -45,7 +45,8 @@ class DateRange:
 
 def requests_in(period: DateRange) -> QuerySet[ResponseRequest]:
     start, end = period.bounds()
-    return ResponseRequest.objects.filter(created__gte=start, created__lt=end)
+    # A turn copied from a shared conversation (shares.share_continue) was never a request of anyone's.
+    return ResponseRequest.objects.filter(created__gte=start, created__lt=end, copy_of__isnull=True)
 
 
 def percentile(values: list[float], p: float) -> float | None:
