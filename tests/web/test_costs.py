@@ -116,7 +116,7 @@ def test_an_answer_shows_its_cost_and_a_stopped_one_an_estimate(owner: Any, sett
     for request in (stopped, unpriced):
         turn_html = client_for(owner).get(reverse("responses_app:chat-turn", args=[turn.conversation_id,
                                                                                    request.pk])).content.decode()
-        assert 'data-conversation-cost="≈ $0.0095 (not counting 1 answer' in turn_html, "the script's refresh"
+        assert 'data-conversation-total="≈ $0.0095 (not counting 1 answer' in turn_html, "the script's refresh"
 
 
 def test_no_prices_no_cost_anywhere(owner: Any, staff: Any, settings: Any) -> None:

@@ -349,7 +349,7 @@ class Follower {
         refocus(fresh);
         this.turn = fresh;
         fresh.dataset.finished = "1";
-        showConversationCost(fresh.dataset.conversationCost);
+        showConversationCost(fresh.dataset.conversationTotal);
         hooks.replaced(fresh);
         return;
       } catch {
@@ -359,7 +359,7 @@ class Follower {
   }
 }
 
-// The conversation's total under its title, as the server counted it with this answer.
+// The conversation's total under its title, as the server counted it with this answer (the turn's data-conversation-total).
 function showConversationCost(words) {
   const line = document.querySelector("[data-conversation-cost]");
   const total = line && line.querySelector("[data-cost-total]");
