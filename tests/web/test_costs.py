@@ -164,3 +164,15 @@ def test_analytics_cost_per_model_and_per_day(owner: Any, staff: Any, settings: 
     assert 'data-stat="cost">≈ $0.0098 (not counting 1 answer of models without a price)</strong>' in html
     assert '<tr data-cost-model="gpt-unknown"><th scope="row">gpt-unknown</th><td>1</td><td>no price set</td>' in html
     assert '<tr data-cost-model="sim-text"><th scope="row">sim-text</th><td>2</td><td>≈ $0.0095</td>' in html
+
+
+def test_the_admin_shows_a_request_s_cost(owner: Any, staff: Any, settings: Any) -> None:
+    settings.RELAY_PRICES = PRICES
+    root = type(staff).objects.create_superuser("root", password="pw")
+    conversation = services.conversation_create(owner=owner)
+    priced, stopped, unpriced = (answer(owner, conversation, STOPPED if usage == "stopped" else USAGE, model=model)
+                                 for usage, model in (("", "sim-text"), ("stopped", "sim-text"), ("", "gpt-unknown")))
+    client = client_for(root)
+    for request, shown in ((priced, "$0.0070"), (stopped, "≈ $0.0025"), (unpriced, "-")):
+        html = client.get(reverse("admin:responses_app_responserequest_change", args=[request.pk])).content.decode()
+        assert f'<div class="readonly">{shown}</div>' in html, shown
