@@ -72,7 +72,9 @@ def share_continue(*, share: Share, user: Any, key: uuid.UUID) -> Conversation |
     is none yet. `key` (the form's) makes a resubmitted form find the copy it made."""
     existing = ResponseRequest.objects.filter(owner=user, client_request_id=f"copy:{key}:0").first()
     if existing is not None and existing.conversation is not None:
-        return existing.conversation
+        if existing.conversation.deleted_at is None:
+            return existing.conversation
+        key = uuid.uuid4()  # that copy was deleted since: a new one
     if share.request is not None:
         shown = [(share.request, selectors.view_latest(request=share.request))]
     else:

@@ -89,6 +89,10 @@ def test_a_signed_in_visitor_continues_a_copy_of_the_turns_shown_as_text(shared:
     again = client.post(continue_url(shared["share"]), {"continue_id": key})
     assert again["Location"] == response["Location"], "a resubmitted form finds its copy"
     assert Conversation.objects.filter(owner=teammate).count() == 1
+    client.post(reverse("responses_app:conversation-delete", args=[copy.pk]))
+    fresh = client.post(continue_url(shared["share"]), {"continue_id": key})
+    assert fresh["Location"] != response["Location"], "the copy was deleted since: a new one"
+    assert Conversation.objects.filter(owner=teammate, deleted_at=None).count() == 1
     owner_turns = ResponseRequest.objects.filter(conversation=shared["first"].conversation_id).count()
     assert owner_turns == 3, "the owner's conversation is untouched"
 
