@@ -306,3 +306,10 @@ if PRODUCTION and SIMULATOR_ENABLED:
 # Outside development, the app's deployment checks (a real provider, an allowlist of models, a
 # long metrics token) refuse to start the server: project/asgi.py runs them.
 RELAY_BASE_TEMPLATE = "base.html"  # the demo's own base: its top bar around the app's pages
+# The demo prices its simulator's models as a mid-sized real model is priced (USD per million
+# tokens), so its pages show what answers would cost; a provider's prices are the environment's
+# to give (RELAY_PRICES, as JSON).
+if SIMULATOR_ENABLED and "RELAY_PRICES" not in globals():
+    from responses_app.simulator.scenarios import SCENARIOS
+
+    RELAY_PRICES = {model: {"input": "2.00", "cached_input": "0.50", "output": "8.00"} for model in SCENARIOS}

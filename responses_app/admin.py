@@ -28,7 +28,7 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from . import selectors
+from . import pricing, selectors
 from .models import (
     AnswerFeedback,
     Checkpoint,
@@ -196,8 +196,8 @@ class ResponseRequestAdmin(AtTheSecond, admin.ModelAdmin):
     actions = ("download_event_logs",)
     fieldsets = (
         (None, {"fields": ("id", "status", "model", "owner", "conversation", "links", "client_request_id",
-                           "response_id", "prompt", "final_text")}),
-        ("Outcome", {"fields": ("error_code", "error_message", "incomplete_reason", "usage")}),
+                           "response_id", "copy_of", "prompt", "final_text")}),
+        ("Outcome", {"fields": ("error_code", "error_message", "incomplete_reason", "usage", "cost")}),
         ("Timing", {"fields": seconds(("created", "upstream_created_at", "first_text_at", "ttft_ms", "first_tool_at",
                                        "terminal_at", "duration_ms"))}),
         ("Stream", {"fields": ("events", "last_sequence_number", "duplicates", "out_of_order", "gaps",
@@ -216,8 +216,8 @@ class ResponseRequestAdmin(AtTheSecond, admin.ModelAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         names = [f.name for f in ResponseRequest._meta.fields]
-        return names + ["links", "prompt", "ttft_ms", "withheld", "conversation_id_only", "links_without_log"] + [
-            f"{name}_s" for name in TIMES]
+        return names + ["links", "prompt", "ttft_ms", "cost", "withheld", "conversation_id_only",
+                        "links_without_log"] + [f"{name}_s" for name in TIMES]
 
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
         fieldsets = super().get_fieldsets(request, obj)
@@ -245,6 +245,10 @@ class ResponseRequestAdmin(AtTheSecond, admin.ModelAdmin):
     @admin.display(description="time to first text (ms)", ordering="first_text_at")
     def ttft_ms(self, obj: ResponseRequest) -> int | None:
         return obj.ms_since_created(obj.first_text_at)
+
+    @admin.display(description="cost")
+    def cost(self, obj: ResponseRequest) -> str:
+        return pricing.cost_text(pricing.cost_of(obj.usage, obj.model)) or "-"  # "-": no usage, or no price
 
     @admin.display(description="prompt")
     def prompt(self, obj: ResponseRequest) -> str:

@@ -89,8 +89,12 @@ SETTINGS: tuple[Setting, ...] = (
             "upstream"),
     Setting("MAX_OUTPUT_TOKENS", 8192, values.integer(), "The cap on max_output_tokens of every upstream request.",
             "upstream"),
-    Setting("PRICES", {}, values.prices, "USD per million tokens per model, for the cost shown beside usage.",
-            "upstream"),
+    Setting("PRICES", {}, values.prices,
+            "Prices per million tokens per model, in RELAY_CURRENCY: {model: {input, cached_input, output}} "
+            "(or its JSON; numbers or their text, read as Decimal; cached_input defaults to input). The pages "
+            "show each answer's cost, each conversation's and the analytics'. Empty: no cost is shown; a "
+            "model not listed has none.", "upstream"),
+    Setting("CURRENCY", "USD", values.currency, "The ISO 4217 code of RELAY_PRICES (USD, EUR ...).", "upstream"),
     # pages and sockets
     Setting("BASE_TEMPLATE", "responses_app/base.html", values.text,
             "The template the app's pages extend (blocks: title and content).", "pages"),

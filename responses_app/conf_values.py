@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from .input_items import KINDS as INPUT_KINDS
@@ -135,18 +136,40 @@ def json_mapping(raw: Any, what: str) -> Mapping[Any, Any]:
     return raw
 
 
-def prices(raw: Any) -> dict[str, dict[str, float]]:
-    """{model: {"input": usd, "cached_input": usd, "output": usd}} per million tokens (or its JSON)."""
+PRICE_KEYS = ("input", "cached_input", "output")  # per million tokens; cached_input defaults to input
+
+
+def prices(raw: Any) -> dict[str, dict[str, Decimal]]:
+    """{model: {"input": p, "cached_input": p, "output": p}} per million tokens (or its JSON), each
+    price a Decimal, an int, or its text ("2.50"; a float is read by its shortest text)."""
     raw = json_mapping(raw, "models")
-    prices: dict[str, dict[str, float]] = {}
+    found: dict[str, dict[str, Decimal]] = {}
     for model, row in raw.items():
-        if not isinstance(row, Mapping) or not row or not set(row) <= {"input", "cached_input", "output"}:
-            raise ValueError(f"[{model!r}] must be a dict of input, cached_input, output")
-        for key, value in row.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise ValueError(f"[{model!r}][{key!r}] must be a non-negative number")
-        prices[str(model)] = {key: float(value) for key, value in row.items()}
-    return prices
+        if not isinstance(row, Mapping) or not set(row) <= set(PRICE_KEYS) or not {"input", "output"} <= set(row):
+            raise ValueError(f"[{model!r}] must be a dict of input and output (and cached_input) prices "
+                             f"per million tokens")
+        found[str(model)] = {key: _price(model, key, value) for key, value in row.items()}
+    return found
+
+
+def _price(model: Any, key: str, value: Any) -> Decimal:
+    try:
+        if isinstance(value, bool) or not isinstance(value, (int, float, str, Decimal)):
+            raise InvalidOperation
+        price = Decimal(str(value).strip())
+    except InvalidOperation:
+        raise ValueError(f"[{model!r}][{key!r}] must be a non-negative number, got {value!r}") from None
+    if not price.is_finite() or price < 0:
+        raise ValueError(f"[{model!r}][{key!r}] must be a non-negative number, got {value!r}")
+    return price
+
+
+def currency(raw: Any) -> str:
+    """An ISO 4217 code: three letters (USD, EUR ...)."""
+    value = text(raw).upper()
+    if len(value) != 3 or not value.isascii() or not value.isalpha():
+        raise ValueError(f"must be a three-letter currency code such as USD or EUR, got {raw!r}")
+    return value
 
 
 def checker(raw: Any) -> str:

@@ -82,6 +82,9 @@ class ResponseRequest(models.Model):
     usage = models.JSONField(null=True, blank=True)  # from the terminal Response only, never summed
     final_text = Utf8TextField(blank=True)  # the answer's text, for listing and search
     tool_text = Utf8TextField(blank=True, default="")  # what its tool calls said, for search (search.py)
+    # A turn copied, as text, from a shared conversation (shares.share_continue): the turn it copies.
+    # Never sent and never billed; the analytics leave it out.
+    copy_of = models.UUIDField(null=True, blank=True)
 
     # Single-flight: a runner owns the request while its lease is unexpired.
     runner_token = models.UUIDField(null=True, blank=True)

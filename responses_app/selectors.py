@@ -13,7 +13,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
 
-from . import branches, storage
+from . import branches, pricing, storage
 from .branches import Versions
 from .conf import app_settings
 from .models import (
@@ -381,33 +381,28 @@ def conversation_turn_ids(*, conversation_id: uuid.UUID | str) -> list[str]:
     return branches.chosen_path_ids(conversation_id)
 
 
-def usage_cost(*, usage: dict[str, Any] | None, model: str) -> float | None:
-    """USD for one answer's usage under RELAY_PRICES (per million tokens), None when unpriced."""
-    price = app_settings.PRICES.get(model)
-    if not price or not isinstance(usage, dict):
-        return None
-    input_tokens = int(usage.get("input_tokens") or 0)
-    cached = int((usage.get("input_tokens_details") or {}).get("cached_tokens") or 0)
-    output_tokens = int(usage.get("output_tokens") or 0)  # reasoning tokens are billed among these
-    input_price = price.get("input", 0.0)
-    cost = ((input_tokens - cached) * input_price + cached * price.get("cached_input", input_price)
-            + output_tokens * price.get("output", 0.0))
-    return cost / 1_000_000
-
-
 def usage_totals(*, user: User) -> dict[str, Any]:
-    """Tokens over every answer the user has had (deleted conversations too: they were used)."""
-    totals: dict[str, Any] = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0, "cost": None}
+    """Tokens over every answer the user has had (deleted conversations too: they were used), and
+    their cost (a pricing.Total) where the site set prices."""
+    totals: dict[str, Any] = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+    cost = pricing.Total()
     rows = ResponseRequest.objects.filter(owner=user, usage__isnull=False).values_list("usage", "model")
     for usage, model in rows.iterator():
-        if not isinstance(usage, dict):
-            continue
-        for key in ("input_tokens", "output_tokens", "total_tokens"):
-            totals[key] += int(usage.get(key) or 0)
-        cost = usage_cost(usage=usage, model=model)
-        if cost is not None:
-            totals["cost"] = (totals["cost"] or 0.0) + cost
+        if isinstance(usage, dict):
+            for key in ("input_tokens", "output_tokens", "total_tokens"):
+                totals[key] += int(usage.get(key) or 0)
+            cost = pricing.total_of([(usage, model)], cost)
+    totals["cost"] = cost if app_settings.PRICES else None
     return totals
+
+
+def conversation_cost(*, conversation_id: uuid.UUID | str) -> pricing.Total | None:
+    """What the conversation's answers cost, every version of every turn (each was paid for);
+    None where the site set no prices."""
+    if not app_settings.PRICES:
+        return None
+    return pricing.total_of(ResponseRequest.objects.filter(conversation_id=conversation_id, usage__isnull=False)
+                            .values_list("usage", "model"))
 
 
 # A thread id that is not a UUID (a front end's own chat or thread id) names one conversation per user.

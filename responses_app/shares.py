@@ -1,6 +1,11 @@
 """Share links (the writes): made and revoked by the conversation's owner. Who may open one is
 selectors.share_open, for the shared pages and their sockets alike.
 
+A signed-in visitor continues a shared conversation as their own (`share_continue`): a copy of
+the turns the link shows, as text, in a new conversation of theirs. The copy chains to nothing of
+the owner's: its turns carry no response id, so the first turn added to it sends them as input
+(branches.branch_head, selectors.conversation_context), never `previous_response_id`.
+
 Every socket opened through a link (a turn's, the conversation's) joins the link's group
 (viewers/guard.py), so a revocation closes them at once in any process, as a logout closes a
 session's sockets: the viewer's page says it may no longer watch, and the link answers 404 from
@@ -12,14 +17,18 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
+import uuid
+from datetime import timedelta
 from typing import Any
 
 from channels.layers import get_channel_layer
+from django.db import transaction
 from django.utils import timezone
 
-from . import selectors
+from . import search, selectors
 from .conf import app_settings
-from .models import Conversation, ResponseRequest, Share
+from .models import Checkpoint, Conversation, ResponseRequest, Share
+from .streaming.vocabulary import ENDED_STATUSES, INPUT_FLAGGED
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +64,65 @@ def shares_of(*, conversation: Conversation) -> list[Share]:
     """The conversation's links still working, newest first (the owner's list)."""
     return list(Share.objects.filter(conversation=conversation, revoked_at__isnull=True)
                 .select_related("request").order_by("-created"))
+
+
+def share_continue(*, share: Share, user: Any, key: uuid.UUID) -> Conversation | None:
+    """A new conversation of `user`'s holding the turns the link shows (the branch shown, or its
+    one turn) that have ended, each as its prompt's text and its answer's text; None when there
+    is none yet. `key` (the form's) makes a resubmitted form find the copy it made."""
+    existing = ResponseRequest.objects.filter(owner=user, client_request_id=f"copy:{key}:0").first()
+    if existing is not None and existing.conversation is not None:
+        if existing.conversation.deleted_at is None:
+            return existing.conversation
+        key = uuid.uuid4()  # that copy was deleted since: a new one
+    if share.request is not None:
+        shown = [(share.request, selectors.view_latest(request=share.request))]
+    else:
+        shown = [(request, view) for request, view, _ in selectors.conversation_turns(conversation=share.conversation)]
+    turns = [(request, view) for request, view in shown
+             if request.status in ENDED_STATUSES and request.error_code != INPUT_FLAGGED]
+    if not turns:
+        return None
+    now = timezone.now()
+    with transaction.atomic():
+        conversation = Conversation.objects.create(owner=user, title=share.conversation.title, created=now, updated=now)
+        parent = None
+        for index, (original, view) in enumerate(turns):
+            parent = _copy_turn(original, view, conversation=conversation, parent=parent,
+                                key=f"copy:{key}:{index}", at=now + timedelta(microseconds=index))
+        Conversation.objects.filter(pk=conversation.pk).update(leaf=parent)
+    search.index([r.pk for r in conversation.requests.all()])
+    return conversation
+
+
+def _copy_turn(original: ResponseRequest, view: dict[str, Any], *, conversation: Conversation,
+               parent: ResponseRequest | None, key: str, at: Any) -> ResponseRequest:
+    blocks = [dict(block, state="done") for block in view.get("blocks") or ()
+              if block.get("kind") == "text" and block.get("text")]
+    copy = ResponseRequest.objects.create(
+        owner=conversation.owner, conversation=conversation, parent=parent, client_request_id=key,
+        model=original.model, provider=original.provider, input=prompt_text(original.input), params={},
+        status=original.status, incomplete_reason=original.incomplete_reason, error_code=original.error_code,
+        error_message=original.error_message, final_text="\n\n".join(block["text"] for block in blocks),
+        created=at, terminal_at=at, copy_of=original.pk)
+    Checkpoint.objects.create(request=copy, revision=len(blocks), reason="terminal", created=at, view={
+        "revision": len(blocks), "meta": {"response_id": None, "status": original.status}, "blocks": blocks})
+    return copy
+
+
+def prompt_text(value: Any) -> str:
+    """The text of what a person sent: its user messages' text (no images, files or tool items)."""
+    if isinstance(value, str):
+        return value
+    texts: list[str] = []
+    for item in value if isinstance(value, list) else ():
+        if not isinstance(item, dict) or item.get("role", "user") != "user" or item.get("type", "message") != "message":
+            continue
+        content = item.get("content")
+        parts = [{"type": "input_text", "text": content}] if isinstance(content, str) else content
+        texts.extend(part["text"] for part in (parts if isinstance(parts, list) else ()) if isinstance(part, dict)
+                     and part.get("type") == "input_text" and isinstance(part.get("text"), str))
+    return "\n\n".join(text for text in texts if text)
 
 
 async def close_sockets(token: str) -> None:

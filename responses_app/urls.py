@@ -53,5 +53,6 @@ urlpatterns = [
     path("c/<uuid:conversation_id>/shares/<uuid:share_id>/revoke", share_links.share_revoke, name="share-revoke"),
     path("s/<str:token>/", share_links.shared, name="shared"),
     path("s/<str:token>/turns/<uuid:request_id>/", share_links.shared_turn, name="shared-turn"),
+    path("s/<str:token>/continue/", share_links.shared_continue, name="shared-continue"),
     path("s/<str:token>/render/blocks", live_blocks.shared_render_blocks, name="shared-render-blocks"),
 ]

@@ -18,7 +18,8 @@ from django.db.models import Count, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from .. import feedback
+from .. import feedback, pricing
+from ..conf import app_settings
 from ..models import McpApproval, ResponseRequest, Segment
 from ..streaming.vocabulary import INPUT_FLAGGED
 
@@ -44,7 +45,8 @@ class DateRange:
 
 def requests_in(period: DateRange) -> QuerySet[ResponseRequest]:
     start, end = period.bounds()
-    return ResponseRequest.objects.filter(created__gte=start, created__lt=end)
+    # A turn copied from a shared conversation (shares.share_continue) was never a request of anyone's.
+    return ResponseRequest.objects.filter(created__gte=start, created__lt=end, copy_of__isnull=True)
 
 
 def percentile(values: list[float], p: float) -> float | None:
@@ -149,6 +151,28 @@ def token_usage(period: DateRange) -> dict[str, int]:
     return totals
 
 
+def costs(period: DateRange) -> dict[str, Any] | None:
+    """What the answers of the period cost at the site's prices (pricing.py), in total, per model
+    (the dearest first; a model without a price counts its answers) and per day; None where no
+    prices are set. From each request's `usage`, estimated ones marked."""
+    if not app_settings.PRICES:
+        return None
+    total = pricing.Total()
+    by_model: dict[str, pricing.Total] = {}
+    by_day: dict[date, pricing.Total] = {}
+    rows = (requests_in(period).filter(usage__isnull=False).annotate(day=TruncDate("created"))
+            .values_list("day", "model", "usage"))
+    for day, model, usage in rows.iterator():
+        if not pricing.billed(usage):
+            continue
+        cost = pricing.cost_of(usage, model)
+        total = total.add(cost)
+        by_model[model] = by_model.get(model, pricing.Total()).add(cost)
+        by_day[day] = by_day.get(day, pricing.Total()).add(cost)
+    models = sorted(by_model.items(), key=lambda row: (-(row[1].cost.amount if row[1].cost else -1), row[0]))
+    return {"total": total, "by_model": models, "by_day": [(day, by_day.get(day)) for day in period.days()]}
+
+
 def stream_health(period: DateRange) -> dict[str, int]:
     sums = requests_in(period).aggregate(
         events=Sum("events"), duplicates=Sum("duplicates"), gaps=Sum("gaps"), retries=Sum("retries"),
@@ -185,6 +209,7 @@ def summary(period: DateRange) -> dict[str, Any]:
         "duration": percentiles(durations_ms(period)),
         "viewers": viewer_totals(period),
         "tokens": token_usage(period),
+        "costs": costs(period),
         "health": stream_health(period),
         "safety": safety_blocked(period),
         "owners": requests_in(period).values("owner").distinct().count(),

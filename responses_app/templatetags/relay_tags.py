@@ -19,6 +19,7 @@ from django.utils.html import escape, format_html, json_script
 from django.utils.safestring import SafeString, mark_safe
 
 from .. import markdown as md
+from .. import pricing
 from ..blockwords import (
     DONE_STATES,
     citations,
@@ -121,8 +122,9 @@ def ago(moment: datetime | None) -> str:
 
 
 @register.simple_tag
-def usage_line(usage: dict[str, Any] | None, cost: float | None = None) -> SafeString:
-    """Input (cached), output (reasoning) tokens of one answer, and its cost when priced."""
+def usage_line(usage: dict[str, Any] | None, cost: pricing.Cost | None = None) -> SafeString:
+    """Input (cached), output (reasoning) tokens of one answer, and its cost when priced (`≈` when
+    estimated: a stopped answer's output, its input unknown)."""
     if not isinstance(usage, dict) or not usage.get("total_tokens"):
         return mark_safe("")  # noqa: S308 - empty
     # Estimated (streaming/usage.py): an answer that ended before the provider reported its usage.
@@ -138,8 +140,18 @@ def usage_line(usage: dict[str, Any] | None, cost: float | None = None) -> SafeS
     if reasoning:
         parts.append(format_html('<span data-usage="reasoning">{} reasoning</span>', reasoning))
     if cost is not None:
-        parts.append(format_html('<span data-usage="cost">${}</span>', f"{cost:.4f}"))
+        parts.append(format_html('<span data-usage="cost"{}>{}</span>', " data-estimated" if cost.estimated else "",
+                                 pricing.cost_text(cost)))
     title = ("Tokens used by this answer, estimated from what it streamed: it ended before the model "
              "provider reported them" if estimated else "Tokens used by this answer")
+    if cost is not None:
+        unknown_input = estimated and "input_tokens" not in usage
+        title += ", and what they cost at this site's prices" + (" (its input not counted)" if unknown_input else "")
     return format_html('<span class="usage muted small" title="{}">{}</span>', title,
                        mark_safe(" · ".join(parts)))  # noqa: S308 - each part escaped by format_html
+
+
+@register.simple_tag
+def cost_total(total: pricing.Total | None) -> str:
+    """A total's cost in words (pricing.total_text): empty when nothing was priced."""
+    return pricing.total_text(total)

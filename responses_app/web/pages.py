@@ -23,7 +23,18 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from .. import branches, conversation_lists, feedback, forms, idempotency, limits, selectors, services, submission
+from .. import (
+    branches,
+    conversation_lists,
+    feedback,
+    forms,
+    idempotency,
+    limits,
+    pricing,
+    selectors,
+    services,
+    submission,
+)
 from ..conf import app_settings
 from ..conversation_events import announce
 from ..models import Conversation, ResponseRequest
@@ -259,6 +270,7 @@ def _chat(http: HttpRequest, conversation_id: uuid.UUID) -> tuple[HttpResponse, 
         "can_cancel": can_cancel,
         "composer": composer_context(conversation=conversation, values=values, errors=errors),
         "composer_action": reverse("responses_app:chat", args=[conversation.pk]),
+        "conversation_cost": _cost_words(conversation.pk),
     }, status=400 if errors else 200)
     return (refused.answer(response) if refused is not None else response), None
 
@@ -283,9 +295,16 @@ def chat_turn(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UU
     view = selectors.view_latest(request=request)
     can_post = selectors.is_owner(http.user, request) and request.conversation.deleted_at is None  # type: ignore[union-attr]
     rated = feedback.of_user(user=http.user, request_ids=[request.pk]) if can_post else {}
-    return render(http, "responses_app/_turn.html", turn_context(
+    return render(http, "responses_app/_turn.html", {**turn_context(
         request, view, can_post=can_post, can_cancel=selectors.can_cancel(http.user, request),
-        versions=branches.versions_of(request), feedback=rated.get(request.pk)))
+        versions=branches.versions_of(request), feedback=rated.get(request.pk)),
+        "conversation_cost": _cost_words(conversation_id)})
+
+
+def _cost_words(conversation_id: uuid.UUID) -> str | None:
+    """The conversation's total cost in words (empty: nothing priced yet); None: no prices set."""
+    total = selectors.conversation_cost(conversation_id=conversation_id)
+    return None if total is None else pricing.total_text(total)
 
 
 def _chat_request(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UUID) -> ResponseRequest:

@@ -7,6 +7,10 @@ A viewer is a viewer connection of the owner's request, never a request of their
 starts, stops or counts one. Revoking closes their sockets at once (shares.close_sockets), and
 the link answers 404 from then on: a page that says so (a person reads it). A visitor who is not
 signed in, of a link for signed-in people, goes to the login page, which says why.
+
+A signed-in visitor may continue the shared conversation as their own (`shared_continue`, a POST
+of the shared page): shares.share_continue copies its turns into a new conversation of theirs,
+which opens. A visitor who is not signed in is asked to, and comes back to the shared page.
 """
 
 from __future__ import annotations
@@ -90,6 +94,8 @@ async def share_revoke(http: HttpRequest, conversation_id: uuid.UUID, share_id: 
 
 LOGIN_WHY = "This conversation was shared with people who have an account here. Log in to read it."
 GONE = "This link was revoked or never existed"
+CONTINUE_WHY = "Log in to continue this conversation as your own. You will come back to it."
+NOTHING_YET = "There is nothing to continue yet"
 
 
 def _open(http: HttpRequest, token: str) -> Share | HttpResponse:
@@ -131,10 +137,34 @@ def shared(http: HttpRequest, token: str) -> HttpResponse:
     return pages.page(http, "responses_app/shared.html", {
         "share": share,
         "conversation": conversation,
+        "is_owner": selectors.is_owner(http.user, conversation),
+        "signed_in": http.user.is_authenticated,
+        "continue_id": str(uuid.uuid4()),
         "turns": [turn_context(r, v, can_post=False, can_cancel=False, versions=versions)
                   for r, v, versions in turns],
         "relay_urls": addresses.share_url_templates(share.token),
     })
+
+
+@require_POST
+def shared_continue(http: HttpRequest, token: str) -> HttpResponse:
+    """A copy of what the link shows, as the signed-in visitor's own new conversation, opened."""
+    if not http.user.is_authenticated:
+        messages.info(http, CONTINUE_WHY, fail_silently=True)
+        return redirect_to_login(reverse("responses_app:shared", args=[token]))
+    share = _open(http, token)
+    if isinstance(share, HttpResponse):
+        return share
+    try:
+        key = uuid.UUID(http.POST.get("continue_id", ""))
+    except ValueError:
+        key = uuid.uuid4()
+    conversation = shares.share_continue(share=share, user=http.user, key=key)
+    if conversation is None:
+        return pages.refused_page(http, 409, NOTHING_YET, (
+            "No answer in this conversation has ended yet. Wait until one has, then continue it."),
+            links=[(reverse("responses_app:shared", args=[token]), "Back to the shared conversation")])
+    return HttpResponseRedirect(reverse("responses_app:chat", args=[conversation.pk]))
 
 
 @require_GET

@@ -15,7 +15,7 @@ from typing import Any
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from .. import forms, selectors
+from .. import forms, pricing
 from ..blockwords import DONE_STATES
 from ..branches import Versions
 from ..models import AnswerFeedback, ResponseRequest
@@ -177,7 +177,7 @@ def turn_context(request: ResponseRequest, view: dict[str, Any], *, can_post: bo
         "error": error,
         "incomplete_reason": request.incomplete_reason or meta.get("incomplete_reason") or "",
         "usage": usage,
-        "cost": selectors.usage_cost(usage=usage, model=request.model),
+        "cost": pricing.cost_of(usage, request.model),
         "thought_s": _thought_s(request, view),
         "can_post": can_post,
         "feedback": feedback,

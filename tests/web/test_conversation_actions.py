@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from responses_app import selectors, services
+from responses_app import pricing, selectors, services
 from responses_app.models import Conversation, ResponseRequest
 from responses_app.routing import websocket_urlpatterns
 from responses_app.templatetags.relay_tags import ago_text, group_blocks, usage_line
@@ -177,22 +178,25 @@ def test_usage_per_answer_with_a_cost_when_priced(owner: Any, settings: Any) -> 
     settings.RELAY_PRICES = {"sim-text": {"input": 2.0, "cached_input": 0.5, "output": 8.0}}
     turn = make_turn(owner)
     ResponseRequest.objects.filter(pk=turn.pk).update(usage=USAGE)
-    cost = selectors.usage_cost(usage=USAGE, model="sim-text")
-    assert cost == pytest.approx((1000 * 2.0 + 200 * 0.5 + 300 * 8.0) / 1e6)
-    assert selectors.usage_cost(usage=USAGE, model="unpriced") is None
+    cost = pricing.cost_of(USAGE, "sim-text")
+    assert cost == pricing.Cost(Decimal(1000 * 2 + 200 * 0.5 + 300 * 8) / 1_000_000)
+    assert pricing.cost_of(USAGE, "unpriced") is None
     html = client_for(owner).get(reverse("responses_app:chat", args=[turn.conversation_id])).content.decode()
     for part in ("1200 in", "200 cached", "300 out", "120 reasoning", "$0.0045"):
         assert part in html
     listing = client_for(owner).get(reverse("responses_app:conversations")).content.decode()
-    assert "1500 tokens used (1200 in · 300 out) · $0.0045" in listing
+    assert '1500 tokens used (1200 in · 300 out) · <span data-usage="cost">$0.0045</span>' in listing
     assert str(usage_line(None)) == ""
     stopped = str(usage_line({"output_tokens": 7, "total_tokens": 7, "estimated": True}))
     assert "≈ 7 out" in stopped and " in<" not in stopped and "estimated" in stopped
 
 
 @pytest.mark.parametrize(("value", "message"), [
-    ("[1]", "JSON object of models"), ("{", "must be a JSON object"), ('{"m": {"input": -1}}', "non-negative"),
-    ('{"m": {"inptu": 1}}', "input, cached_input, output"), ('{"m": {"input": true}}', "non-negative"),
+    ("[1]", "JSON object of models"), ("{", "must be a JSON object"),
+    ('{"m": {"input": -1, "output": 1}}', "non-negative"),
+    ('{"m": {"inptu": 1, "output": 1}}', "input and output"), ('{"m": {"input": true, "output": 1}}', "non-negative"),
+    ('{"m": {"input": 1}}', "input and output"), ('{"m": {"input": "NaN", "output": 1}}', "non-negative"),
+    ('{"m": {"input": "two", "output": 1}}', "non-negative"),
 ])
 def test_bad_prices_are_reported_by_manage_py_check(value: str, message: str, settings: Any) -> None:
     settings.RELAY_PRICES = value

@@ -79,7 +79,7 @@ nasty_text = st.sampled_from(NASTY) | st.text(max_size=30)
 FIELDS = ["input", "model", "conversation", "client_request_id", "metadata", "max_output_tokens", "background",
           "tools", "id", "messages", "trigger", "threadId", "runId", "resume", "forwardedProps", "blocks", "entries",
           "turn", "anonymous", "title", "prompt", "approve", "text", "q", "days", "page", "last_event_id",
-          "thread_id", "run_id", "v", "next", "username", "password", "o", "e", "p", "all"]
+          "thread_id", "run_id", "v", "next", "username", "password", "o", "e", "p", "all", "continue_id"]
 field_names = st.sampled_from(FIELDS) | st.text(max_size=6)
 scalars = (st.none() | st.booleans() | st.integers() | st.integers(min_value=2**64, max_value=2**200)
            | st.floats(allow_nan=False, allow_infinity=False) | nasty_text)
@@ -129,6 +129,7 @@ def seeds(ids: dict[str, str]) -> dict[str, list[tuple[str, Any]]]:
         "render-blocks": [("json", {"blocks": [{"id": "t", "kind": "text", "text": "**a**", "state": "done"}],
                                     "entries": ["t"]})],
         "share-create": [("form", {"turn": request, "anonymous": "1"})],
+        "shared-continue": [("form", {"continue_id": "6f1c1e43-6a3f-4f0e-9a59-3c2b8b7c2d10"})],
         "conversation-rename": [("form", {"title": "New"})],
         "chat-edit": [("form", {"prompt": "Again", "client_request_id": "k2"})],
         "chat-regenerate": [("form", {"client_request_id": "k3"})],

@@ -351,6 +351,7 @@ class Follower {
         refocus(fresh);
         this.turn = fresh;
         fresh.dataset.finished = "1";
+        showConversationCost(fresh.dataset.conversationTotal);
         hooks.replaced(fresh);
         return;
       } catch {
@@ -358,6 +359,15 @@ class Follower {
       }
     }
   }
+}
+
+// The conversation's total under its title, as the server counted it with this answer (the turn's data-conversation-total).
+function showConversationCost(words) {
+  const line = document.querySelector("[data-conversation-cost]");
+  const total = line && line.querySelector("[data-cost-total]");
+  if (!total || words === undefined) return;
+  total.textContent = words;
+  line.hidden = !words;
 }
 
 export function followAll() {
