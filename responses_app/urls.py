@@ -2,7 +2,17 @@ from __future__ import annotations
 
 from django.urls import path
 
-from .web import feedback, frontend_streams, jsonapi, live_blocks, pages, search_export, share_links, versions
+from .web import (
+    attachment_files,
+    feedback,
+    frontend_streams,
+    jsonapi,
+    live_blocks,
+    pages,
+    search_export,
+    share_links,
+    versions,
+)
 
 app_name = "responses_app"
 
@@ -27,6 +37,8 @@ urlpatterns = [
     path("c/<uuid:conversation_id>/turns/<uuid:request_id>/edit", pages.chat_edit, name="chat-edit"),
     path("c/<uuid:conversation_id>/turns/<uuid:request_id>/show", versions.chat_show, name="chat-show"),
     path("c/<uuid:conversation_id>/turns/<uuid:request_id>/feedback", feedback.chat_feedback, name="chat-feedback"),
+    path("c/<uuid:conversation_id>/turns/<uuid:request_id>/attachments/<uuid:attachment_id>",
+         attachment_files.chat_attachment, name="chat-attachment"),
     path("c/<uuid:conversation_id>/rename", pages.conversation_rename, name="conversation-rename"),
     path("c/<uuid:conversation_id>/delete", pages.conversation_delete, name="conversation-delete"),
     path("render/blocks", live_blocks.render_blocks, name="render-blocks"),
@@ -38,5 +50,7 @@ urlpatterns = [
     path("c/<uuid:conversation_id>/shares/<uuid:share_id>/revoke", share_links.share_revoke, name="share-revoke"),
     path("s/<str:token>/", share_links.shared, name="shared"),
     path("s/<str:token>/turns/<uuid:request_id>/", share_links.shared_turn, name="shared-turn"),
+    path("s/<str:token>/turns/<uuid:request_id>/attachments/<uuid:attachment_id>",
+         attachment_files.shared_attachment, name="shared-attachment"),
     path("s/<str:token>/render/blocks", live_blocks.shared_render_blocks, name="shared-render-blocks"),
 ]

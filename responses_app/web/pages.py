@@ -23,7 +23,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from .. import branches, feedback, forms, idempotency, limits, selectors, services, submission
+from .. import attachments, branches, feedback, forms, idempotency, limits, selectors, services, submission
 from ..conf import app_settings
 from ..conversation_events import announce
 from ..models import Conversation, ResponseRequest
@@ -104,7 +104,17 @@ def composer_context(*, conversation: Conversation | None = None, values: dict[s
         "errors": errors or {},
         "error_lines": form_words.error_lines(errors or {}),  # in words, each tied to its field
         "conversation": conversation,
+        "attachments": _attachment_limits(),
     }
+
+
+def _attachment_limits() -> dict[str, Any] | None:
+    """What the composer's file picker offers and checks (the server checks again, by the bytes)."""
+    if not app_settings.ATTACHMENT_TYPES:
+        return None
+    return {"accept": attachments.accept_attribute(), "max_bytes": app_settings.ATTACHMENT_MAX_BYTES,
+            "max_files": app_settings.ATTACHMENT_MAX_FILES, "types": attachments.types_words(),
+            "max_size": attachments.size_words(app_settings.ATTACHMENT_MAX_BYTES)}
 
 
 def _chat_url(conversation_id: Any, request_id: Any | None = None) -> str:
@@ -180,19 +190,28 @@ def refusal_words(refused: Refused) -> str:
     return refused.message
 
 
-def _form_errors(refused: Refused) -> dict[str, list[str]]:
-    """The composer's errors by field ("" for the send as a whole), worded by form_words."""
-    if refused.status != 400 or not refused.errors:
-        return {"": [refusal_words(refused)]}
-    return refused.errors
+FILES_AGAIN = "Your message was kept, but a page cannot keep files: attach them again to send them."
+
+
+def _form_errors(refused: Refused, http: HttpRequest | None = None) -> dict[str, list[str]]:
+    """The composer's errors by field ("" for the send as a whole), worded by form_words; a send
+    with files says to attach them again (a file input comes back empty)."""
+    errors = refused.errors if refused.status == 400 and refused.errors else {"": [refusal_words(refused)]}
+    if http is not None and _files(http):
+        errors = {**errors, attachments.PARAM: [*errors.get(attachments.PARAM, []), FILES_AGAIN]}
+    return errors
+
+
+def _files(http: HttpRequest) -> list[Any]:
+    return http.FILES.getlist(attachments.PARAM)
 
 
 def _conversation_new(http: HttpRequest) -> tuple[HttpResponse, Submitted | None]:
     data = _form_data(http)
     try:
-        done = submission.submit(user=http.user, data=data)
+        done = submission.submit(user=http.user, data=data, files=_files(http))
     except Refused as refused:
-        return refused.answer(_conversation_list(http, values=data, errors=_form_errors(refused))), None
+        return refused.answer(_conversation_list(http, values=data, errors=_form_errors(refused, http))), None
     return HttpResponseRedirect(_chat_url(done.request.conversation_id, done.request.pk)), done
 
 
@@ -222,9 +241,10 @@ def _chat(http: HttpRequest, conversation_id: uuid.UUID) -> tuple[HttpResponse, 
             raise PermissionDenied("Only the owner can add to a conversation")
         values = _form_data(http)
         try:
-            done = submission.submit(user=http.user, data=dict(values, conversation=str(conversation.pk)))
+            done = submission.submit(user=http.user, data=dict(values, conversation=str(conversation.pk)),
+                                     files=_files(http))
         except Refused as exc:
-            refused, errors = exc, _form_errors(exc)
+            refused, errors = exc, _form_errors(exc, http)
         else:
             return HttpResponseRedirect(_chat_url(done.request.conversation_id, done.request.pk)), done
     # `?version=`: a search result's version, for this page view only (the saved choice stays).
