@@ -31,6 +31,7 @@ from django.utils.html import format_html
 from . import selectors
 from .models import (
     AnswerFeedback,
+    Attachment,
     Checkpoint,
     Conversation,
     McpApproval,
@@ -181,6 +182,18 @@ class AnswerFeedbackInline(ReadOnlyInline):
     fields = readonly_fields = ("user", "rating", "note", "updated")
 
 
+class AttachmentInline(ReadOnlyInline):
+    """The files sent with the turn, each opened through the turn's own address (the view permission)."""
+
+    model = Attachment
+    fields = readonly_fields = ("file", "mime", "size", "width", "height")
+
+    @admin.display(description="file")
+    def file(self, obj: Attachment) -> str:
+        url = reverse("responses_app:chat-attachment", args=[obj.request.conversation_id, obj.request_id, obj.pk])
+        return format_html('<a href="{}">{}</a>', url, obj.name)
+
+
 @admin.register(ResponseRequest)
 class ResponseRequestAdmin(AtTheSecond, admin.ModelAdmin):
     list_display = seconds(("short_id", "status", "model", "owner", "response_id", "ttft_ms", "duration_ms", "events",
@@ -191,8 +204,8 @@ class ResponseRequestAdmin(AtTheSecond, admin.ModelAdmin):
     list_select_related = ("owner",)
     date_hierarchy = "created"
     ordering = ("-created",)
-    inlines = (SegmentInline, ToolCallInline, McpApprovalInline, SafetyVerdictInline, AnswerFeedbackInline,
-               CheckpointInline)
+    inlines = (AttachmentInline, SegmentInline, ToolCallInline, McpApprovalInline, SafetyVerdictInline,
+               AnswerFeedbackInline, CheckpointInline)
     actions = ("download_event_logs",)
     fieldsets = (
         (None, {"fields": ("id", "status", "model", "owner", "conversation", "links", "client_request_id",

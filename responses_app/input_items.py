@@ -5,9 +5,10 @@ images (`input_image`) at a public `https://` URL or inline as a `data:image/...
 (within the body limit of forms.MAX_INPUT_BYTES). Nothing else reaches the provider from a user:
 system, developer and assistant messages, `item_reference`, tool calls and their outputs
 (`function_call_output` ...), approval responses, files (`input_file`: a person's files come as
-attachments, checked and added by attachments.py) and provider `file_id`s come only from server code (`api.submit`, the runner's own continuations)
-or from a kind RELAY_USER_INPUT_ITEMS lists. An image URL whose host is `localhost` or an IP
-literal outside the public ranges (private, loopback, link-local, reserved ...) is never accepted.
+attachments, checked and added by attachments.py) and provider `file_id`s come only from server
+code (`api.submit`, the runner's own continuations) or from a kind RELAY_USER_INPUT_ITEMS lists.
+An image URL whose host is `localhost` or an IP literal outside the public ranges (private,
+loopback, link-local, reserved ...) is never accepted.
 
 Pure: no Django; the kinds a setting may list are `KINDS`.
 """

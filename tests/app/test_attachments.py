@@ -268,3 +268,15 @@ def test_regenerate_and_the_context_of_later_turns_keep_them(owner: Any) -> None
     context = selectors.conversation_context(request=later)
     assert context[0]["content"][1]["type"] == "input_image", "the full context carries the earlier turn's image"
     assert Attachment.objects.count() == 1, "versions share the stored file"
+
+
+def test_staff_find_them_in_the_admin(owner: Any, staff: Any) -> None:
+    from django.contrib.auth.models import Permission
+
+    request = send(owner, upload("shot.png", PNG))
+    (image,) = attachments.of_turn(request)
+    staff.user_permissions.add(Permission.objects.get(codename="view_attachment"))
+    client = client_for(type(staff).objects.get(pk=staff.pk))
+    page = client.get(reverse("admin:responses_app_responserequest_change", args=[request.pk])).content.decode()
+    assert f'<a href="{file_url(request, image)}">shot.png</a>' in page
+    assert client.get(file_url(request, image)).status_code == 200
