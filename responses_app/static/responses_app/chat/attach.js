@@ -1,4 +1,4 @@
-// attach.js: the composer's attachments. Attach opens the file picker; an image pasted into the
+// attach.js: the composer's attachments. Attach (beside Send) opens the file picker; an image pasted into the
 // message box, or files dropped on the composer, are added too; each file is a chip (a thumbnail
 // for an image) with Remove, until the message is sent.
 //
@@ -49,7 +49,7 @@ export function bindAttachments(form, { onError = () => {}, onChange = () => {} 
   if (!box) return null;
   const input = box.querySelector("input[type=file]");
   const chips = box.querySelector("[data-chips]");
-  const attach = box.querySelector("[data-attach]");
+  const attach = form.querySelector("[data-attach]"); // beside Send
   const maxFiles = Number(box.dataset.maxFiles || 0);
   const maxBytes = Number(box.dataset.maxBytes || 0);
   let files = [];
