@@ -248,6 +248,9 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = Path(env.str("DJANGO_STATIC_ROOT", default=str(BASE_DIR / "staticfiles")))
+# Attachments (responses_app/attachments.py) go to the default storage: here a folder nothing
+# serves (no MEDIA_URL route); the app serves each file only to who may see its turn.
+MEDIA_ROOT = Path(env.str("DJANGO_MEDIA_ROOT", default=str(BASE_DIR / "media")))
 # Outside development: `manage.py collectstatic` first; WhiteNoise serves the hashed, compressed
 # files with far-future cache headers. Development serves them from the app directories.
 if not DEVELOPMENT:

@@ -20,9 +20,11 @@ def connect_receivers() -> None:
     from django.conf import settings
     from django.contrib.auth.signals import user_logged_out
     from django.core.signals import request_started, setting_changed
-    from django.db.models.signals import post_save
+    from django.db.models.signals import post_delete, post_save
 
+    from .attachments import forget_deleted
     from .conf import reload_on_setting_changed
+    from .models import Attachment
     from .relay.worker import start_with_the_first_request
     from .viewers.guard import close_sockets_on_logout, recheck_sockets_on_user_save
 
@@ -33,3 +35,5 @@ def connect_receivers() -> None:
     user_logged_out.connect(close_sockets_on_logout, dispatch_uid="relay-close-sockets-on-logout")
     post_save.connect(recheck_sockets_on_user_save, sender=settings.AUTH_USER_MODEL,
                       dispatch_uid="relay-recheck-sockets-on-user-save")
+    # An attachment's bytes go with its row (a conversation deleted for good, a user removed).
+    post_delete.connect(forget_deleted, sender=Attachment, dispatch_uid="relay-attachment-bytes")

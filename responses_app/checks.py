@@ -15,10 +15,12 @@ never raised at import or at first use. `docs/configuration.md` lists the ids.
     responses_app.E021  a RELAY_PROVIDERS provider at a host that needs a key has none
     responses_app.E022  a model listed by two RELAY_PROVIDERS providers
     responses_app.E023  a provider's transport is websocket and its supports say it has no WebSocket mode
+    responses_app.E030  RELAY_ATTACHMENT_STORAGE names no storage of STORAGES
     responses_app.W001  a RELAY_* setting this app does not have (a typo?)
     responses_app.W002  ag-ui-protocol is not installed: the AG-UI routes answer 501
     responses_app.W020  a RELAY_PROVIDERS key (or supports key) this app does not have (a typo?)
     responses_app.W021  RELAY_ALLOWED_MODELS names a model no RELAY_PROVIDERS provider serves
+    responses_app.W030  a message's attachments may be more than a provider takes in one request (50 MB)
   with --deploy:
     responses_app.E010  the upstream is the built-in simulator
     responses_app.E011  a real provider and no RELAY_ALLOWED_MODELS
@@ -82,9 +84,33 @@ def settings_check(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     found += _template_errors()
     found += _tool_errors()
     found += _websocket_errors()
+    found += _attachment_errors()
     if app_settings.OTEL and importlib.util.find_spec("opentelemetry") is None:
         found.append(_error("E007", "RELAY_OTEL=True needs the opentelemetry-api package.",
                             "pip install 'responses-relay[otel]' (and an SDK with an exporter to see the spans)."))
+    return found
+
+
+PROVIDER_FILE_BYTES = 50 * 1024 * 1024  # what the Responses API takes of files in one request
+
+
+def _attachment_errors() -> list[checks.CheckMessage]:
+    if not app_settings.ATTACHMENT_TYPES:
+        return []
+    from django.core.files.storage import storages
+
+    found: list[checks.CheckMessage] = []
+    alias = app_settings.ATTACHMENT_STORAGE
+    if alias not in storages.backends:
+        found.append(_error("E030", f"RELAY_ATTACHMENT_STORAGE {alias!r} is not a storage of STORAGES.",
+                            f"Add STORAGES[{alias!r}], or set RELAY_ATTACHMENT_STORAGE to one of "
+                            f"{', '.join(sorted(storages.backends))} (or RELAY_ATTACHMENT_TYPES to empty)."))
+    most = app_settings.ATTACHMENT_MAX_BYTES * app_settings.ATTACHMENT_MAX_FILES * 4 // 3  # base64
+    if most > PROVIDER_FILE_BYTES:
+        found.append(checks.Warning(
+            f"A message may carry {most // (1024 * 1024)} MB of attachments (base64), more than the Responses API "
+            "takes in one request (50 MB): such a send would fail upstream.",
+            hint="Lower RELAY_ATTACHMENT_MAX_BYTES or RELAY_ATTACHMENT_MAX_FILES.", id="responses_app.W030"))
     return found
 
 

@@ -173,6 +173,15 @@ SETTINGS: tuple[Setting, ...] = (
             "Kinds of input item users may send beyond user messages of text and public https images "
             "(responses_app/input_items.py): system, developer, assistant, item_reference, function_call_output, "
             "mcp_approval_response, input_file, file_id ... Server code (api.submit) sends any.", "limits"),
+    Setting("ATTACHMENT_TYPES", tuple(values.ATTACHMENT_TYPES), values.attachment_types,
+            "What people may attach to a message, told by the file's bytes, not its name: png, jpeg, gif, "
+            "webp (images), pdf and text (files). Empty: no attachments.", "limits"),
+    Setting("ATTACHMENT_MAX_BYTES", 8 * 1024 * 1024, values.integer(), "The largest attachment, in bytes.",
+            "limits"),
+    Setting("ATTACHMENT_MAX_FILES", 4, values.integer(), "Attachments of one message.", "limits"),
+    Setting("ATTACHMENT_STORAGE", "default", values.text,
+            "The STORAGES alias attachments are saved in (Django's storage API). Keep it out of what MEDIA_URL "
+            "serves: attachments are served only through the app, to who may see their turn.", "limits"),
     Setting("MAX_SOCKETS_PER_USER", 16, values.integer(), "Open websockets per user, across processes.", "limits"),
     Setting("WS_FRAME_RATE", 10, values.integer(), "Frames a socket may send per second…", "limits"),
     Setting("WS_FRAME_BURST", 30, values.integer(), "…and in a burst; beyond it dropped, then closed.", "limits"),

@@ -10,6 +10,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from .input_items import KINDS as INPUT_KINDS
+from .sniff import TYPES as ATTACHMENT_TYPES
 
 SAFETY_MODES = ("off", "progressive", "buffered")
 _TRUE = ("true", "1", "yes", "on")
@@ -212,4 +213,12 @@ def dotted_paths(raw: Any) -> tuple[str, ...]:
     for name in found:
         if "." not in name:
             raise ValueError(f"must be dotted paths (myproject.tools.lookup), got {name!r}")
+    return found
+
+
+def attachment_types(raw: Any) -> tuple[str, ...]:
+    found = tuple(name.lower() for name in names(raw))
+    unknown = [name for name in found if name not in ATTACHMENT_TYPES]
+    if unknown:
+        raise ValueError(f"names no type of attachment {unknown[0]!r} (one of {', '.join(ATTACHMENT_TYPES)})")
     return found

@@ -173,6 +173,10 @@ class SubmitForm(forms.Form):
     metadata = MetadataField()
     max_output_tokens = PositiveIntegerField()
 
+    def __init__(self, data: dict[str, Any], *, attached: bool = False) -> None:
+        super().__init__(data)
+        self.fields["input"].required = not attached  # a message may be its attachments alone
+
     def clean_model(self) -> str:
         model: str = self.cleaned_data["model"]
         if not model or any(c.isspace() for c in model):

@@ -4,10 +4,11 @@ A user sends text (a string), or a list of user messages whose content is text (
 images (`input_image`) at a public `https://` URL or inline as a `data:image/...;base64,` URL
 (within the body limit of forms.MAX_INPUT_BYTES). Nothing else reaches the provider from a user:
 system, developer and assistant messages, `item_reference`, tool calls and their outputs
-(`function_call_output` ...), approval responses, files (`input_file`: this app has no upload)
-and provider `file_id`s come only from server code (`api.submit`, the runner's own continuations)
-or from a kind RELAY_USER_INPUT_ITEMS lists. An image URL whose host is `localhost` or an IP
-literal outside the public ranges (private, loopback, link-local, reserved ...) is never accepted.
+(`function_call_output` ...), approval responses, files (`input_file`: a person's files come as
+attachments, checked and added by attachments.py) and provider `file_id`s come only from server
+code (`api.submit`, the runner's own continuations) or from a kind RELAY_USER_INPUT_ITEMS lists.
+An image URL whose host is `localhost` or an IP literal outside the public ranges (private,
+loopback, link-local, reserved ...) is never accepted.
 
 Pure: no Django; the kinds a setting may list are `KINDS`.
 """

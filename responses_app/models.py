@@ -392,3 +392,32 @@ class SearchDocument(models.Model):
     request = models.OneToOneField(ResponseRequest, on_delete=models.CASCADE, primary_key=True,
                                    related_name="search_document")
     vector = SearchDocumentField()
+
+
+class Attachment(models.Model):
+    """An image or a file a person attached to a message (attachments.py): its bytes in a storage
+    (RELAY_ATTACHMENT_STORAGE, Django's storage API), its type told by those bytes (sniff.py). Sent
+    upstream as an input_image or input_file part of the turn that lists it in `params.attachments`
+    (the turn it came with, and the versions Regenerate and Edit made of it); served only to who may
+    see that turn."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    request = models.ForeignKey(ResponseRequest, on_delete=models.CASCADE, related_name="attachments")
+    name = models.CharField(max_length=255)  # the file's name as the person's device gave it, for showing
+    stored_name = models.CharField(max_length=255)  # its name in the storage
+    mime = models.CharField(max_length=64)  # what sniff.py found, never what the browser said
+    size = models.PositiveIntegerField()
+    width = models.PositiveIntegerField(null=True, blank=True)  # an image's
+    height = models.PositiveIntegerField(null=True, blank=True)
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["request", "created"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.mime}, {self.size} bytes)"
+
+    @property
+    def is_image(self) -> bool:
+        return self.mime.startswith("image/")

@@ -13,7 +13,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
 
-from . import branches, pricing, storage
+from . import attachments, branches, pricing, storage
 from .branches import Versions
 from .conf import app_settings
 from .models import (
@@ -239,8 +239,11 @@ def provider_of_response(*, response_id: str) -> str | None:
 
 
 def request_get(*, request_id: uuid.UUID) -> RunRequest:
-    """The request as its runner holds it."""
-    return RunRequest(**ResponseRequest.objects.values(*RunRequest.FIELDS).get(pk=request_id))
+    """The request as its runner holds it: its input as the provider is sent it (with its
+    attachments' parts, attachments.upstream_input)."""
+    row = ResponseRequest.objects.values(*RunRequest.FIELDS).get(pk=request_id)
+    row["input"] = attachments.upstream_input(row["input"], row["params"])
+    return RunRequest(**row)
 
 
 def segment_count(*, request_id: uuid.UUID) -> int:
@@ -333,7 +336,8 @@ def conversation_context(*, request: ResponseRequest | RunRequest) -> list[dict[
         calls.setdefault(call.request_id, []).append(call)
     items: list[dict[str, Any]] = []
     for turn in earlier:
-        items.extend(turn.input if isinstance(turn.input, list) else [{"role": "user", "content": turn.input}])
+        sent = attachments.upstream_input(turn.input, turn.params)
+        items.extend(sent if isinstance(sent, list) else [{"role": "user", "content": sent}])
         for call in calls.get(turn.pk, []):
             arguments = call.arguments if isinstance(call.arguments, str) else orjson.dumps(call.arguments).decode()
             items.append({"type": "function_call", "call_id": call.call_id, "name": call.name, "arguments": arguments})

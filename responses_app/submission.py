@@ -30,14 +30,14 @@ A refusal is answered by `Refused.answer` (its status, and Retry-After on a 429)
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.http import HttpResponse, JsonResponse
 
-from . import branches, input_items, limits, selectors, services, signals
+from . import attachments, branches, input_items, limits, selectors, services, signals
 from .conf import app_settings
 from .forms import SubmitForm
 from .models import Conversation, ResponseRequest
@@ -82,12 +82,18 @@ class Submitted:
 
 
 def submit(*, user: Any, data: Mapping[str, Any], replaces: ResponseRequest | None = None,
-           trusted: bool = False) -> Submitted:
+           trusted: bool = False, files: Sequence[attachments.File] = ()) -> Submitted:
     """Validate, apply the user's limits and create the logical request (or find the one this
     idempotency key made). `replaces`: Regenerate or Edit of that turn, a new version of it (a
-    branch) chained to the answers before it. `trusted`: the input comes from server code, not
-    a user (any input item). Raises Refused."""
-    form = SubmitForm(dict(data))
+    branch) chained to the answers before it, with its attachments. `trusted`: the input comes
+    from server code, not a user (any input item). `files`: attachments (attachments.check: their
+    number, sizes and types), stored with the new turn. Raises Refused."""
+    try:
+        uploads = attachments.check(files)
+    except attachments.Refused as exc:
+        raise Refused(400, "invalid_attachment", str(exc), errors={attachments.PARAM: [str(exc)]}) from None
+    kept = attachments.ids_of(replaces.params) if replaces is not None else []
+    form = SubmitForm(dict(data), attached=bool(uploads or kept))
     if not form.is_valid():
         raise Refused(400, "invalid_request", "invalid request",
                       errors={k: [str(m) for m in v] for k, v in form.errors.items()})
@@ -114,10 +120,15 @@ def submit(*, user: Any, data: Mapping[str, Any], replaces: ResponseRequest | No
         params = _params(cleaned, head=head, tools=data.get("tools"), provider=provider)
         if trusted and isinstance(cleaned["input"], list):
             params[TRUSTED] = True
+        new = attachments.new_ids(len(uploads))
+        if kept or new:
+            params[attachments.PARAM] = [*kept, *new]
         request, created = services.request_create(
             owner=user, input=cleaned["input"], model=cleaned["model"],
             client_request_id=cleaned["client_request_id"], conversation=conversation, params=params,
             parent_id=parent_id, provider=provider.name)
+        if created and uploads:
+            attachments.store(uploads, ids=new, request=request, owner=user)
     branch: list[str] = []
     if created:
         signals.send(signals.request_started, request=request)

@@ -3,6 +3,8 @@ from __future__ import annotations
 from django.urls import path
 
 from .web import (
+    analytics_view,
+    attachment_files,
     conversation_menu,
     feedback,
     frontend_streams,
@@ -37,6 +39,8 @@ urlpatterns = [
     path("c/<uuid:conversation_id>/turns/<uuid:request_id>/edit", pages.chat_edit, name="chat-edit"),
     path("c/<uuid:conversation_id>/turns/<uuid:request_id>/show", versions.chat_show, name="chat-show"),
     path("c/<uuid:conversation_id>/turns/<uuid:request_id>/feedback", feedback.chat_feedback, name="chat-feedback"),
+    path("c/<uuid:conversation_id>/turns/<uuid:request_id>/attachments/<uuid:attachment_id>",
+         attachment_files.chat_attachment, name="chat-attachment"),
     path("c/<uuid:conversation_id>/rename", pages.conversation_rename, name="conversation-rename"),
     path("c/<uuid:conversation_id>/delete", pages.conversation_delete, name="conversation-delete"),
     # the sidebar, pin and archive, undo after Delete (conversation_menu.py)
@@ -45,7 +49,7 @@ urlpatterns = [
     path("c/<uuid:conversation_id>/archive", conversation_menu.conversation_archive, name="conversation-archive"),
     path("c/<uuid:conversation_id>/restore", conversation_menu.conversation_restore, name="conversation-restore"),
     path("render/blocks", live_blocks.render_blocks, name="render-blocks"),
-    path("analytics/", pages.analytics_page, name="analytics"),
+    path("analytics/", analytics_view.analytics_page, name="analytics"),
     # find and take out (search_export.py), share a live answer (share_links.py)
     path("search/", search_export.search, name="search"),
     path("c/<uuid:conversation_id>/export.<str:fmt>", search_export.export, name="conversation-export"),
@@ -54,5 +58,7 @@ urlpatterns = [
     path("s/<str:token>/", share_links.shared, name="shared"),
     path("s/<str:token>/turns/<uuid:request_id>/", share_links.shared_turn, name="shared-turn"),
     path("s/<str:token>/continue/", share_links.shared_continue, name="shared-continue"),
+    path("s/<str:token>/turns/<uuid:request_id>/attachments/<uuid:attachment_id>",
+         attachment_files.shared_attachment, name="shared-attachment"),
     path("s/<str:token>/render/blocks", live_blocks.shared_render_blocks, name="shared-render-blocks"),
 ]

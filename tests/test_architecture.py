@@ -159,6 +159,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 )
 TOP_LEVEL = {
     "conf": "settings", "conf_values": "settings", "providers": "settings", "input_items": "settings",
+    "sniff": "streaming",  # what an attachment is, from its bytes: pure as the core (the simulator reads it too)
     "redact": "settings", "compat": "settings",  # compat: reach-ins to private APIs, a leaf any layer uses
     "health": "ops", "metrics": "ops", "logcontext": "ops",  # the public names of ops/ modules (docs/)
     "limits": "relay",  # counts on the relay's database threads
@@ -167,6 +168,7 @@ TOP_LEVEL = {
     "viewers.request": "sockets", "viewers.conversation": "sockets", "viewers.guard": "sockets",
     "submission": "doors", "addresses": "web", "api": "web", "routing": "sockets",
     "templatetags": "wiring", "management": "wiring", "urls": "wiring", "apps": "wiring", "admin": "wiring",
+    "admin_inlines": "wiring",
     "checks": "wiring", "native": "wiring", "native_build": "wiring", "": "wiring",
 }
 

@@ -58,12 +58,13 @@ class Scenario:
 
 
 def _opening(ctx: Context) -> str:
+    seen = "".join(f"{note}\n\n" for note in texts.attachment_notes(ctx.request.get("input")))
     prompt = " ".join(ctx.prompt.split())
     if not prompt:
-        return ""
+        return seen
     if len(prompt) > 80:
         prompt = prompt[:77] + "..."
-    return f"You asked: “{prompt}”\n\n"
+    return f"You asked: “{prompt}”\n\n{seen}"
 
 
 def plain_text(ctx: Context) -> Iterator[Emission]:

@@ -10,6 +10,8 @@ import re
 import struct
 import zlib
 
+from ..sniff import sniff
+
 PARAGRAPHS: tuple[str, ...] = (
     "Streaming a response is a little like watching a river: the water you see now was upstream a "
     "moment ago, and the relay’s job is to keep every drop in order, even when the bank gives way.",
@@ -134,6 +136,44 @@ def prompt_text(value: object) -> str:
                 if any(texts):
                     return " ".join(t for t in texts if t)
     return ""
+
+
+def _data_bytes(url: object) -> bytes | None:
+    if not isinstance(url, str) or not url.startswith("data:") or ";base64," not in url:
+        return None
+    try:
+        return base64.b64decode(url.split(";base64,", 1)[1], validate=True)
+    except ValueError:
+        return None
+
+
+def attachment_notes(value: object) -> list[str]:
+    """What the simulator "sees" in the last user message's images and files, deterministically:
+    an inline image's size (read from its header), a file's name and size."""
+    if not isinstance(value, list):
+        return []
+    for item in reversed(value):
+        if not isinstance(item, dict) or item.get("role") != "user":
+            continue
+        if not isinstance(item.get("content"), list):
+            return []
+        notes = []
+        for part in item["content"]:
+            if not isinstance(part, dict):
+                continue
+            if part.get("type") == "input_image":
+                data = _data_bytes(part.get("image_url"))
+                found = sniff(data) if data else None
+                if found is not None and found.image:
+                    notes.append(f"I see an image {found.width}×{found.height} ({found.name.upper()}).")
+                elif isinstance(part.get("image_url"), str):
+                    notes.append("I see an image at a link.")
+            elif part.get("type") == "input_file":
+                data = _data_bytes(part.get("file_data"))
+                size = f", {len(data):,} bytes" if data is not None else ""
+                notes.append(f"I see a file “{str(part.get('filename') or 'unnamed')[:80]}”{size}.")
+        return notes
+    return []
 
 
 def _png(width: int, rows: list[bytes]) -> str:

@@ -17,6 +17,7 @@ LABELS = {
     "input": "Your message",
     "model": "The model",
     "metadata": "The metadata (under Advanced)",
+    "attachments": "The attachments",
 }
 # What a person is asked to do when a field the composer needs is empty.
 REQUIRED = {
@@ -24,7 +25,7 @@ REQUIRED = {
     "model": "Choose a model.",
 }
 # The fields that have a control in the composer, and its id (aria-invalid and aria-describedby go there).
-CONTROLS = {"input": "composer-input", "metadata": "composer-metadata"}
+CONTROLS = {"input": "composer-input", "metadata": "composer-metadata", "attachments": "composer-files"}
 
 
 class ErrorLine(TypedDict):

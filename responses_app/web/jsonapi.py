@@ -1,6 +1,7 @@
 """The JSON API for programmatic clients: session-authenticated, CSRF-protected.
 
-POST /api/requests                 -> 201 {id, ws_url, status} (200 with the same id on a resubmit),
+POST /api/requests                 -> 201 {id, ws_url, status} (200 with the same id on a resubmit);
+                                      JSON, or a multipart form with files as `attachments`,
                                       400 {error, errors: {field: [...]}}, 404 (no such conversation),
                                       429 {error, code} + Retry-After: submission.submit, the one door
 GET  /api/requests/<id>            -> {status, response_id, revision, view}
@@ -59,10 +60,11 @@ async def requests_create(http: HttpRequest) -> HttpResponse:
             return _error(400, "body is not valid JSON")
         if not isinstance(data, dict):
             return _error(400, "body must be a JSON object")
-    else:
-        data = http.POST.dict()
+        files = []
+    else:  # a form, multipart with its attachments (the chat page's composer.js sends one so)
+        data, files = http.POST.dict(), http.FILES.getlist("attachments")
     try:
-        done = await sync_to_async(submission.submit)(user=user, data=data)
+        done = await sync_to_async(submission.submit)(user=user, data=data, files=files)
     except Refused as refusal:
         return refusal.answer()
     await submission.start(done)  # and every open tab of the conversation shows the new turn

@@ -1,6 +1,6 @@
 """Pages: the conversation list, the chat page (server-rendered, then followed live by chat/main.js),
 a turn partial for the script, the no-JS Stop, the conversation's actions (rename, delete,
-regenerate, edit and resend) and the staff analytics page.
+regenerate, edit and resend).
 
 Forms post to the pages themselves and redirect (PRG); every form render carries a fresh
 `client_request_id`, so a double submit or a browser resubmit finds the same logical request.
@@ -15,7 +15,6 @@ from typing import Any
 import httpx
 from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.views import redirect_to_login
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
@@ -24,6 +23,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from .. import (
+    attachments,
     branches,
     conversation_lists,
     feedback,
@@ -38,13 +38,11 @@ from .. import (
 from ..conf import app_settings
 from ..conversation_events import announce
 from ..models import Conversation, ResponseRequest
-from ..ops import analytics
 from ..relay import worker
 from ..submission import Refused, Submitted
 from ..upstream import http as upstream
 from . import form_words, versions
-from .charts import series_color
-from .turns import BADGE_LABELS, turn_context
+from .turns import turn_context
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +113,17 @@ def composer_context(*, conversation: Conversation | None = None, values: dict[s
         "errors": errors or {},
         "error_lines": form_words.error_lines(errors or {}),  # in words, each tied to its field
         "conversation": conversation,
+        "attachments": _attachment_limits(),
     }
+
+
+def _attachment_limits() -> dict[str, Any] | None:
+    """What the composer's file picker offers and checks (the server checks again, by the bytes)."""
+    if not app_settings.ATTACHMENT_TYPES:
+        return None
+    return {"accept": attachments.accept_attribute(), "max_bytes": app_settings.ATTACHMENT_MAX_BYTES,
+            "max_files": app_settings.ATTACHMENT_MAX_FILES, "types": attachments.types_words(),
+            "max_size": attachments.size_words(app_settings.ATTACHMENT_MAX_BYTES)}
 
 
 def _chat_url(conversation_id: Any, request_id: Any | None = None) -> str:
@@ -206,19 +214,28 @@ def refusal_words(refused: Refused) -> str:
     return refused.message
 
 
-def _form_errors(refused: Refused) -> dict[str, list[str]]:
-    """The composer's errors by field ("" for the send as a whole), worded by form_words."""
-    if refused.status != 400 or not refused.errors:
-        return {"": [refusal_words(refused)]}
-    return refused.errors
+FILES_AGAIN = "Your message was kept, but a page cannot keep files: attach them again to send them."
+
+
+def _form_errors(refused: Refused, http: HttpRequest | None = None) -> dict[str, list[str]]:
+    """The composer's errors by field ("" for the send as a whole), worded by form_words; a send
+    with files says to attach them again (a file input comes back empty)."""
+    errors = refused.errors if refused.status == 400 and refused.errors else {"": [refusal_words(refused)]}
+    if http is not None and _files(http):
+        errors = {**errors, attachments.PARAM: [*errors.get(attachments.PARAM, []), FILES_AGAIN]}
+    return errors
+
+
+def _files(http: HttpRequest) -> list[Any]:
+    return http.FILES.getlist(attachments.PARAM)
 
 
 def _conversation_new(http: HttpRequest) -> tuple[HttpResponse, Submitted | None]:
     data = _form_data(http)
     try:
-        done = submission.submit(user=http.user, data=data)
+        done = submission.submit(user=http.user, data=data, files=_files(http))
     except Refused as refused:
-        return refused.answer(_conversation_list(http, values=data, errors=_form_errors(refused))), None
+        return refused.answer(_conversation_list(http, values=data, errors=_form_errors(refused, http))), None
     return HttpResponseRedirect(_chat_url(done.request.conversation_id, done.request.pk)), done
 
 
@@ -248,9 +265,10 @@ def _chat(http: HttpRequest, conversation_id: uuid.UUID) -> tuple[HttpResponse, 
             raise PermissionDenied("Only the owner can add to a conversation")
         values = _form_data(http)
         try:
-            done = submission.submit(user=http.user, data=dict(values, conversation=str(conversation.pk)))
+            done = submission.submit(user=http.user, data=dict(values, conversation=str(conversation.pk)),
+                                     files=_files(http))
         except Refused as exc:
-            refused, errors = exc, _form_errors(exc)
+            refused, errors = exc, _form_errors(exc, http)
         else:
             return HttpResponseRedirect(_chat_url(done.request.conversation_id, done.request.pk)), done
     # `?version=`: a search result's version, for this page view only (the saved choice stays).
@@ -408,41 +426,3 @@ async def chat_regenerate(http: HttpRequest, conversation_id: uuid.UUID, request
 async def chat_edit(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UUID) -> HttpResponse:
     """An edited prompt: a new version of the turn, chained to the answers before it."""
     return await _resend_view(http, conversation_id, request_id, edit=True)
-
-
-STATUS_ORDER = ["completed", "streaming", "pending", "incomplete", "failed", "error", "cancelled", "unknown"]
-
-
-@require_GET
-def analytics_page(http: HttpRequest) -> HttpResponse:
-    if not http.user.is_authenticated:
-        return redirect_to_login(http.get_full_path())
-    if not http.user.is_staff:
-        return refused_page(http, 403, "Analytics are for staff", (
-            f"You are signed in as {http.user.get_username()}. Only staff accounts can see the analytics; "
-            "ask an administrator if you need them."))
-    try:
-        days = min(max(int(http.GET.get("days", "14")), 1), 366)
-    except ValueError:
-        days = 14
-    period = analytics.DateRange.last_days(days)
-    data = analytics.summary(period)
-    present = {status for status, _ in data["by_status"]}
-    status_keys = [s for s in STATUS_ORDER if s in present] + sorted(present - set(STATUS_ORDER))
-    model_keys = [m for m, _ in data["by_model"]]
-    return page(http, "responses_app/analytics.html", {
-        **data,
-        "days": days,
-        "day_choices": [7, 14, 30, 90],
-        "status_keys": status_keys,
-        "status_legend": [(s, series_color(s, i)) for i, s in enumerate(status_keys)],
-        "model_legend": [(m, series_color(m, i)) for i, m in enumerate(model_keys)],
-        "model_keys": model_keys,
-        "latency_rows": [
-            ("ttft", "Time to first text", data["ttft"]),
-            ("duration", "Duration", data["duration"]),
-        ],
-        "labels": BADGE_LABELS,
-        "viewer_rows": [("connections", data["viewers"]["connections"]),
-                        ("reconnects", data["viewers"]["reconnects"])],
-    })

@@ -15,7 +15,7 @@ from typing import Any
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from .. import forms, pricing
+from .. import attachments, forms, pricing
 from ..blockwords import DONE_STATES
 from ..branches import Versions
 from ..models import AnswerFeedback, ResponseRequest
@@ -186,6 +186,7 @@ def turn_context(request: ResponseRequest, view: dict[str, Any], *, can_post: bo
         "versions": versions,
         "markdown_source": markdown_source(view),
         "max_input_chars": forms.MAX_INPUT_CHARS,
+        "attachments": attachments.of_turn(request),  # images and files sent with the prompt
     }
 
 

@@ -11,7 +11,9 @@
 // Send is off, with the reason in words (aria-describedby); nothing is cut. Errors are worded for
 // people (web/form_words.py), tied to their field, and go away as soon as the person types there.
 // While an answer streams, the composer's Stop stops the newest one, where the reader already is.
+// Attachments (attach.js) go with the prompt: the form as multipart, to the same JSON API address.
 
+import { bindAttachments } from "./attach.js";
 import { csrfToken } from "./csrf.js";
 import { announce, follow, followers } from "./follower.js";
 import { contentChanged, toBottom } from "./scroll.js";
@@ -162,9 +164,10 @@ function bindEnter(form, input) {
   });
 }
 
-// What the page can tell before asking the server: an empty message (the count refuses a long one).
-function refusedHere(form, input) {
-  if (input && !input.value.trim()) {
+// What the page can tell before asking the server: an empty message (the count refuses a long one);
+// attachments alone are a message.
+function refusedHere(form, input, attached = 0) {
+  if (input && !input.value.trim() && !attached) {
     showFormErrors(form, { input: ["This field is required."] });
     input.focus();
     return true;
@@ -185,11 +188,16 @@ export function bindComposer(form) {
     if (field) clearFormErrors(form, field);
   });
   const syncStop = bindStopLatest(form);
+  const attach = bindAttachments(form, {
+    onError: (lines) => showFormErrors(form, { attachments: lines }),
+    onChange: () => clearFormErrors(form, "attachments"),
+  });
+  const attached = () => (attach ? attach.count() : 0);
   const conversation = form.dataset.conversation;
   if (!conversation) {
     // The first prompt of a conversation posts normally and redirects: the message box there takes the focus.
     form.addEventListener("submit", (event) => {
-      if (refusedHere(form, input)) { event.preventDefault(); return; }
+      if (refusedHere(form, input, attached())) { event.preventDefault(); return; }
       try { sessionStorage.setItem(FOCUS_COMPOSER, "1"); } catch { /* no storage */ }
     });
     return syncStop;
@@ -202,7 +210,7 @@ export function bindComposer(form) {
   };
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
-    if ((button && button.dataset.sending === "1") || refusedHere(form, input)) return;
+    if ((button && button.dataset.sending === "1") || refusedHere(form, input, attached())) return;
     // A disabled button drops the focus: it goes back to the message box, where the next prompt is typed.
     const fromButton = document.activeElement === button;
     sending(true);
@@ -220,17 +228,22 @@ export function bindComposer(form) {
     const keep = () => { if (input) clear(input.value ? `${body.input}\n${input.value}` : body.input); };
     clear("");
     clearFormErrors(form);
+    // With attachments the form goes as it is (multipart, the files in it); without, as JSON.
+    const files = attached();
+    if (files) { data.set("conversation", conversation); data.set("metadata", body.metadata); }
     try {
       const response = await fetch(form.dataset.api, {
         method: "POST",
         credentials: "same-origin",
-        headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken(), Accept: "application/json" },
-        body: JSON.stringify(body),
+        headers: files ? { "X-CSRFToken": csrfToken(), Accept: "application/json" }
+          : { "Content-Type": "application/json", "X-CSRFToken": csrfToken(), Accept: "application/json" },
+        body: files ? data : JSON.stringify(body),
       });
       if (response.status === 401 || response.status === 403) { location.reload(); return; }
       const result = await response.json().catch(() => ({}));
       if (!response.ok) { keep(); showFormErrors(form, result.errors, result.error); return; }
       form.querySelector("input[name=client_request_id]").value = newRequestId(); // the next prompt
+      if (attach) attach.clear();
       await addTurn(conversation, result.id, { own: true });
     } catch {
       // Offline or the server restarted: keep the same client_request_id, so sending again is safe.
