@@ -2,7 +2,17 @@ from __future__ import annotations
 
 from django.urls import path
 
-from .web import feedback, frontend_streams, jsonapi, live_blocks, pages, search_export, share_links, versions
+from .web import (
+    feedback,
+    frontend_streams,
+    jsonapi,
+    live_blocks,
+    pages,
+    search_export,
+    share_links,
+    turn_actions,
+    versions,
+)
 
 app_name = "responses_app"
 
@@ -24,6 +34,7 @@ urlpatterns = [
     path("c/<uuid:conversation_id>/turns/<uuid:request_id>/", pages.chat_turn, name="chat-turn"),
     path("c/<uuid:conversation_id>/turns/<uuid:request_id>/cancel", pages.chat_cancel, name="chat-cancel"),
     path("c/<uuid:conversation_id>/turns/<uuid:request_id>/regenerate", pages.chat_regenerate, name="chat-regenerate"),
+    path("c/<uuid:conversation_id>/turns/<uuid:request_id>/continue", turn_actions.chat_continue, name="chat-continue"),
     path("c/<uuid:conversation_id>/turns/<uuid:request_id>/edit", pages.chat_edit, name="chat-edit"),
     path("c/<uuid:conversation_id>/turns/<uuid:request_id>/show", versions.chat_show, name="chat-show"),
     path("c/<uuid:conversation_id>/turns/<uuid:request_id>/feedback", feedback.chat_feedback, name="chat-feedback"),
