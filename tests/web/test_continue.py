@@ -30,8 +30,9 @@ def continue_url(request: ResponseRequest) -> str:
 
 def stopped_turn(owner: Any, status: str = "incomplete", text: str = FIRST) -> ResponseRequest:
     turn = make_turn(owner, text=text, status=status, prompt="Tell me about rivers")
+    reason = "max_output_tokens" if status == "incomplete" else ""
     ResponseRequest.objects.filter(pk=turn.pk).update(final_text=text, response_id="resp_first",
-                                                      incomplete_reason="max_output_tokens" if status == "incomplete" else "")
+                                                      incomplete_reason=reason)
     return ResponseRequest.objects.get(pk=turn.pk)
 
 
