@@ -191,6 +191,7 @@ def turn_context(request: ResponseRequest, view: dict[str, Any], *, can_post: bo
         "versions": versions,
         "head": head or request,
         "earlier": earlier,
+        "earlier_markdown": markdown_source(earlier) if earlier else "",
         "can_continue": can_post and not live and continuing.offered(request, last=last),
         "continue_id": str(uuid.uuid4()),
         "model_choices": (model_choices or []) if can_post else [],
