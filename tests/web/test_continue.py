@@ -10,6 +10,7 @@ import uuid
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import AnonymousUser
 from django.test import Client
 from django.urls import reverse
 
@@ -169,7 +170,9 @@ def test_continuing_again_chains_the_parts_of_one_answer(owner: Any) -> None:
 def test_search_exports_and_the_shared_page_read_the_joined_answer(owner: Any, settings: Any) -> None:
     turn = stopped_turn(owner)
     client = client_for(owner)
-    continued(owner, client, turn)
+    part = continued(owner, client, turn)
+    page = client.get(reverse("responses_app:chat", args=[turn.conversation_id])).content.decode()
+    assert f'<option value="{turn.pk}">' in page and f'<option value="{part.pk}">' not in page, "a turn is shared whole"
     hits = search.search_turns(user=owner, query="never full")
     assert [hit.request_id for hit in hits] == [turn.pk], "a hit on the rest names the turn"
     assert "river runs" in str(hits[0].answer) and "Tell me about rivers" in str(hits[0].prompt)
@@ -181,6 +184,8 @@ def test_search_exports_and_the_shared_page_read_the_joined_answer(owner: Any, s
     share = shares.share_create(conversation=turn.conversation, request=turn, user=owner, anonymous=True)
     shared = Client().get(reverse("responses_app:shared", args=[share.token])).content.decode()
     assert FIRST + REST in shared
+    assert selectors.request_for_viewer(user=AnonymousUser(), request_id=part.pk, share=share.token) == part, \
+        "the turn's link follows its continuation"
 
 
 def test_regenerating_a_continued_turn_makes_a_version_of_the_whole_turn(owner: Any) -> None:
