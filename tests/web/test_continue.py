@@ -16,6 +16,7 @@ from django.urls import reverse
 
 from responses_app import branches, continuing, search, selectors, services, shares
 from responses_app.models import Checkpoint, ResponseRequest
+from responses_app.ops import analytics
 from responses_app.web import export, model_choices
 from tests.web.test_pages import client_for, make_turn
 
@@ -165,6 +166,13 @@ def test_continuing_again_chains_the_parts_of_one_answer(owner: Any) -> None:
     (shown,) = continuing.conversation_turns(conversation=turn.conversation)
     assert shown.text == FIRST + " sea, and the sea is never full."
     assert [p.pk for p in shown.parts] == [turn.pk, second.pk, third.pk]
+
+
+def test_each_part_is_counted_once_as_the_request_it_is(owner: Any) -> None:
+    turn = stopped_turn(owner)
+    continued(owner, client_for(owner), turn)
+    data = analytics.summary(analytics.DateRange.last_days(1))
+    assert data["total"] == 2 and dict(data["by_status"]) == {"incomplete": 1, "completed": 1}
 
 
 def test_search_exports_and_the_shared_page_read_the_joined_answer(owner: Any, settings: Any) -> None:
