@@ -41,9 +41,11 @@ class Tree:
     the response id of each completed turn, `unsent`: turns the precheck flagged (never sent)."""
 
     def __init__(self, rows: Iterable[Row], *, answers: dict[uuid.UUID, str] | None = None,
-                 unsent: set[uuid.UUID] | None = None) -> None:
+                 unsent: set[uuid.UUID] | None = None, continues: dict[uuid.UUID, uuid.UUID] | None = None) -> None:
         self.answers = answers or {}
         self.unsent = unsent or set()
+        # Continue (continuing.py): a turn that goes on with its parent's answer, shown as part of it.
+        self.continues = continues or {}
         self.parent: dict[uuid.UUID, uuid.UUID | None] = {}
         self.created: dict[uuid.UUID, datetime] = {}
         self.children: dict[uuid.UUID | None, list[uuid.UUID]] = {}
@@ -69,6 +71,15 @@ class Tree:
             node = self.parent[node]
         out.reverse()
         return out
+
+    def shown(self, path: list[uuid.UUID]) -> list[uuid.UUID]:
+        """The turns of a branch as the pages show them: a continuation is part of the turn it
+        continues, the one named for both."""
+        return [pk for pk in path if self.continues.get(pk) != self.parent[pk] or self.parent[pk] is None]
+
+    def last(self, pk: uuid.UUID) -> bool:
+        """Nothing follows this turn: no new turn, no continuation."""
+        return not self.children.get(pk)
 
     def newest(self) -> uuid.UUID | None:
         return max(self.created, key=lambda pk: (self.created[pk], str(pk))) if self.created else None
@@ -99,19 +110,20 @@ class Tree:
 
 def tree(conversation_id: Any) -> Tree:
     rows = list(ResponseRequest.objects.filter(conversation_id=conversation_id).values_list(
-        "pk", "parent_id", "created", "status", "response_id", "error_code"))
+        "pk", "parent_id", "created", "status", "response_id", "error_code", "continues_id"))
     return Tree([row[:3] for row in rows],
-                answers={pk: response_id for pk, _p, _c, status, response_id, _e in rows
+                continues={row[0]: row[6] for row in rows if row[6] is not None},
+                answers={pk: response_id for pk, _p, _c, status, response_id, _e, _n in rows
                          if status == ResponseRequest.Status.COMPLETED and response_id},
                 # A turn the precheck flagged was never sent, and never is: not a turn of any context.
-                unsent={pk for pk, *_rest, error_code in rows if error_code == INPUT_FLAGGED})
+                unsent={pk for pk, *_rest, error_code, _n in rows if error_code == INPUT_FLAGGED})
 
 
 def chosen_path_ids(conversation_id: Any) -> list[str]:
     leaf_id = Conversation.objects.filter(pk=conversation_id).values_list("leaf_id", flat=True).first()
     turns = tree(conversation_id)
     leaf = turns.leaf(leaf_id)
-    return [str(pk) for pk in turns.path(leaf)] if leaf is not None else []
+    return [str(pk) for pk in turns.shown(turns.path(leaf))] if leaf is not None else []
 
 
 def chosen_leaf_id(conversation_id: Any) -> uuid.UUID | None:
@@ -201,4 +213,4 @@ def branch_select(*, conversation: Conversation, request_id: Any) -> tuple[list[
         path = turns.path(leaf)
         Conversation.objects.filter(pk=conversation.pk).update(leaf_id=leaf)
         conversation.leaf_id = leaf
-    return [str(pk) for pk in path], changed
+    return [str(pk) for pk in turns.shown(path)], changed

@@ -68,6 +68,10 @@ class ResponseRequest(models.Model):
     # The turn this one follows in its conversation (NULL: a first turn). Turns with one parent are
     # versions of one turn, oldest first: Regenerate and Edit add one (branches.py).
     parent = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="children")
+    # Continue: this request goes on with the answer of the one it follows (stopped or cut short),
+    # shown as one answer with it (continuing.py); NULL: a turn of its own.
+    continues = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True,
+                                  related_name="continuations")
     client_request_id = models.CharField(max_length=100)
     model = models.CharField(max_length=100)
     # The RELAY_PROVIDERS name that serves `model`, chosen at submit; empty: the implicit provider.

@@ -106,10 +106,47 @@ def search_turns(*, user: Any, query: str, limit: int = MAX_RESULTS) -> list[Hit
     if connection.vendor == "postgresql":
         with _index_paths():
             rows = list(_full_text(_turns(user), query)[:limit])
-        return [Hit(pk, conversation_id, title or "", created, _marked(prompt or ""), _marked(answer or ""),
-                    _marked(tools or "") if _START in (tools or "") else mark_safe(""))  # noqa: S308 - empty
-                for pk, conversation_id, title, created, prompt, answer, tools in rows]
-    return _plain(_turns(user), query, limit)
+        return _in_turns([Hit(pk, conversation_id, title or "", created, _marked(prompt or ""), _marked(answer or ""),
+                              _marked(tools or "") if _START in (tools or "") else mark_safe(""))  # noqa: S308
+                          for pk, conversation_id, title, created, prompt, answer, tools in rows], query)
+    return _in_turns(_plain(_turns(user), query, limit), query)
+
+
+def _in_turns(hits: list[Hit], query: str) -> list[Hit]:
+    """A hit on any part of a continued answer (continuing.py) is a hit on its turn, once: named
+    by its first part (the link opens the turn), with that part's prompt and the answer's parts
+    joined, excerpted around the words found."""
+    ids = {hit.request_id for hit in hits}
+    rows = ResponseRequest.objects.filter(Q(pk__in=ids) | Q(continues__isnull=False, conversation__in={
+        hit.conversation_id for hit in hits})).values_list("pk", "continues_id", "parent_id")
+    up = {pk: continued for pk, continued, parent in rows if continued is not None and continued == parent}
+    if not up:
+        return hits
+    down = {continued: pk for pk, continued in up.items()}
+    groups: dict[uuid.UUID, list[uuid.UUID]] = {}
+    for pk in ids:
+        head = pk
+        while head in up:
+            head = up[head]
+        part, parts = head, [head]
+        while part in down:
+            part = down[part]
+            parts.append(part)
+        groups[pk] = parts
+    texts = dict(ResponseRequest.objects.filter(pk__in={p for parts in groups.values() for p in parts})
+                 .values_list("pk", "final_text"))
+    heads = ResponseRequest.objects.in_bulk({parts[0] for parts in groups.values()})
+    words, seen, out = _words(query), set(), []
+    for hit in hits:
+        parts = groups[hit.request_id]
+        if len(parts) == 1:
+            out.append(hit)
+        elif parts[0] not in seen and parts[0] in heads:
+            first = heads[parts[0]]
+            out.append(Hit(first.pk, hit.conversation_id, hit.title, first.created, excerpt(first.prompt_text, words),
+                           excerpt("".join(texts.get(p, "") for p in parts), words), hit.tools))
+        seen.add(parts[0])
+    return out
 
 
 def explain(*, user: Any, query: str) -> str:

@@ -14,7 +14,6 @@ from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
 
 from . import attachments, branches, pricing, storage
-from .branches import Versions
 from .conf import app_settings
 from .models import (
     Checkpoint,
@@ -114,7 +113,19 @@ def request_for_viewer(*, user: User | AnonymousUser, request_id: uuid.UUID | st
         return None
     request = ResponseRequest.objects.select_related("conversation").filter(
         pk=pk, conversation_id=grant.conversation_id).first()
-    return request if request is not None and grant.request_id in (None, request.pk) else None
+    if request is None:
+        return None
+    return request if grant.request_id in (None, request.pk) or grant.request_id in _continued(request) else None
+
+
+def _continued(request: ResponseRequest) -> set[uuid.UUID]:
+    """The turns a continuation goes on from (Continue, continuing.py): a share of the turn shows them all."""
+    found: set[uuid.UUID] = set()
+    node: ResponseRequest | None = request
+    while node is not None and node.continues_id is not None and node.continues_id not in found:
+        found.add(node.continues_id)
+        node = ResponseRequest.objects.only("pk", "continues_id").filter(pk=node.continues_id).first()
+    return found
 
 
 def conversation_for_viewer(*, user: User | AnonymousUser | None, conversation_id: uuid.UUID | str,
@@ -179,10 +190,10 @@ def views_latest(*, request_ids: list[Any]) -> dict[Any, dict[str, Any]]:
 def view_latest(*, request: ResponseRequest) -> dict[str, Any]:
     """The latest committed view, or an empty one that carries the request's status."""
     view = views_latest(request_ids=[request.pk]).get(request.pk)
-    return view if view is not None else _empty_view(request)
+    return view if view is not None else empty_view(request)
 
 
-def _empty_view(request: ResponseRequest) -> dict[str, Any]:
+def empty_view(request: ResponseRequest) -> dict[str, Any]:
     """A new one each time: followers apply patches to the view they are given."""
     return {"revision": 0, "meta": {"response_id": request.response_id or None, "status": None}, "blocks": []}
 
@@ -345,19 +356,6 @@ def conversation_context(*, request: ResponseRequest | RunRequest) -> list[dict[
         if turn.final_text:
             items.append({"role": "assistant", "content": turn.final_text})
     return items
-
-
-def conversation_turns(*, conversation: Conversation, through: uuid.UUID | None = None
-                       ) -> list[tuple[ResponseRequest, dict[str, Any], Versions]]:
-    """The branch shown (or the one through the turn `through`, for one page view), each turn with
-    its latest committed view and its place among its versions (two queries)."""
-    by_pk = {r.pk: r for r in conversation.requests.all()}
-    turns = branches.Tree((r.pk, r.parent_id, r.created) for r in by_pk.values())
-    leaf = branches.leaf_through(turns, conversation.leaf_id, through)
-    path = turns.path(leaf) if leaf is not None else []
-    requests = [by_pk[pk] for pk in path]
-    views = views_latest(request_ids=path)
-    return [(r, views.get(r.pk) or _empty_view(r), turns.versions(r.pk)) for r in requests]
 
 
 def mcp_approvals(*, request_id: uuid.UUID) -> dict[str, bool]:

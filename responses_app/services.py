@@ -58,6 +58,7 @@ def request_create(
     params: dict[str, Any] | None = None,
     parent_id: uuid.UUID | None | Literal["leaf"] = "leaf",
     provider: str = "",
+    continues: ResponseRequest | None = None,
 ) -> tuple[ResponseRequest, bool]:
     """Create the logical request, or return the one this idempotency key already made. In a
     conversation it follows `parent_id` (by default the branch shown) and becomes the leaf."""
@@ -70,7 +71,7 @@ def request_create(
         with transaction.atomic():
             request = ResponseRequest.objects.create(
                 owner=owner, conversation=conversation, parent_id=parent_id, client_request_id=client_request_id,
-                model=model, input=input, params=params or {}, provider=provider,
+                model=model, input=input, params=params or {}, provider=provider, continues=continues,
             )
     except IntegrityError:  # a concurrent submit with the same key won the race
         winner = selectors.request_by_client_id(owner=owner, client_request_id=client_request_id)

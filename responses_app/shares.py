@@ -25,7 +25,7 @@ from channels.layers import get_channel_layer
 from django.db import transaction
 from django.utils import timezone
 
-from . import search, selectors
+from . import continuing, search, selectors
 from .conf import app_settings
 from .models import Checkpoint, Conversation, ResponseRequest, Share
 from .streaming.vocabulary import ENDED_STATUSES, INPUT_FLAGGED
@@ -75,38 +75,40 @@ def share_continue(*, share: Share, user: Any, key: uuid.UUID) -> Conversation |
         if existing.conversation.deleted_at is None:
             return existing.conversation
         key = uuid.uuid4()  # that copy was deleted since: a new one
+    # a turn with continuations (continuing.py) is copied as one: its prompt, its joined answer
     if share.request is not None:
-        shown = [(share.request, selectors.view_latest(request=share.request))]
+        shown = [continuing.turn_of(share.request)]
     else:
-        shown = [(request, view) for request, view, _ in selectors.conversation_turns(conversation=share.conversation)]
-    turns = [(request, view) for request, view in shown
-             if request.status in ENDED_STATUSES and request.error_code != INPUT_FLAGGED]
+        shown = continuing.conversation_turns(conversation=share.conversation)
+    turns = [(turn.head, turn.request, turn.view) for turn in shown
+             if turn.request.status in ENDED_STATUSES and turn.head.error_code != INPUT_FLAGGED]
     if not turns:
         return None
     now = timezone.now()
     with transaction.atomic():
         conversation = Conversation.objects.create(owner=user, title=share.conversation.title, created=now, updated=now)
         parent = None
-        for index, (original, view) in enumerate(turns):
-            parent = _copy_turn(original, view, conversation=conversation, parent=parent,
+        for index, (original, ended, view) in enumerate(turns):
+            parent = _copy_turn(original, ended, view, conversation=conversation, parent=parent,
                                 key=f"copy:{key}:{index}", at=now + timedelta(microseconds=index))
         Conversation.objects.filter(pk=conversation.pk).update(leaf=parent)
     search.index([r.pk for r in conversation.requests.all()])
     return conversation
 
 
-def _copy_turn(original: ResponseRequest, view: dict[str, Any], *, conversation: Conversation,
-               parent: ResponseRequest | None, key: str, at: Any) -> ResponseRequest:
+def _copy_turn(original: ResponseRequest, ended: ResponseRequest, view: dict[str, Any], *,
+               conversation: Conversation, parent: ResponseRequest | None, key: str, at: Any) -> ResponseRequest:
+    """`original`: the turn's first part (its prompt); `ended`: its last (its outcome)."""
     blocks = [dict(block, state="done") for block in view.get("blocks") or ()
               if block.get("kind") == "text" and block.get("text")]
     copy = ResponseRequest.objects.create(
         owner=conversation.owner, conversation=conversation, parent=parent, client_request_id=key,
         model=original.model, provider=original.provider, input=prompt_text(original.input), params={},
-        status=original.status, incomplete_reason=original.incomplete_reason, error_code=original.error_code,
-        error_message=original.error_message, final_text="\n\n".join(block["text"] for block in blocks),
+        status=ended.status, incomplete_reason=ended.incomplete_reason, error_code=ended.error_code,
+        error_message=ended.error_message, final_text="\n\n".join(block["text"] for block in blocks),
         created=at, terminal_at=at, copy_of=original.pk)
     Checkpoint.objects.create(request=copy, revision=len(blocks), reason="terminal", created=at, view={
-        "revision": len(blocks), "meta": {"response_id": None, "status": original.status}, "blocks": blocks})
+        "revision": len(blocks), "meta": {"response_id": None, "status": ended.status}, "blocks": blocks})
     return copy
 
 

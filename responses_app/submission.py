@@ -37,7 +37,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.http import HttpResponse, JsonResponse
 
-from . import attachments, branches, input_items, limits, selectors, services, signals
+from . import attachments, branches, continuing, input_items, limits, selectors, services, signals
 from .conf import app_settings
 from .forms import SubmitForm
 from .models import Conversation, ResponseRequest
@@ -82,10 +82,12 @@ class Submitted:
 
 
 def submit(*, user: Any, data: Mapping[str, Any], replaces: ResponseRequest | None = None,
-           trusted: bool = False, files: Sequence[attachments.File] = ()) -> Submitted:
+           trusted: bool = False, files: Sequence[attachments.File] = (),
+           continues: ResponseRequest | None = None) -> Submitted:
     """Validate, apply the user's limits and create the logical request (or find the one this
     idempotency key made). `replaces`: Regenerate or Edit of that turn, a new version of it (a
-    branch) chained to the answers before it, with its attachments. `trusted`: the input comes
+    branch) chained to the answers before it, with its attachments. `continues`: Continue of that
+    stopped or cut-short answer, the turn after it (continuing.py). `trusted`: the input comes
     from server code, not a user (any input item). `files`: attachments (attachments.check: their
     number, sizes and types), stored with the new turn. Raises Refused."""
     try:
@@ -116,8 +118,17 @@ def submit(*, user: Any, data: Mapping[str, Any], replaces: ResponseRequest | No
         # A new turn follows the branch shown; Regenerate and Edit add a version beside `replaces`.
         turns = branches.tree(conversation.pk)
         parent_id = replaces.parent_id if replaces is not None else turns.leaf(conversation.leaf_id)
+        if continues is not None:
+            if continues.conversation_id != conversation.pk or continues.pk not in turns:
+                raise Refused(404, "not_found", "No such answer to continue.")
+            why = continuing.refusal(continues, last=continues.pk == parent_id and turns.last(continues.pk))
+            if why is not None:
+                raise Refused(409, "not_continuable", why)
+            parent_id = continues.pk
         head = branches.branch_head(turns=turns, parent_id=parent_id)
         params = _params(cleaned, head=head, tools=data.get("tools"), provider=provider)
+        if continues is not None:
+            _continue_params(params, continues, provider)
         if trusted and isinstance(cleaned["input"], list):
             params[TRUSTED] = True
         new = attachments.new_ids(len(uploads))
@@ -126,28 +137,47 @@ def submit(*, user: Any, data: Mapping[str, Any], replaces: ResponseRequest | No
         request, created = services.request_create(
             owner=user, input=cleaned["input"], model=cleaned["model"],
             client_request_id=cleaned["client_request_id"], conversation=conversation, params=params,
-            parent_id=parent_id, provider=provider.name)
+            parent_id=parent_id, provider=provider.name, continues=continues)
         if created and uploads:
             attachments.store(uploads, ids=new, request=request, owner=user)
     branch: list[str] = []
     if created:
         signals.send(signals.request_started, request=request)
-        branch = [str(pk) for pk in (*head.path, request.pk)]
+        # The turns the pages show: a continuation is part of the turn it continues.
+        branch = [str(pk) for pk in (*turns.shown(head.path), *(() if continues else (request.pk,)))]
     elif conversation.pk != request.conversation_id and not conversation.requests.exists():
         Conversation.objects.filter(pk=conversation.pk).delete()  # lost a race to a concurrent resubmit
     return Submitted(request, created, created or request.status == ResponseRequest.Status.PENDING, branch)
 
 
-def resend_data(source: ResponseRequest, *, client_request_id: str, input: Any | None = None) -> dict[str, Any]:
-    """What Regenerate (the same prompt) or Edit (`input`) submits: the turn's own settings."""
+def resend_data(source: ResponseRequest, *, client_request_id: str, input: Any | None = None,
+                model: str | None = None) -> dict[str, Any]:
+    """What Regenerate (the same prompt, or with another `model`) or Edit (`input`) submits: the
+    turn's own settings."""
     params = source.params or {}
-    data: dict[str, Any] = {"input": source.input if input is None else input, "model": source.model,
+    data: dict[str, Any] = {"input": source.input if input is None else input, "model": model or source.model,
                             "conversation": str(source.conversation_id), "client_request_id": client_request_id,
                             "metadata": params.get("metadata") or {}}
     for key in ("background", "max_output_tokens"):
         if params.get(key) is not None:
             data[key] = params[key]
     return data
+
+
+def continue_data(source: ResponseRequest, *, client_request_id: str) -> dict[str, Any]:
+    """What Continue submits: the instruction to go on, with the turn's own model and settings."""
+    return resend_data(source, client_request_id=client_request_id, input=continuing.INSTRUCTION)
+
+
+def _continue_params(params: dict[str, Any], source: ResponseRequest, provider: Provider) -> None:
+    """Chained to the stopped response itself, or (when that cannot be) the branch as input."""
+    params.pop("previous_response_id", None)
+    params.pop("full_context", None)
+    same = (source.provider or "") == provider.name or not source.provider
+    if continuing.chained(source, stores=provider.supports.store, same_provider=same):
+        params["previous_response_id"] = source.response_id
+    else:
+        params["full_context"] = True
 
 
 def _conversation(user: Any, conversation_id: Any) -> Conversation:

@@ -13,6 +13,7 @@ from .web import (
     pages,
     search_export,
     share_links,
+    turn_actions,
     versions,
 )
 
@@ -36,6 +37,7 @@ urlpatterns = [
     path("c/<uuid:conversation_id>/turns/<uuid:request_id>/", pages.chat_turn, name="chat-turn"),
     path("c/<uuid:conversation_id>/turns/<uuid:request_id>/cancel", pages.chat_cancel, name="chat-cancel"),
     path("c/<uuid:conversation_id>/turns/<uuid:request_id>/regenerate", pages.chat_regenerate, name="chat-regenerate"),
+    path("c/<uuid:conversation_id>/turns/<uuid:request_id>/continue", turn_actions.chat_continue, name="chat-continue"),
     path("c/<uuid:conversation_id>/turns/<uuid:request_id>/edit", pages.chat_edit, name="chat-edit"),
     path("c/<uuid:conversation_id>/turns/<uuid:request_id>/show", versions.chat_show, name="chat-show"),
     path("c/<uuid:conversation_id>/turns/<uuid:request_id>/feedback", feedback.chat_feedback, name="chat-feedback"),

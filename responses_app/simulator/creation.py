@@ -23,7 +23,7 @@ from .emitter import Emitter
 from .faults import Faults, parse_faults, validate_metadata
 from .generation import Clock, generate
 from .response_object import base_response
-from .scenarios import FOLLOWUP, SCENARIOS, Context, ToolResult
+from .scenarios import CONTINUATION, FOLLOWUP, SCENARIOS, Context, ToolResult
 from .store import SimResponse, Store
 
 Lookup = Callable[[str], SimResponse | None]
@@ -125,7 +125,9 @@ async def start_response(
         request, rng, emitter, prompt, tokens=faults.tokens, tool_results=tool_results,
         approvals=_approvals(request.get("input"), prev),
     )
-    plan = (FOLLOWUP if tool_results else scenario).plan(ctx)
+    # "Continue" after an answer (in the input, or the previous response's): the rest of that answer.
+    ctx.said = _said_before(request.get("input"), prev) if texts.asks_to_continue(prompt) else ""
+    plan = (FOLLOWUP if tool_results else CONTINUATION if ctx.said else scenario).plan(ctx)
     tokens_per_s = (
         faults.tokens_per_s if faults.tokens_per_s is not None else scenario.tokens_per_s
     )
@@ -151,6 +153,19 @@ async def start_response(
         )
     )
     return resp
+
+
+def _said_before(items: Any, prev: SimResponse | None) -> str:
+    """The answer before the user's last words: the last assistant message of the input, else the
+    text of the previous response's messages."""
+    for item in reversed(items) if isinstance(items, list) else ():
+        if isinstance(item, dict) and item.get("role") == "assistant":
+            content = item.get("content")
+            return content if isinstance(content, str) else texts.prompt_text([item])
+    output = prev.obj.get("output") or [] if prev is not None else []
+    return "".join(str(part.get("text") or "") for item in output if isinstance(item, dict)
+                   and item.get("type") == "message" for part in item.get("content") or []
+                   if isinstance(part, dict) and part.get("type") == "output_text")
 
 
 def _approvals(items: Any, prev: SimResponse | None) -> dict[str, bool]:

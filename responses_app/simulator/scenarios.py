@@ -35,6 +35,7 @@ class Context:
     status: str = "completed"
     error: dict[str, Any] | None = None
     incomplete_details: dict[str, Any] | None = None
+    said: str = ""  # a continuation: the answer asked to go on (texts.asks_to_continue)
 
     def function_tools(self) -> list[dict[str, Any]]:
         tools = self.request.get("tools") or []
@@ -190,6 +191,19 @@ def incomplete(ctx: Context) -> Iterator[Emission]:
     yield from ctx.emitter.message(text, status="incomplete")
     ctx.status = "incomplete"
     ctx.incomplete_details = {"reason": "max_output_tokens"}
+
+
+def continuation(ctx: Context) -> Iterator[Emission]:
+    """Asked to go on with an answer that was stopped or cut short: the rest of it, itself cut
+    short again at max_output_tokens when the request sets one it exceeds."""
+    text = texts.continuation(ctx.said, ctx.rng)
+    limit = ctx.request.get("max_output_tokens")
+    if isinstance(limit, int) and 0 < limit < len(texts.tokenize(text)):
+        yield from ctx.emitter.message(texts.truncate_tokens(text, limit), status="incomplete")
+        ctx.status = "incomplete"
+        ctx.incomplete_details = {"reason": "max_output_tokens"}
+        return
+    yield from ctx.emitter.message(text)
 
 
 def failed(ctx: Context) -> Iterator[Emission]:
@@ -367,6 +381,7 @@ SCENARIOS: dict[str, Scenario] = {
     )
 }
 
+CONTINUATION = Scenario("continuation", "The rest of an answer that was stopped or cut short.", continuation)
 FOLLOWUP = Scenario(
     "tool-followup", "Text that uses the function_call_output results.", tool_followup
 )

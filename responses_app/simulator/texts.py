@@ -116,6 +116,25 @@ def long_text(rng: random.Random, tokens: int) -> str:
     return "\n\n".join(out)
 
 
+def asks_to_continue(prompt: str) -> bool:
+    """The user's last words ask the model to go on with its answer ("Continue ...")."""
+    return prompt.lstrip().lower().startswith("continue")
+
+
+def continuation(said: str, rng: random.Random) -> str:
+    """What a model that was cut off writes when asked to go on: the rest of the paragraph its
+    answer `said` stopped in (the simulator's own paragraphs), then one paragraph more."""
+    tail = said.rsplit("\n\n", 1)[-1]
+    rest = ""
+    for para in PARAGRAPHS if tail else ():
+        at = para.find(tail)
+        if at >= 0 and at + len(tail) < len(para):
+            rest = para[at + len(tail):]
+            break
+    more = PARAGRAPHS[rng.randrange(len(PARAGRAPHS))]
+    return f"{rest}\n\n{more}" if said else more
+
+
 def truncate_tokens(text: str, tokens: int) -> str:
     return "".join(tokenize(text)[:tokens])
 

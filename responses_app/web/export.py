@@ -19,7 +19,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from .. import selectors
+from .. import continuing
 from ..blockwords import citations, group_blocks, notice_sentence, tool_details, tool_state, tool_title
 from ..models import Conversation, ResponseRequest
 
@@ -35,19 +35,21 @@ def _error(request: ResponseRequest, view: dict[str, Any]) -> dict[str, Any] | N
 
 def conversation_json(conversation: Conversation) -> dict[str, Any]:
     turns = []
-    for request, view, versions in selectors.conversation_turns(conversation=conversation):
+    for turn in continuing.conversation_turns(conversation=conversation):
+        request, view, versions, head = turn.request, turn.view, turn.versions, turn.head
         turns.append({
-            "id": str(request.pk),
-            "created": request.created.isoformat(),
+            "id": str(head.pk),
+            "created": head.created.isoformat(),
             "model": request.model,
             "status": request.status,
-            "input": request.input,
-            "answer": request.final_text or answer_text(view),
+            "input": head.input,
+            "answer": turn.text or answer_text(view),  # a continued answer's parts, joined
+            **({"continued_by": [str(part.pk) for part in turn.parts[1:]]} if len(turn.parts) > 1 else {}),
             "view": view,
             "usage": request.usage,
             "error": _error(request, view),
             "incomplete_reason": request.incomplete_reason or (view.get("meta") or {}).get("incomplete_reason") or "",
-            "version": {"index": versions.index, "count": versions.count},
+            "version": {"index": versions.index, "count": versions.count} if versions else {"index": 1, "count": 1},
         })
     return {
         "format": FORMAT,
@@ -168,10 +170,11 @@ def _block(block: dict[str, Any]) -> str:
 
 def conversation_markdown(conversation: Conversation) -> str:
     out = [f"# {_inline(conversation)}", ""]
-    for request, view, versions in selectors.conversation_turns(conversation=conversation):
-        version = f" · version {versions.index} of {versions.count}" if versions.count > 1 else ""
-        out += [f"## You · {timezone.localtime(request.created):%Y-%m-%d %H:%M}{version}", "",
-                _theirs(request.prompt_text), ""]
+    for turn in continuing.conversation_turns(conversation=conversation):
+        request, view, versions, head = turn.request, turn.view, turn.versions, turn.head
+        version = f" · version {versions.index} of {versions.count}" if versions and versions.count > 1 else ""
+        out += [f"## You · {timezone.localtime(head.created):%Y-%m-%d %H:%M}{version}", "",
+                _theirs(head.prompt_text), ""]
         out += [f"## Assistant · {_inline(request.model)} · {_inline(request.status)}", ""]
         for block in group_blocks(view.get("blocks") or []):
             out += [_block(block), ""]

@@ -24,7 +24,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from .. import (
     attachments,
-    branches,
+    continuing,
     conversation_lists,
     feedback,
     forms,
@@ -41,8 +41,8 @@ from ..models import Conversation, ResponseRequest
 from ..relay import worker
 from ..submission import Refused, Submitted
 from ..upstream import http as upstream
-from . import form_words, versions
-from .turns import turn_context
+from . import form_words, model_choices, versions
+from .turns import turn_context_of
 
 logger = logging.getLogger(__name__)
 
@@ -65,11 +65,12 @@ def available_models() -> list[str]:
     models: list[str] | None = cache.get(MODELS_CACHE_KEY)
     if models is None:
         try:
-            models = [m["id"] for m in upstream.list_models(timeout=2.0)
-                      if isinstance(m, dict) and isinstance(m.get("id"), str)]
+            listed = upstream.list_models(timeout=2.0)
+            models = [m["id"] for m in listed if isinstance(m, dict) and isinstance(m.get("id"), str)]
             if not models:
                 raise ValueError("no models listed")
             cache.set(MODELS_CACHE_KEY, models, MODELS_TTL_S)
+            model_choices.remember(listed, MODELS_TTL_S)
         except (httpx.HTTPError, ValueError, AttributeError, TypeError) as exc:
             logger.info("model list unavailable from %s (%s); using the built-in list", upstream.base_url(), exc)
             models = list(FALLBACK_MODELS)
@@ -90,6 +91,11 @@ def model_groups() -> list[tuple[str, list[str]]]:
     groups = [(p.title, [m for m in p.models if not allowed or m in allowed])
               for p in app_settings.PROVIDERS.values()]
     return [(label, models) for label, models in groups if models] or [("", list(allowed) or [DEFAULT_MODEL])]
+
+
+def regenerate_choices() -> list[tuple[str, str]]:
+    """The models Regenerate may use instead: the composer's, each with a few words on it."""
+    return model_choices.choices(model for _label, group in model_groups() for model in group)
 
 
 def composer_context(*, conversation: Conversation | None = None, values: dict[str, Any] | None = None,
@@ -273,11 +279,12 @@ def _chat(http: HttpRequest, conversation_id: uuid.UUID) -> tuple[HttpResponse, 
             return HttpResponseRedirect(_chat_url(done.request.conversation_id, done.request.pk)), done
     # `?version=`: a search result's version, for this page view only (the saved choice stays).
     through = versions.version_asked(http) if http.method == "GET" else None
-    shown = selectors.conversation_turns(conversation=conversation, through=through)
-    rated = feedback.of_user(user=http.user, request_ids=[r.pk for r, _, _ in shown]) if can_post else {}
-    turns = [turn_context(r, v, can_post=can_post, can_cancel=can_cancel, versions=vs, feedback=rated.get(r.pk))
-             for r, v, vs in shown]
-    peek = through is not None and any(r.pk == through for r, _v, _vs in shown) and (
+    shown = continuing.conversation_turns(conversation=conversation, through=through)
+    rated = feedback.of_user(user=http.user, request_ids=[t.request.pk for t in shown]) if can_post else {}
+    choices = regenerate_choices() if can_post else []
+    turns = [turn_context_of(t, can_post=can_post, can_cancel=can_cancel, feedback=rated.get(t.request.pk),
+                             model_choices=choices) for t in shown]
+    peek = through is not None and any(t.head.pk == through for t in shown) and (
         str(through) not in selectors.conversation_turn_ids(conversation_id=conversation.pk))
     response = page(http, "responses_app/chat.html", {
         "conversation": conversation,
@@ -310,12 +317,12 @@ def chat_turn(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UU
     request = selectors.request_get_for_user(user=http.user, request_id=request_id)
     if request is None or request.conversation_id != conversation_id:
         raise Http404("No such request")
-    view = selectors.view_latest(request=request)
+    turn = continuing.turn_of(request)  # with the parts it is shown with (Continue)
     can_post = selectors.is_owner(http.user, request) and request.conversation.deleted_at is None  # type: ignore[union-attr]
-    rated = feedback.of_user(user=http.user, request_ids=[request.pk]) if can_post else {}
-    return render(http, "responses_app/_turn.html", {**turn_context(
-        request, view, can_post=can_post, can_cancel=selectors.can_cancel(http.user, request),
-        versions=branches.versions_of(request), feedback=rated.get(request.pk)),
+    rated = feedback.of_user(user=http.user, request_ids=[turn.request.pk]) if can_post else {}
+    return render(http, "responses_app/_turn.html", {**turn_context_of(
+        turn, can_post=can_post, can_cancel=selectors.can_cancel(http.user, turn.request),
+        feedback=rated.get(turn.request.pk), model_choices=regenerate_choices() if can_post else None),
         "conversation_cost": _cost_words(conversation_id)})
 
 
@@ -394,7 +401,9 @@ def _resend(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UUID
     if source is None or source.conversation_id != conversation.pk:
         raise Http404("No such request")
     key = idempotency.fitted(http.POST.get("client_request_id", "").strip()) or str(uuid.uuid4())
-    data = submission.resend_data(source, client_request_id=key, input=http.POST.get("prompt", "") if edit else None)
+    model = None if edit else http.POST.get("model", "").strip() or None  # Regenerate with another model
+    data = submission.resend_data(source, client_request_id=key, input=http.POST.get("prompt", "") if edit else None,
+                                  model=model)
     return submission.submit(user=http.user, data=data, replaces=source)
 
 

@@ -28,10 +28,10 @@ from django.urls import reverse
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET, require_POST
 
-from .. import addresses, branches, selectors, shares
+from .. import addresses, continuing, selectors, shares
 from ..models import Conversation, Share
 from . import pages
-from .turns import turn_context
+from .turns import turn_context_of
 
 
 def _own(http: HttpRequest, conversation_id: uuid.UUID) -> Conversation:
@@ -129,19 +129,17 @@ def shared(http: HttpRequest, token: str) -> HttpResponse:
     if isinstance(share, HttpResponse):
         return share
     conversation = share.conversation
-    if share.request is not None:
-        request = share.request
-        turns = [(request, selectors.view_latest(request=request), None)]
+    if share.request is not None:  # the turn, with its continuations (continuing.py)
+        turns = [continuing.turn_of(share.request)._replace(versions=None)]
     else:
-        turns = selectors.conversation_turns(conversation=conversation)  # type: ignore[assignment]
+        turns = continuing.conversation_turns(conversation=conversation)
     return pages.page(http, "responses_app/shared.html", {
         "share": share,
         "conversation": conversation,
         "is_owner": selectors.is_owner(http.user, conversation),
         "signed_in": http.user.is_authenticated,
         "continue_id": str(uuid.uuid4()),
-        "turns": [turn_context(r, v, can_post=False, can_cancel=False, versions=versions)
-                  for r, v, versions in turns],
+        "turns": [turn_context_of(turn, can_post=False, can_cancel=False) for turn in turns],
         "relay_urls": addresses.share_url_templates(share.token),
     })
 
@@ -181,7 +179,7 @@ def shared_turn(http: HttpRequest, token: str, request_id: uuid.UUID) -> HttpRes
     request = selectors.request_for_viewer(user=http.user, request_id=request_id, share=token)
     if request is None:
         raise Http404("No such turn")
-    versions = None if share.request_id else branches.versions_of(request)
-    context = turn_context(request, selectors.view_latest(request=request), can_post=False, can_cancel=False,
-                                 versions=versions)
+    turn = continuing.turn_of(request)
+    context = turn_context_of(turn._replace(versions=None) if share.request_id else turn, can_post=False,
+                              can_cancel=False)
     return render(http, "responses_app/_turn.html", {**context, "share": share})

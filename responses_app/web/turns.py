@@ -15,7 +15,7 @@ from typing import Any
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from .. import attachments, forms, pricing
+from .. import attachments, continuing, forms, pricing
 from ..blockwords import DONE_STATES
 from ..branches import Versions
 from ..models import AnswerFeedback, ResponseRequest
@@ -154,10 +154,15 @@ def _thought_s(request: ResponseRequest, view: dict[str, Any]) -> int | None:
 
 def turn_context(request: ResponseRequest, view: dict[str, Any], *, can_post: bool = False,
                  can_cancel: bool | None = None, versions: Versions | None = None,
-                 feedback: AnswerFeedback | None = None) -> dict[str, Any]:
+                 feedback: AnswerFeedback | None = None, head: ResponseRequest | None = None,
+                 earlier: dict[str, Any] | None = None, last: bool = False,
+                 model_choices: list[tuple[str, str]] | None = None) -> dict[str, Any]:
     """`can_cancel`: Stop is offered (the owner's, or a viewer with change_responserequest);
     `versions`: the turn's place among its versions (`‹ 2/3 ›`, branches.py); `feedback`: the
-    owner's rating of the answer (feedback.py)."""
+    owner's rating of the answer (feedback.py). A turn with continuations (continuing.py):
+    `request` is its last part, `head` its first (the prompt, the turn's name, Regenerate and
+    Edit), `earlier` the answer before a live last part; `last`: nothing follows it (Continue is
+    offered then). `model_choices`: what Regenerate may use instead, each (model, description)."""
     live = not request.is_terminal and request.status != ResponseRequest.Status.UNKNOWN
     badge = badge_key(request.status, view)
     usage = request.usage or (view.get("meta") or {}).get("usage")
@@ -184,12 +189,25 @@ def turn_context(request: ResponseRequest, view: dict[str, Any], *, can_post: bo
         "regenerate_id": str(uuid.uuid4()),  # fresh per render: idempotency keys, as the composer's
         "resend_id": str(uuid.uuid4()),
         "versions": versions,
-        "markdown_source": markdown_source(view),
+        "head": head or request,
+        "earlier": earlier,
+        "earlier_markdown": markdown_source(earlier) if earlier else "",
+        "can_continue": can_post and not live and continuing.offered(request, last=last),
+        "continue_id": str(uuid.uuid4()),
+        "model_choices": (model_choices or []) if can_post else [],
+        "regenerate_model_id": str(uuid.uuid4()),
+        "markdown_source": markdown_source(continuing.join_views([earlier, view]) if earlier else view),
         "max_input_chars": forms.MAX_INPUT_CHARS,
-        "attachments": attachments.of_turn(request),  # images and files sent with the prompt
+        "attachments": attachments.of_turn(head or request),  # images and files sent with the prompt
     }
 
 
 def markdown_source(view: dict[str, Any]) -> str:
     """What Copy puts on the clipboard for an answer: its text, as the model wrote it (Markdown)."""
     return "\n\n".join(b["text"] for b in view.get("blocks") or () if b.get("kind") == "text" and b.get("text"))
+
+
+def turn_context_of(turn: continuing.Turn, **kwargs: Any) -> dict[str, Any]:
+    """`turn_context` for a turn as continuing.conversation_turns and turn_of read it."""
+    return turn_context(turn.request, turn.view, versions=turn.versions, head=turn.head, earlier=turn.earlier,
+                        last=turn.last, **kwargs)

@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from responses_app import selectors, shares, submission
+from responses_app import continuing, selectors, shares, submission
 from responses_app.models import Checkpoint, Conversation, ResponseRequest
 from responses_app.ops import analytics
 from responses_app.relay.bodies import full_context_body
@@ -76,13 +76,14 @@ def test_a_signed_in_visitor_continues_a_copy_of_the_turns_shown_as_text(shared:
     copy = Conversation.objects.get(owner=teammate)
     assert response.status_code == 302 and response["Location"] == reverse("responses_app:chat", args=[copy.pk])
     assert copy.title == "Rivers" and copy.last_response_id == ""
-    turns = selectors.conversation_turns(conversation=copy)
-    assert [(r.input, r.final_text, r.status, r.response_id, r.usage) for r, _v, _vs in turns] == [
+    turns = continuing.conversation_turns(conversation=copy)
+    assert [(t.request.input, t.request.final_text, t.request.status, t.request.response_id, t.request.usage)
+            for t in turns] == [
         ("Tell me about rivers", "Rivers **flow**.", "completed", "", None),
         ("And in Oslo?", "It rains in Oslo.\n\nTake a coat.", "completed", "", None),
     ], "the branch shown, text only: no image, no older version, no owner's response id"
-    assert [r.copy_of for r, _v, _vs in turns] == [shared["first"].pk, shared["second"].pk]
-    assert [b["kind"] for b in turns[1][1]["blocks"]] == ["text", "text"], "no reasoning, no tool call"
+    assert [t.request.copy_of for t in turns] == [shared["first"].pk, shared["second"].pk]
+    assert [b["kind"] for b in turns[1].view["blocks"]] == ["text", "text"], "no reasoning, no tool call"
     html = client.get(response["Location"]).content.decode()
     assert "It rains in Oslo." in html and 'id="composer"' in html and "Tell me about rivers" in html
     assert "get_weather" not in html and "thinking hard" not in html

@@ -5,7 +5,8 @@
 // (a version picked anywhere, Regenerate, Edit, a new turn) and {"type":"turns","ids":[...]} on
 // connect. The page keeps its turns in step: the turns after the first one that differs are taken
 // out (their followers closed) and the branch's are added in order, each from its server
-// rendering (composer.js's addTurn, which follows a live one). The `‹ ›` buttons are forms sent
+// rendering (composer.js's addTurn, which follows a live one). A turn with continuations (Continue)
+// is one turn, named by its first part. The `‹ ›` buttons are forms sent
 // with fetch; without this script they post and the page reloads at the turn.
 
 import { addTurn } from "./composer.js";
@@ -23,7 +24,8 @@ function shownTurns() {
 async function showBranch(conversation, ids) {
   const shown = shownTurns();
   let same = 0;
-  while (same < shown.length && same < ids.length && shown[same].dataset.requestId === ids[same]) same += 1;
+  // A turn is named by its first part (data-turn-id); a continued one is followed through its last.
+  while (same < shown.length && same < ids.length && shown[same].dataset.turnId === ids[same]) same += 1;
   for (const turn of shown.slice(same)) {
     const follower = followers.get(turn.dataset.requestId);
     if (follower) follower.close();

@@ -16,7 +16,7 @@
 import { bindAttachments } from "./attach.js";
 import { csrfToken } from "./csrf.js";
 import { announce, follow, followers } from "./follower.js";
-import { contentChanged, toBottom } from "./scroll.js";
+import { contentChanged, keepPosition, toBottom } from "./scroll.js";
 import { url } from "./urls.js";
 import { vocab } from "./vocab.js";
 
@@ -260,7 +260,7 @@ const adding = new Map(); // request id -> the promise of its turn being added
 
 // Adds a turn (once, however many tabs or announcements ask) and follows it if it is live.
 export function addTurn(conversation, requestId, { own = false } = {}) {
-  if (document.getElementById(`turn-${requestId}`)) {
+  if (document.getElementById(`turn-${requestId}`) || document.querySelector(`article.turn[data-request-id="${CSS.escape(requestId)}"]`)) {
     if (own) toBottom();
     return Promise.resolve();
   }
@@ -275,12 +275,21 @@ async function insertTurn(conversation, requestId) {
   const holder = document.createElement("div");
   holder.innerHTML = (await response.text()).trim();
   const turn = holder.firstElementChild;
-  const turns = document.getElementById("turns");
-  const empty = turns.querySelector(".empty-turns");
-  if (empty) empty.remove();
-  turns.appendChild(turn);
+  // Continue: the request is the rest of a turn on the page (named by its first part), which it
+  // replaces where it stands, the answer so far in place above the part being written.
+  const shown = turn.id ? document.getElementById(turn.id) : null;
+  if (shown && shown.dataset.requestId === turn.dataset.requestId) return;
+  if (shown) {
+    followers.get(shown.dataset.requestId)?.close();
+    keepPosition(shown, turn);
+  } else {
+    const turns = document.getElementById("turns");
+    const empty = turns.querySelector(".empty-turns");
+    if (empty) empty.remove();
+    turns.appendChild(turn);
+  }
   // An address that named the latest turn names the new latest one, so a reload opens there.
-  if (location.hash.startsWith("#turn-")) history.replaceState(history.state, "", `#turn-${requestId}`);
+  if (location.hash.startsWith("#turn-")) history.replaceState(history.state, "", `#${turn.id}`);
   turn.querySelectorAll("textarea[data-max-chars]").forEach(bindCount);
   contentChanged();
   follow(turn);

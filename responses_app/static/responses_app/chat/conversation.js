@@ -1,8 +1,9 @@
 // conversation.js: one socket per open conversation (/ws/conversations/<id>/) that announces turns
 // started anywhere (another tab, the API, Regenerate or Edit), renames and deletion; and the
-// conversation's own actions (Rename, Delete with the page's own confirm, Regenerate, Edit: Escape
-// closes its form), the list's Undo notice and the image viewer. The socket keeps a heartbeat
-// (livesocket.js), so a tab that lost it catches up.
+// conversation's own actions (Rename, Delete with the page's own confirm, Regenerate with the same
+// or another model, Edit: Escape closes its form; Continue, which goes on in the same turn), the
+// list's Undo notice and the image viewer. The socket keeps a heartbeat (livesocket.js), so a tab
+// that lost it catches up.
 //
 // Messages: {"type":"turns","ids":[...]} on connect (every turn, so a tab that was offline
 // catches up), {"type":"turn","request_id":id}, {"type":"renamed","title":t}, {"type":"deleted"}.
@@ -121,7 +122,7 @@ export function bindActions(root, conversation) {
       else { event.preventDefault(); confirmDelete(form); }
       return;
     }
-    if (!form.matches(".regenerate-form, .edit-form")) return;
+    if (!form.matches(".regenerate-form, .edit-form, .continue-form")) return;
     event.preventDefault();
     const button = form.querySelector("button[type=submit]");
     button.disabled = true;
@@ -129,7 +130,10 @@ export function bindActions(root, conversation) {
       const result = await postForm(form);
       form.querySelector("input[name=client_request_id]").value = newRequestId(); // the next press is new
       if (form.matches(".edit-form")) toggle(form.closest(".msg-user").querySelector("[data-action=edit]"), form, false);
-      await addTurn(conversation, result.id, { own: true });
+      const chooser = form.closest("details");
+      if (chooser) chooser.open = false;
+      // Continue goes on in the same turn, where the reader is; a new version is the newest turn.
+      await addTurn(conversation, result.id, { own: !form.matches(".continue-form") });
     } catch {
       form.submit(); // the plain post reports the problem on a page of its own
     } finally {

@@ -9,7 +9,9 @@ const SHOWN_MS = 1500;
 function answerMarkdown(turn) {
   const follower = followers.get(turn.dataset.requestId);
   if (follower && follower.view) {
-    return follower.view.blocks.filter((b) => b.kind === "text" && b.text).map((b) => b.text).join("\n\n");
+    // A continuation being written goes on from the answer so far (Continue), word for word.
+    const earlier = turn.querySelector("template[data-markdown-earlier]")?.content.textContent || "";
+    return earlier + follower.view.blocks.filter((b) => b.kind === "text" && b.text).map((b) => b.text).join("\n\n");
   }
   const source = turn.querySelector("template[data-markdown]");
   return source ? source.content.textContent : "";
