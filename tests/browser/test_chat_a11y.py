@@ -80,7 +80,12 @@ def test_every_control_shows_focus_and_is_a_44px_target_on_a_phone(sessions: Any
     expect(turn(page, request_id).locator(".approval button[data-approve=true]")).to_be_visible(timeout=20_000)
     page.locator("body").click(position={"x": 2, "y": 2})
     rings: dict[str, str] = {}
-    for _ in range(40):
+    after_composer = 0  # the sidebar's conversations come first, as many as the session has made
+    for _ in range(150):
+        if any("composer-input" in html for html in rings):
+            after_composer += 1
+            if after_composer > 20:  # and every control after the message box
+                break
         page.keyboard.press("Tab")
         focused = page.evaluate("""() => {
             const el = document.activeElement;
