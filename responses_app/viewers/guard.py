@@ -119,6 +119,13 @@ def session_time_left(session_key: str, user_id: Any) -> float | None:
         if not session_hash or not (constant_time_compare(session_hash, user.get_session_auth_hash()) or any(
                 constant_time_compare(session_hash, h) for h in user.get_session_auth_fallback_hash())):
             return None
+    return session_expiry_left(session_key, store)
+
+
+def session_expiry_left(session_key: str, store: Any = None) -> float | None:
+    """Seconds until the session expires as stored (None: gone), read alone: all a socket's first
+    check needs, the auth middleware having checked the session's user and hash a moment before."""
+    store = store or import_module(settings.SESSION_ENGINE).SessionStore(session_key=session_key)
     if hasattr(store, "get_model_class"):  # database sessions: the stored expiry, not a new one
         expires = store.get_model_class().objects.filter(session_key=session_key).values_list(
             "expire_date", flat=True).first()
@@ -262,15 +269,19 @@ class GuardedConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
         return True
 
     @ws_db
-    def session_seconds_left(self) -> float | None:
+    def session_seconds_left(self, *, first: bool = False) -> float | None:
         """See `session_time_left`. A socket opened without a session (only in tests that bypass
-        the auth middleware stack) has nothing to watch."""
-        if self.share and not self.still_visible():
+        the auth middleware stack) has nothing to watch. `first`: the check right after connect,
+        whose session, user and link were checked a moment before: one query for the expiry, not
+        five (in a burst of reconnects, each connect's first view waited behind them)."""
+        if self.share and not first and not self.still_visible():
             return None  # the link was revoked, its message lost on the way
         if "session" not in self.scope or (self.share and self.user_id is None):
             return SESSION_CHECK_SECONDS  # nothing to watch (an anonymous share viewer: the link is)
         if not self.session_key:
             return None
+        if first:
+            return session_expiry_left(self.session_key)
         return session_time_left(self.session_key, self.user_id)
 
     async def _watch_session(self) -> None:
@@ -278,10 +289,12 @@ class GuardedConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
         SESSION_CHECK_SECONDS; logout and user saves are pushed); keeps the socket slot alive."""
         assert self.slots is not None
         next_check = expires_at = 0.0
+        first = True
         while True:
             now = time.monotonic()
             if now >= next_check or now >= expires_at:
-                left = await self.session_seconds_left()
+                left = await self.session_seconds_left(first=first)
+                first = False
                 if left is None:
                     await self.shut(CLOSE_UNAUTHENTICATED)
                     return

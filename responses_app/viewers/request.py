@@ -67,9 +67,9 @@ class RequestConsumer(GuardedConsumer):
         hub = get_hub()
         await hub.attach(self.request_id, self.cursor)  # before reading: nothing published from now on is missed
         self.sender = Sender(self.request_id, self.cursor, self.base_send, self.shut)
-        await self._count(query.get("reconnect") == ["1"])
         await self.sender.snapshot()  # before the sender starts, so it is the first message
         self.sender.start()
+        await self._count(query.get("reconnect") == ["1"])  # after: a tab waits for its view, not for this
         if request.status == ResponseRequest.Status.PENDING:
             await start_request(self.request_id)  # a lost start message is retried, single-flight
         elif request.status == ResponseRequest.Status.STREAMING and hub.runner(self.request_id) is None:

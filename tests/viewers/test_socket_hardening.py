@@ -34,7 +34,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from responses_app.limits import FrameBudget
 from responses_app.viewers.cursor import RESYNC, Cursor
-from responses_app.viewers.guard import session_time_left, user_group
+from responses_app.viewers.guard import session_expiry_left, session_time_left, user_group
 from responses_app.viewers.request import RequestConsumer
 from tests.servers import served
 
@@ -459,6 +459,24 @@ def session_of(user: Any, *, auth_hash: str | None = None, backend: str = MODEL_
 def test_a_live_session_has_its_expiry_left(owner: Any) -> None:
     left = session_time_left(session_of(owner), owner.pk)
     assert left is not None and 0 < left <= 14 * 24 * 3600
+
+
+@pytest.mark.django_db
+def test_the_first_check_after_connect_reads_the_expiry_alone(owner: Any) -> None:
+    """The auth middleware checked the session's user and hash a moment before: in a burst of
+    reconnects (a web process restarting), each socket's first check is one query, not three."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    key = session_of(owner)
+    with CaptureQueriesContext(connection) as first:
+        left = session_expiry_left(key)
+    with CaptureQueriesContext(connection) as full:
+        assert session_time_left(key, owner.pk) == pytest.approx(left, abs=5)
+    assert left is not None and 0 < left <= 14 * 24 * 3600
+    assert (len(first), len(full)) == (1, 3), [q["sql"] for q in full]
+    SessionStore(session_key=key).delete()
+    assert session_expiry_left(key) is None, "a session gone since: closed at once"
 
 
 @pytest.mark.django_db
