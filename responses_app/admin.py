@@ -49,6 +49,7 @@ from .admin_inlines import (
 from .models import (
     AnswerFeedback,
     Conversation,
+    Preset,
     ResponseRequest,
     SafetyVerdict,
 )
@@ -289,6 +290,20 @@ class ConversationAdmin(AtTheSecond, admin.ModelAdmin):
     @admin.display(description="chat")
     def chat_link(self, obj: Conversation) -> str:
         return format_html('<a href="{}">Open the chat page</a>', reverse("responses_app:chat", args=[obj.pk]))
+
+
+@admin.register(Preset)
+class PresetAdmin(admin.ModelAdmin):
+    """Settings people may apply to their conversations (turn_settings.py): staff with the preset
+    permissions add and change them; applying copies, so an edit here changes no conversation."""
+
+    list_display = ("name", "description", "instructions_start", "temperature", "reasoning_effort",
+                    "max_output_tokens")
+    search_fields = ("name", "description", "instructions")
+
+    @admin.display(description="instructions")
+    def instructions_start(self, obj: Preset) -> str:
+        return obj.instructions[:60] + ("…" if len(obj.instructions) > 60 else "")
 
 
 @admin.register(AnswerFeedback)

@@ -182,6 +182,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("ATTACHMENT_STORAGE", "default", values.text,
             "The STORAGES alias attachments are saved in (Django's storage API). Keep it out of what MEDIA_URL "
             "serves: attachments are served only through the app, to who may see their turn.", "limits"),
+    Setting("INSTRUCTIONS_MAX_CHARS", 4000, values.integer(),
+            "The longest instructions (system prompt) a conversation's settings or a preset may hold.", "limits"),
     Setting("MAX_SOCKETS_PER_USER", 16, values.integer(), "Open websockets per user, across processes.", "limits"),
     Setting("WS_FRAME_RATE", 10, values.integer(), "Frames a socket may send per second…", "limits"),
     Setting("WS_FRAME_BURST", 30, values.integer(), "…and in a burst; beyond it dropped, then closed.", "limits"),

@@ -15,9 +15,10 @@ from django.utils import timezone
 from . import storage
 from .fields import EqualityIndex, FastJSONField, SearchDocumentField, Utf8TextField
 from .streaming import vocabulary as v
+from .turn_settings import GenerationSettings, Preset  # noqa: F401 (a model of the app)
 
 
-class Conversation(models.Model):
+class Conversation(GenerationSettings):  # its settings: instructions, temperature ... (turn_settings.py)
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
     title = models.CharField(max_length=200, blank=True)

@@ -12,6 +12,7 @@ none can forget a rule:
   not regenerated), and one a provider serves: the request records that provider (RELAY_PROVIDERS);
 - the conversation is the user's own and not deleted (404 otherwise);
 - the user is under RELAY_MAX_CONCURRENT_PER_USER and RELAY_SUBMIT_RATE (limits.submit_guard);
+- the conversation's settings (turn_settings.py) are sent with every new turn, as they are now;
 - the output cap (RELAY_MAX_OUTPUT_TOKENS) is applied to every body sent (relay/bodies.py,
   continuations included), and the input precheck runs before any upstream call (relay/precheck.py).
 
@@ -37,7 +38,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.http import HttpResponse, JsonResponse
 
-from . import attachments, branches, continuing, input_items, limits, selectors, services, signals
+from . import attachments, branches, continuing, input_items, limits, selectors, services, signals, turn_settings
 from .conf import app_settings
 from .forms import SubmitForm
 from .models import Conversation, ResponseRequest
@@ -127,6 +128,7 @@ def submit(*, user: Any, data: Mapping[str, Any], replaces: ResponseRequest | No
             parent_id = continues.pk
         head = branches.branch_head(turns=turns, parent_id=parent_id)
         params = _params(cleaned, head=head, tools=data.get("tools"), provider=provider)
+        turn_settings.apply(params, conversation)  # its instructions, temperature ... as they are now
         if continues is not None:
             _continue_params(params, continues, provider)
         if trusted and isinstance(cleaned["input"], list):
@@ -158,8 +160,8 @@ def resend_data(source: ResponseRequest, *, client_request_id: str, input: Any |
     data: dict[str, Any] = {"input": source.input if input is None else input, "model": model or source.model,
                             "conversation": str(source.conversation_id), "client_request_id": client_request_id,
                             "metadata": params.get("metadata") or {}}
-    for key in ("background", "max_output_tokens"):
-        if params.get(key) is not None:
+    for key in ("background", "max_output_tokens"):  # the conversation's settings are applied anew
+        if params.get(key) is not None and not turn_settings.from_settings(params, key):
             data[key] = params[key]
     return data
 

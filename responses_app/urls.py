@@ -6,6 +6,7 @@ from .web import (
     analytics_view,
     attachment_files,
     conversation_menu,
+    conversation_settings,
     feedback,
     frontend_streams,
     jsonapi,
@@ -45,6 +46,10 @@ urlpatterns = [
          attachment_files.chat_attachment, name="chat-attachment"),
     path("c/<uuid:conversation_id>/rename", pages.conversation_rename, name="conversation-rename"),
     path("c/<uuid:conversation_id>/delete", pages.conversation_delete, name="conversation-delete"),
+    path("c/<uuid:conversation_id>/settings", conversation_settings.conversation_settings,
+         name="conversation-settings"),
+    path("c/<uuid:conversation_id>/settings/preset", conversation_settings.conversation_preset,
+         name="conversation-preset"),
     # the sidebar, pin and archive, undo after Delete (conversation_menu.py)
     path("sidebar/", conversation_menu.sidebar_items, name="sidebar"),
     path("c/<uuid:conversation_id>/pin", conversation_menu.conversation_pin, name="conversation-pin"),

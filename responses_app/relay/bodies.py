@@ -16,7 +16,8 @@ from ..models import ResponseRequest
 from ..providers import Supports
 from ..selectors import RunRequest
 
-_FORWARDED = ("background", "metadata", "previous_response_id", "instructions", "tools")
+_FORWARDED = ("background", "metadata", "previous_response_id", "instructions", "temperature", "reasoning",
+              "tools")
 
 
 def build_body(request: ResponseRequest | RunRequest) -> dict[str, Any]:

@@ -73,6 +73,26 @@ def plain_text(ctx: Context) -> Iterator[Emission]:
         text = texts.truncate_tokens(texts.long_text(ctx.rng, ctx.tokens), ctx.tokens)
     else:
         text = _opening(ctx) + "\n\n".join(texts.paragraphs(ctx.rng, ctx.rng.randint(2, 4)))
+    yield from _capped(ctx, _heeding(ctx) + text)
+
+
+def _heeding(ctx: Context) -> str:
+    """The request's instructions, said back (a simulator cannot follow them: it shows it got them)."""
+    instructions = ctx.request.get("instructions")
+    if not isinstance(instructions, str) or not instructions.strip():
+        return ""
+    words = " ".join(instructions.split())
+    return f"Instructions received: “{words if len(words) <= 80 else words[:77] + '...'}”\n\n"
+
+
+def _capped(ctx: Context, text: str) -> Iterator[Emission]:
+    """The message, cut short (incomplete) at the request's max_output_tokens when it is longer."""
+    limit = ctx.request.get("max_output_tokens")
+    if isinstance(limit, int) and 0 < limit < len(texts.tokenize(text)):
+        yield from ctx.emitter.message(texts.truncate_tokens(text, limit), status="incomplete")
+        ctx.status = "incomplete"
+        ctx.incomplete_details = {"reason": "max_output_tokens"}
+        return
     yield from ctx.emitter.message(text)
 
 
@@ -196,14 +216,7 @@ def incomplete(ctx: Context) -> Iterator[Emission]:
 def continuation(ctx: Context) -> Iterator[Emission]:
     """Asked to go on with an answer that was stopped or cut short: the rest of it, itself cut
     short again at max_output_tokens when the request sets one it exceeds."""
-    text = texts.continuation(ctx.said, ctx.rng)
-    limit = ctx.request.get("max_output_tokens")
-    if isinstance(limit, int) and 0 < limit < len(texts.tokenize(text)):
-        yield from ctx.emitter.message(texts.truncate_tokens(text, limit), status="incomplete")
-        ctx.status = "incomplete"
-        ctx.incomplete_details = {"reason": "max_output_tokens"}
-        return
-    yield from ctx.emitter.message(text)
+    yield from _capped(ctx, texts.continuation(ctx.said, ctx.rng))
 
 
 def failed(ctx: Context) -> Iterator[Emission]:

@@ -2,6 +2,7 @@
 
     {% conversation_tools conversation turns %}    its read-only links (make, copy, revoke) and exports
     {% turn_versions %}                           a turn's `‹ 2/3 ›` (in _turn.html)
+    {% conversation_settings conversation %}      its Settings panel (the owner's)
 """
 
 from __future__ import annotations
@@ -48,3 +49,14 @@ def turn_versions(context: template.Context) -> str:
     return render_to_string("responses_app/_versions.html", {
         "versions": versions, "request": context.get("request"), "can_post": context.get("can_post"),
         "csrf_token": context.get("csrf_token")})
+
+
+@register.inclusion_tag("responses_app/_settings_panel.html", takes_context=True)
+def conversation_settings(context: template.Context, conversation: Any) -> dict[str, Any]:
+    """`{% conversation_settings conversation %}`: the owner's Settings panel (web/conversation_settings.py);
+    the settings page gives its own form (what was typed, and the errors), open."""
+    from ..web.conversation_settings import panel
+
+    given = context.get("settings_form")
+    return {**panel(conversation, given), "conversation": conversation, "open": given is not None and given.is_bound,
+            "csrf_token": context.get("csrf_token")}

@@ -112,7 +112,9 @@ def composer_context(*, conversation: Conversation | None = None, values: dict[s
     return {
         "models": models,
         "model_groups": groups if len(groups) > 1 or groups[0][0] else None,  # <optgroup>s by provider
-        "selected_model": selected,
+        "selected_model": selected,  # each model with its words (model_choices), the selected one's shown under it
+        "model_options": [(label, model_choices.choices(group)) for label, group in groups],
+        "selected_description": dict(model_choices.choices(models)).get(selected, ""),
         "client_request_id": str(uuid.uuid4()),  # fresh per render: the idempotency key
         "max_input_chars": forms.MAX_INPUT_CHARS,  # the page counts against the form's own limit
         "values": values,

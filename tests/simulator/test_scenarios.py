@@ -145,3 +145,19 @@ def test_request_errors_have_the_api_shape(simulator_url: str) -> None:
     assert err["param"] == "previous_response_id"
     r = get(f"{simulator_url}/responses/resp_missing")
     assert r.status_code == 404 and r.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_sim_text_says_back_its_instructions_and_stops_at_max_output_tokens(simulator_url: str) -> None:
+    sent = {"instructions": "Answer like a pirate.", "temperature": 0.2, "reasoning": {"effort": "low"}}
+    events = parse(stream_raw(simulator_url, body("sim-text", **sent)))
+    text = next(e["text"] for e in events if e["type"] == "response.output_text.done")
+    assert text.startswith("Instructions received: “Answer like a pirate.”\n\n")
+    final = events[-1]["response"]
+    assert final["status"] == "completed" and final["instructions"] == "Answer like a pirate."
+    assert final["temperature"] == 0.2 and final["reasoning"]["effort"] == "low"
+    cut = parse(stream_raw(simulator_url, body("sim-text", max_output_tokens=5)))
+    assert cut[-1]["type"] == "response.incomplete"
+    assert cut[-1]["response"]["incomplete_details"] == {"reason": "max_output_tokens"}
+    plain = parse(stream_raw(simulator_url, body("sim-text")))
+    assert plain[-1]["type"] == "response.completed", "no instructions, no cap: as before"
+    assert not next(e["text"] for e in plain if e["type"] == "response.output_text.done").startswith("Instructions")

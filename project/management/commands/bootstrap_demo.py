@@ -3,7 +3,8 @@
 In development (the demo's settings.DEVELOPMENT) it creates the account `demo` / `demo` when it does not
 exist yet, and prints where to go and how to log in. When RELAY_SIMULATOR_BASE_URL is set to this
 server's own `/simulator/v1` (rather than left empty: the embedded simulator, reached in-process),
-it checks that it points at the address being served, and warns if not.
+it checks that it points at the address being served, and warns if not. It adds the demo's presets
+of conversation settings (DEMO_PRESETS) that do not exist yet, so Settings › Apply preset has some.
 """
 
 from __future__ import annotations
@@ -16,9 +17,16 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 
 from responses_app.conf import app_settings
+from responses_app.models import Preset
 
 DEMO_USERNAME = "demo"
 DEMO_PASSWORD = "demo"
+DEMO_PRESETS: tuple[dict[str, Any], ...] = (
+    {"name": "Concise", "description": "Short, plain answers.", "temperature": 0.3, "max_output_tokens": 400,
+     "instructions": "Answer in at most three short paragraphs, in plain words."},
+    {"name": "Careful reasoning", "description": "Thinks longer before answering.", "reasoning_effort": "high",
+     "instructions": "Reason step by step, then give the answer and how sure you are."},
+)
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 
 
@@ -70,9 +78,12 @@ class Command(BaseCommand):
         else:
             account = ("Not in development (DJANGO_ENV): no demo account is created. "
                        "Create one with `manage.py createsuperuser`.")
+        made = [str(p["name"]) for p in DEMO_PRESETS if Preset.objects.get_or_create(name=p["name"], defaults=p)[1]]
         self.stdout.write("")
         self.stdout.write(style.SUCCESS(f"  Responses Relay is starting at {address}"))
         self.stdout.write(f"  {account}")
+        if made:
+            self.stdout.write(f"  Added the presets {', '.join(made)} (a conversation's Settings applies them).")
         self.stdout.write(f"  Open {address} , log in, and send a first prompt; the models are the built-in "
                           "simulator's scenarios unless OPENAI_API_KEY is set.")
         warning = simulator_mismatch(address)

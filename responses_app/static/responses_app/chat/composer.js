@@ -176,9 +176,21 @@ function refusedHere(form, input, attached = 0) {
   return Boolean(send && send.dataset.over === "1");
 }
 
+// The words under the model picker follow the choice (the server renders the first choice's).
+export function bindModelDescription(form) {
+  const select = form.querySelector("[data-model-select]");
+  const words = form.querySelector("[data-model-description]");
+  if (!select || !words) return;
+  select.addEventListener("change", () => {
+    const option = select.selectedOptions[0];
+    words.textContent = (option && option.dataset.description) || "";
+  });
+}
+
 export function bindComposer(form) {
   const input = form.querySelector("textarea[name=input]");
   form.noValidate = true; // the page words its own errors
+  bindModelDescription(form);
   if (input) {
     bindCount(input);
     bindEnter(form, input);
