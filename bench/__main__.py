@@ -44,6 +44,8 @@ BENCHMARKS = (
               "[--mb 20]"),
     Benchmark("chaos", "bench.chaos", "invariants per request under a schedule of faults, memory and connections",
               "[--minutes 5] [--streams 30]"),
+    Benchmark("herd", "bench.herd", "a rolling deploy's reconnects: every viewer of a stopped web process at once",
+              "[--viewers 100,300]"),
     Benchmark("tool_rounds", "bench.tool_rounds", "a 10-round tool conversation over SSE and over WebSocket mode",
               "[--quick]"),
 )
