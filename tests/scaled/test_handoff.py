@@ -17,7 +17,10 @@ from bench.viewers import Load
 from responses_app.streaming.wire import PROTOCOL
 from tests.scaled.test_survival import assert_whole, explain, flowing, holder
 
-HANDOFF_GAP_S = 1.0  # the longest a viewer may wait for text across the hand-off
+# The longest a viewer may wait for text across the hand-off. The target is 1 s (bench chaos, p99);
+# CI's three lanes on two cores once made it 1.16 s with the handing over itself 0.08 s. What this
+# catches is the other path, a stream left to its lease: 12 s and more.
+HANDOFF_GAP_S = 1.5
 STOPPED_WITHIN_S = 5.0  # how long the stopping worker may take to exit
 WEB_STOPPED_WITHIN_S = 2.0  # ... and a web process with open sockets
 LAST_WORKER_GAP_S = 6.0  # ... and across the start of a new worker when none was left
