@@ -64,6 +64,7 @@ PG_TEST_URL ?= postgres://postgres@127.0.0.1:5432/relay
 # Beside the relay: what answers differently on PostgreSQL (U+0000 in text, the search index), and
 # the upstream clients' tests that drive the relay.
 PG_TOO := tests/web/test_search_indexed.py tests/web/test_search_export.py tests/web/test_nul_inputs.py tests/web/test_fuzz_routes.py \
+	tests/web/test_security_login.py \
 	tests/upstream/test_body_chunks.py tests/upstream/test_websocket.py tests/upstream/test_websocket_captures.py \
 	tests/upstream/test_websocket_drops.py tests/upstream/test_websocket_lanes.py
 SECOND_LOG := build/test-second.log

@@ -31,6 +31,18 @@ def test_repeated_failures_lock_the_account_out(settings: Any) -> None:
     assert bob.status_code == 302, "another user is not locked out"
 
 
+def test_a_username_too_long_is_a_form_error_not_a_recorded_failure() -> None:
+    """Django's login form does not check its username's length; django-axes then recorded the
+    failure in a 255-character column, a 500 on PostgreSQL (the route walk found it)."""
+    from axes.models import AccessAttempt
+
+    page = attempt(Client(), "x" * 300, "wrong")
+    assert page.status_code == 200 and "did not match" in page.content.decode()
+    assert not AccessAttempt.objects.exists(), "refused by the form, before any authentication"
+    assert attempt(Client(), "x" * 150, "wrong").status_code == 200, "the longest a name can be: tried"
+    assert AccessAttempt.objects.count() == 1
+
+
 def test_behind_the_proxy_an_address_is_the_client_it_forwards(settings: Any) -> None:
     """The demo's settings behind a proxy (DJANGO_TRUST_X_FORWARDED_PROTO): every connection comes
     from the proxy, so an attacker's failures must not lock the account out for everyone else; the
