@@ -49,12 +49,16 @@ def wait_for_text(page: Page, request_id: str, min_chars: int = 1) -> None:
         }""", arg=[request_id, min_chars])
 
 
-def wait_completed(page: Page, request_id: str, timeout: float = 60_000) -> None:
+def wait_completed(page: Page, request_id: str, timeout: float = 60_000, *, rendered: bool = True) -> None:
+    """The turn completed and is no longer live; `rendered`: and a followed turn's server rendering
+    is swapped in (data-finished "0" until then), so a click after this lands on the lasting markup."""
     expect(turn(page, request_id).locator("[data-badge]")).to_have_attribute("data-badge", "completed",
                                                                             timeout=timeout)
     page.wait_for_function(
-        "id => document.querySelector(`article.turn[data-request-id=\"${id}\"]`).dataset.live === undefined",
-        arg=request_id)
+        """([id, rendered]) => {
+            const t = document.querySelector(`article.turn[data-request-id="${id}"]`);
+            return t.dataset.live === undefined && !(rendered && t.dataset.finished === "0");
+        }""", arg=[request_id, rendered], timeout=timeout)
 
 
 def live_text(page: Page, request_id: str) -> str:

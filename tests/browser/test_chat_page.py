@@ -235,7 +235,7 @@ def test_reasoning_images_tool_states_usage_and_times_read_honestly(sessions: An
 
     page.route(rendering, hold_finished_rendering)
     image = send_reply(page, "Draw a sun", model="sim-image", metadata=FAST)
-    wait_completed(page, image)
+    wait_completed(page, image, rendered=False)  # its rendering is held
     img = turn(page, image).locator("figure.block-image img")
     expect(img).to_have_count(1)
     expect(img).to_be_visible()
@@ -390,7 +390,7 @@ def test_an_approval_answered_from_a_second_tab_after_a_reload(sessions: Any, re
     tab_a.route(rendering,
                 lambda route: held.append(route) if route.request.method == "GET" else route.continue_())
     approve.click()
-    wait_completed(tab_a, ask)
+    wait_completed(tab_a, ask, rendered=False)  # its rendering is held
     wait_completed(tab_b, ask)
     expect(turn(tab_b, ask)).to_have_attribute("data-finished", "1")
     deadline = time.monotonic() + 30

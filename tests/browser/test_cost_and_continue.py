@@ -81,6 +81,7 @@ def test_an_answer_and_its_conversation_show_what_they_cost(people: Any, cost_se
     wait_for_text(page, stopped, 200)
     page.locator("#composer [data-stop-latest]").click()
     expect(turn(page, stopped).locator("[data-badge]")).to_have_attribute("data-badge", "cancelled")
+    expect(turn(page, stopped)).to_have_attribute("data-finished", "1")  # measured after the swap
     estimate = turn(page, stopped).locator('[data-usage="cost"]')
     expect(estimate).to_have_text(re.compile(rf"^≈ {MONEY}$"))
     expect(turn(page, stopped).locator('[data-usage="output"]')).to_have_text(re.compile(r"^≈ \d+ out$"))

@@ -327,11 +327,21 @@ class Follower {
     const badge = badgeKey(message.status, this.view);
     this.setBadge(badge);
     this.removeStop();
+    this.turn.dataset.finished = "0"; // until the server rendering is swapped in ("1") or cannot be
     this.turn.removeAttribute("data-live");
     this.turn.removeAttribute("aria-busy");
     this.turn.dataset.status = message.status;
     announce(`Answer ${badgeText(badge, this.view).toLowerCase()}`);
     // The server rendering of the committed answer: the same HTML in every tab, after every reload.
+    const live = this.turn;
+    try {
+      await this.swapRendering();
+    } finally {
+      if (live.dataset.finished === "0") delete live.dataset.finished; // kept the live drawing
+    }
+  }
+
+  async swapRendering() {
     for (let attempt = 0; attempt < 3; attempt++) {
       try {
         const response = await fetch(this.turn.dataset.turnUrl, { credentials: "same-origin" });
