@@ -25,18 +25,30 @@ def document_top(page: Page, selector: str) -> float:
     return float(page.evaluate("s => document.querySelector(s).getBoundingClientRect().top + scrollY", selector))
 
 
+PLACE = """([name, block]) => {
+    const turn = document.getElementById(name);
+    const meta = turn.querySelector(".turn-meta").getBoundingClientRect();
+    const first = turn.querySelector(block).getBoundingClientRect();
+    const blocks = turn.querySelectorAll(`${block.split(" ")[0]} > .block`);
+    const last = blocks[blocks.length - 1].getBoundingClientRect();
+    return {turn: turn.getBoundingClientRect().top + scrollY, under: first.top - meta.bottom, seen: last.bottom};
+}"""
+
+
+# `place` in the first frame that shows `block`, into window.placeShown.
+WATCH_PLACE = """([name, block]) => {
+    const place = """ + PLACE + """;
+    const look = () => document.querySelector(`#${name} ${block}`)
+        ? (window.placeShown = place([name, block])) : requestAnimationFrame(look);
+    look();
+}"""
+
+
 def place(page: Page, name: str, block: str) -> dict[str, float]:
     """Where the turn stands in the document, and where its answer's first block stands under the
     turn's line of badges and buttons (that line is shorter while an answer is written), and where
     the end of the answer so far is in the window."""
-    return dict(page.evaluate("""([name, block]) => {
-        const turn = document.getElementById(name);
-        const meta = turn.querySelector(".turn-meta").getBoundingClientRect();
-        const first = turn.querySelector(block).getBoundingClientRect();
-        const blocks = turn.querySelectorAll(`${block.split(" ")[0]} > .block`);
-        const last = blocks[blocks.length - 1].getBoundingClientRect();
-        return {turn: turn.getBoundingClientRect().top + scrollY, under: first.top - meta.bottom, seen: last.bottom};
-    }""", [name, block]))
+    return dict(page.evaluate(PLACE, [name, block]))
 
 
 def no_sideways_scroll(page: Page) -> None:
@@ -55,6 +67,9 @@ def test_continue_appends_to_the_same_answer_in_place(sessions: Any, relay_serve
     assert so_far
     before = place(page, name, "[data-blocks] .block")
     assert_accessible(page, f"#{name}")
+    # Measured in the first frame that shows the answer so far above the continuation: later, the
+    # window may have followed the new text down, as it should for a reader at the bottom.
+    page.evaluate(WATCH_PLACE, [name, "[data-earlier] .block"])
     article.get_by_role("button", name="Continue this answer").click()
     # The same turn follows the continuation: the answer so far stays where it was, above it.
     expect(article).to_have_count(1)
@@ -62,7 +77,7 @@ def test_continue_appends_to_the_same_answer_in_place(sessions: Any, relay_serve
     continuation = str(article.get_attribute("data-request-id"))
     assert article.get_attribute("id") == name
     expect(article.locator("[data-earlier]")).to_have_count(1)
-    during = place(page, name, "[data-earlier] .block")
+    during = dict(page.wait_for_function("() => window.placeShown").json_value())
     assert abs(during["turn"] - before["turn"]) < 1 and abs(during["under"] - before["under"]) < 1, (before, during)
     # In the window the answer so far moves by no more than a line of buttons (the live turn's
     # line is shorter, and a reader at the bottom stays at the bottom).
