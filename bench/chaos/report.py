@@ -14,7 +14,7 @@ from typing import Any
 
 from bench.chaos import schedule as s
 from bench.chaos.faults import LEASE_S, Window
-from bench.chaos.sampler import Sample
+from bench.chaos.sampler import EVERY_S, Sample
 from bench.chaos.traffic import Done, pause_kinds
 from bench.harness import pct
 
@@ -47,6 +47,7 @@ class Result:
     load: tuple[tuple[float, ...], tuple[float, ...]]  # loadavg at start and end
     wall_s: float
     t0: float  # wall clock of the load's start
+    cpu: dict[str, dict[str, float]] = field(default_factory=dict)  # Sampler.cpu_use()
     lost: dict[str, tuple[int, int]] = field(default_factory=dict)
     pauses: dict[str, list[float]] = field(default_factory=dict)
 
@@ -135,6 +136,18 @@ def memory_table(r: Result) -> list[str]:
     return lines
 
 
+def cpu_table(r: Result) -> list[str]:
+    """Where the cores went: the machine's cores shared by the layout, its services and the load."""
+    if not r.cpu:
+        return []
+    lines = [f"| Process | cores used, mean | busiest {EVERY_S:g} s |", "|---|---:|---:|"]
+    for role, c in sorted(r.cpu.items(), key=lambda item: -item[1].get("mean", 0.0)):
+        lines.append(f"| {role} | {c.get('mean', 0.0):.2f} | {c['busiest']:.2f} |")
+    total = sum(c.get("mean", 0.0) for c in r.cpu.values())
+    lines.append(f"| all of them, of {os.cpu_count()} | {total:.2f} | |")
+    return lines
+
+
 def connections_table(r: Result) -> list[str]:
     names = sorted({n for x in r.samples for n in x.pg})
     roles = sorted({n for x in r.samples for n in x.sockets})
@@ -191,7 +204,8 @@ def markdown(r: Result) -> str:
     out += [f"- injector error: {e}" for e in r.injector_errors]
     reconnects = sum(v.reconnects for v in viewers)
     out += ["", f"Viewers reconnected {reconnects} times and asked for {sum(v.resyncs for v in viewers)} "
-            "snapshots.", "", "## Memory (after warm-up) and connections", "", *memory_table(r), "",
+            "snapshots.", "", "## CPU", "", *cpu_table(r), "",
+            "## Memory (after warm-up) and connections", "", *memory_table(r), "",
             *connections_table(r), "", "RSS over time (MB), PostgreSQL connections and Redis clients:", "",
             *timeline(r), "", "## Durability settings in force", "",
             *(f"- {k}: `{v}`" for k, v in r.durability.items()), "",

@@ -1,9 +1,10 @@
-"""RSS and open connections over the run, sampled every few seconds, by role (worker-1 is worker-1
-whatever its PID: a restarted process is a new one), and the durability settings in force."""
+"""RSS, CPU and open connections over the run, sampled every few seconds, by role (worker-1 is
+worker-1 whatever its PID: a restarted process is a new one), and the durability settings in force."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import statistics
 import time
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.cluster import Cluster
+from bench.harness import CLK_TCK, cpu_seconds
 
 EVERY_S = 5.0
 FLAT = 0.15
@@ -53,6 +55,26 @@ def redis_info(cluster: Cluster) -> tuple[int, float]:
         client.close()
 
 
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of a process, its live children and the children it reaped (PostgreSQL's
+    backends that ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        reaped = (int(fields[13]) + int(fields[14])) / CLK_TCK
+    except (OSError, IndexError, ValueError):
+        return 0.0
+    return cpu_seconds(pid) + reaped
+
+
+def postmaster_pid(cluster: Cluster) -> int | None:
+    try:
+        assert cluster.postgres is not None
+        return int((cluster.postgres.data / "postmaster.pid").read_text().split()[0])
+    except (AssertionError, OSError, IndexError, ValueError):
+        return None
+
+
 @dataclass
 class Sample:
     t: float  # seconds from the start of the load
@@ -60,6 +82,7 @@ class Sample:
     sockets: dict[str, int]
     pg: dict[str, int]  # connections by application_name
     redis_clients: int
+    cpu: dict[str, tuple[int, float]] = field(default_factory=dict)  # role: (pid, CPU seconds so far)
 
 
 @dataclass
@@ -69,9 +92,17 @@ class Sampler:
     samples: list[Sample] = field(default_factory=list)
 
     def take(self) -> Sample:
-        rss, socks = {}, {}
+        rss, socks, cpu = {}, {}, {}
+        times = os.times()
+        cpu["load (this process)"] = (os.getpid(), times.user + times.system)
+        services = {"redis": self.cluster.redis.proc.pid if self.cluster.redis and self.cluster.redis.proc else None,
+                    "postgresql": postmaster_pid(self.cluster)}
+        for role, pid in services.items():
+            if pid is not None:
+                cpu[role] = (pid, tree_cpu(pid))
         for name, server in list(self.cluster.servers.items()):
             if server.alive():
+                cpu[name] = (server.pid, tree_cpu(server.pid))
                 if (mb := rss_mb(server.pid)) is not None:
                     rss[name] = mb
                 socks[name] = sockets(server.pid)
@@ -86,7 +117,7 @@ class Sampler:
             clients, rss["redis"] = redis_info(self.cluster)
         except Exception:
             pass
-        return Sample(round(time.time() - self.t0, 1), rss, socks, pg, clients)
+        return Sample(round(time.time() - self.t0, 1), rss, socks, pg, clients, cpu)
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -95,6 +126,25 @@ class Sampler:
                 await asyncio.wait_for(stop.wait(), EVERY_S)
             except TimeoutError:
                 pass
+
+    def cpu_use(self) -> dict[str, dict[str, float]]:
+        """Per role, the cores it kept busy: on average over the run, and in its busiest interval
+        between two samples (a restarted process starts its count again)."""
+        out: dict[str, dict[str, float]] = {}
+        for before, after in itertools.pairwise(self.samples):
+            span = after.t - before.t
+            for role, (pid, seconds) in after.cpu.items():
+                earlier = before.cpu.get(role)
+                if span <= 0 or earlier is None or earlier[0] != pid:
+                    continue
+                used = max(0.0, seconds - earlier[1])
+                entry = out.setdefault(role, {"seconds": 0.0, "busiest": 0.0})
+                entry["seconds"] += used
+                entry["busiest"] = max(entry["busiest"], used / span)
+        if len(self.samples) > 1 and (wall := self.samples[-1].t - self.samples[0].t) > 0:
+            for entry in out.values():
+                entry["mean"] = entry["seconds"] / wall
+        return out
 
     def flatness(self, warmup_s: float) -> dict[str, dict[str, Any]]:
         """Per role, after warm-up: the median RSS of the first and of the last quarter of the

@@ -14,6 +14,7 @@ import pytest
 from bench.chaos import report, schedule
 from bench.chaos.checks import holes
 from bench.chaos.faults import Window
+from bench.chaos.sampler import Sample, Sampler
 from bench.chaos.traffic import ChaosViewer, Done, Plan, pause_kinds
 from bench.cluster import have_services
 from tests.conftest import IN_CI
@@ -38,6 +39,17 @@ def test_a_pause_is_put_down_to_the_fault_in_progress() -> None:
     redis = Window(schedule.REDIS, 125.0, 129.0)
     assert pause_kinds(done, [kill, redis]) == {schedule.KILL9: 9.0, schedule.REDIS: 0.1}
     assert pause_kinds(done, []) == {schedule.NONE: 9.0}
+
+
+def test_cpu_is_counted_per_role_and_starts_again_with_a_new_process() -> None:
+    samples = [Sample(0.0, {}, {}, {}, 0, {"worker-1": (10, 5.0), "web-1": (20, 1.0)}),
+               Sample(5.0, {}, {}, {}, 0, {"worker-1": (10, 7.5), "web-1": (20, 1.5)}),
+               Sample(10.0, {}, {}, {}, 0, {"worker-1": (11, 0.5), "web-1": (20, 2.0)}),  # worker-1 restarted
+               Sample(20.0, {}, {}, {}, 0, {"worker-1": (11, 3.5), "web-1": (20, 2.0)})]
+    sampler = Sampler(cluster=None, t0=0.0, samples=samples)  # type: ignore[arg-type]
+    use = sampler.cpu_use()
+    assert use["worker-1"] == {"seconds": 5.5, "busiest": 0.5, "mean": 0.275}
+    assert use["web-1"] == {"seconds": 1.0, "busiest": 0.1, "mean": 0.05}
 
 
 def test_the_schedule_has_every_kind_of_fault_and_is_seeded() -> None:
@@ -71,3 +83,5 @@ def test_two_minutes_of_faults_lose_nothing() -> None:
     assert {name: lost for name, (lost, _) in result.lost.items()} == dict.fromkeys(report.INVARIANTS, 0), text
     assert all(total > 0 for _, total in result.lost.values()), text
     assert wall <= WALL_S, f"{wall:.0f} s\n{text}"
+    assert {"web-1", "worker-1", "simulator", "redis", "postgresql"} <= set(result.cpu), text
+    assert "## CPU" in text and all(c["seconds"] > 0 for c in result.cpu.values()), text
