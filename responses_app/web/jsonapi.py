@@ -111,18 +111,19 @@ async def requests_cancel(http: HttpRequest, request_id: str) -> HttpResponse:
 
 @require_POST
 async def requests_continue(http: HttpRequest, request_id: str) -> HttpResponse:
-    """Continue this stopped or cut-short answer: `{"client_request_id"?}`, as `requests_create`'s."""
+    """Continue this stopped or cut-short answer: `{"client_request_id"?}` (JSON or a form, or no
+    body), as `requests_create`'s."""
     if not (await http.auser()).is_authenticated:
         return _error(401, "authentication required")
-    if http.body.strip():
+    if http.content_type == "application/json" and http.body.strip():
         try:
             data = orjson.loads(http.body)
         except orjson.JSONDecodeError:
             return _error(400, "body is not valid JSON")
         if not isinstance(data, dict) or not isinstance(data.get("client_request_id") or "", str):
             return _error(400, "invalid request", {"client_request_id": ["Must be a string."]})
-    else:
-        data = {}
+    else:  # no body, or a form (as api/requests takes one)
+        data = http.POST.dict()
     key = idempotency.fitted((data.get("client_request_id") or "").strip()) or str(uuid.uuid4())
     try:
         user, source = await _visible(http, request_id)
