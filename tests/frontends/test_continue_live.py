@@ -19,7 +19,7 @@ from responses_app import continuing
 from tests.frontends.agui_client import EVENT, Consumer, read
 from tests.frontends.conftest import Relay
 from tests.frontends.test_agui_live import RUNS, run_input, stream_url
-from tests.frontends.test_aisdk_live import answer, node, use_chat  # noqa: F401 (node: a fixture)
+from tests.frontends.test_aisdk_live import answer, use_chat
 
 NOT_STOPPED = {"error": continuing.NOT_STOPPED, "code": "not_continuable"}
 
@@ -169,7 +169,7 @@ def text_parts(parts: list[dict[str, Any]]) -> list[str]:
     return [p["text"] for p in parts if p["type"] == "text"]
 
 
-def test_aisdk_send_message_continues_the_same_assistant_message(node: str, relay: Relay) -> None:  # noqa: F811
+def test_aisdk_send_message_continues_the_same_assistant_message(node: str, relay: Relay) -> None:
     result = use_chat(node, relay, "continue", model="sim-incomplete")
     message_id, said, _ = answer(result["first"])
     cut = relay.wait_status(message_id, ("incomplete",))
@@ -183,7 +183,7 @@ def test_aisdk_send_message_continues_the_same_assistant_message(node: str, rela
     assert count(relay, cut["conversation_id"]) == 2
 
 
-def test_aisdk_continues_a_stopped_answer(node: str, relay: Relay) -> None:  # noqa: F811
+def test_aisdk_continues_a_stopped_answer(node: str, relay: Relay) -> None:
     result = use_chat(node, relay, "continue-stopped", model="sim-long", pace=150)
     assert result["stopStatus"] == 202
     message_id, said, _ = answer(result["first"])
@@ -193,7 +193,7 @@ def test_aisdk_continues_a_stopped_answer(node: str, relay: Relay) -> None:  # n
     assert text.startswith(said) and len(text) > len(said) and said == stopped["final_text"]
 
 
-def test_aisdk_a_reload_mid_continuation_resumes_the_whole_message(node: str, relay: Relay) -> None:  # noqa: F811
+def test_aisdk_a_reload_mid_continuation_resumes_the_whole_message(node: str, relay: Relay) -> None:
     result = use_chat(node, relay, "continue-reload", model="sim-incomplete", pace=30)
     message_id, said, _ = answer(result["first"])
     _, before, _ = answer(result["before"])

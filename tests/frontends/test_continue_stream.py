@@ -26,6 +26,7 @@ def test_agui_goes_on_in_the_same_message_with_only_the_new_text() -> None:
     second, rest = part("sim-text")
     before = follow(first, AguiStream(request_id="req-a", thread_id="t"), final="incomplete")
     joins = continued_message_id([("req-a", first.seen[-1])])
+    assert joins is not None
     after = follow(second, AguiStream(request_id="req-b", thread_id="t", joins=joins))
     starts = [e.message_id for _, e in before + after if e.type == EventType.TEXT_MESSAGE_START]
     assert starts == [joins, joins], "the continuation's text starts the same message again"

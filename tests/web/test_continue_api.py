@@ -21,7 +21,7 @@ from tests.web.test_pages import client_for
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_upstream")]
 
 
-def continue_url(request: ResponseRequest | str) -> str:
+def continue_url(request: ResponseRequest | uuid.UUID) -> str:
     return reverse("responses_app:api-request-continue", args=[getattr(request, "pk", request)])
 
 
