@@ -33,6 +33,7 @@ NOT_OWNER = "Only the owner of this conversation can continue its answers."
 NOT_LAST = "Only the last answer of the conversation can be continued. Reply below instead."
 NOT_STOPPED = "This answer is complete, so there is nothing to continue. Regenerate it or reply below instead."
 STILL_RUNNING = "This answer is still being written. Wait for it to end, or stop it first."
+NOT_IN_CONVERSATION = "This answer is not part of a conversation, so there is no turn to continue."
 
 
 def refusal(request: ResponseRequest, *, last: bool) -> str | None:

@@ -24,8 +24,10 @@ Every Stop (the no-JS form, the JSON API, the AG-UI and AI SDK streams' DELETE, 
 `api.cancel`) comes through `stop` (`stop_blocking` from sync code): who may stop it
 (`selectors.can_cancel`, else Refused 403), an ended request answered as ended (nothing written,
 no runner told), else the cancel written once (services.request_cancel) and its runner told.
-Every approval answer (the JSON API, AG-UI `resume`, the AI SDK's approval parts) comes through
-`approve`: the owner only, a running request only, questions the request asks only.
+Every Continue (the chat page, the JSON API, AG-UI, the AI SDK) comes through `continue_answer`:
+the owner only, the rules of continuing.refusal applied in `submit`. Every approval answer (the
+JSON API, AG-UI `resume`, the AI SDK's approval parts) comes through `approve`: the owner only, a
+running request only, questions the request asks only.
 A refusal is answered by `Refused.answer` (its status, and Retry-After on a 429).
 """
 
@@ -169,6 +171,18 @@ def resend_data(source: ResponseRequest, *, client_request_id: str, input: Any |
 def continue_data(source: ResponseRequest, *, client_request_id: str) -> dict[str, Any]:
     """What Continue submits: the instruction to go on, with the turn's own model and settings."""
     return resend_data(source, client_request_id=client_request_id, input=continuing.INSTRUCTION)
+
+
+def continue_answer(*, user: Any, source: ResponseRequest, client_request_id: str) -> Submitted:
+    """Continue `source`, a stopped or cut-short answer, as the next part of its turn: every door's
+    Continue (the chat page, the JSON API, AG-UI, the AI SDK) comes here. Refused: 403 not the
+    owner, 404 its conversation is gone, 409 it cannot be continued (continuing.refusal's words);
+    a resubmitted `client_request_id` finds the continuation it made."""
+    if not selectors.is_owner(user, source):
+        raise Refused(403, "forbidden", continuing.NOT_OWNER)
+    if source.conversation_id is None:
+        raise Refused(409, "not_continuable", continuing.NOT_IN_CONVERSATION)
+    return submit(user=user, data=continue_data(source, client_request_id=client_request_id), continues=source)
 
 
 def _continue_params(params: dict[str, Any], source: ResponseRequest, provider: Provider) -> None:

@@ -24,6 +24,7 @@ urlpatterns = [
     path("api/requests", jsonapi.requests_create, name="api-requests"),
     path("api/requests/<uuid:request_id>", jsonapi.requests_detail, name="api-request"),
     path("api/requests/<uuid:request_id>/cancel", jsonapi.requests_cancel, name="api-request-cancel"),
+    path("api/requests/<uuid:request_id>/continue", jsonapi.requests_continue, name="api-request-continue"),
     path("api/requests/<uuid:request_id>/approvals/<str:approval_request_id>", jsonapi.requests_approve,
          name="api-request-approve"),
     # front ends: AG-UI and the Vercel AI SDK's useChat (frontend_streams.py, docs/frontends.md)

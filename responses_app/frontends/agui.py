@@ -16,11 +16,17 @@ HTTP binding ignores `id` (it has no resumption); this relay honours it: a strea
 and so repeats nothing). A resumed stream is the rest of the run, so it does not open with
 RUN_STARTED; a run paused for approvals continues, on a stream of its own, with a new run.
 
+A continuation (a request that goes on from a stopped or cut-short answer, continuing.py) is a run
+of its own whose first text goes on as the message the answer before it ended with (`joins`,
+`continued_message_id`): TEXT_MESSAGE_START again with that id, then only the new text.
+
 Pure: no Django, no I/O; ag_ui is an optional dependency (the `agui` extra).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -55,7 +61,7 @@ from ag_ui.encoder import EventEncoder
 
 from . import jsonpatch
 from .aisdk import error_text
-from .told import REASONING, SPAN, TEXT, Told, ToldPart, ToldStep
+from .told import REASONING, SPAN, TEXT, Told, ToldPart, ToldStep, parts_of
 
 HEARTBEAT = ": keep-alive\n\n"  # an SSE comment, which every AG-UI consumer must tolerate
 _SUCCESS = frozenset({"completed", "incomplete"})
@@ -73,11 +79,30 @@ def state_of(view: dict[str, Any], request_id: str, status: str) -> dict[str, An
     return {"request": {"id": request_id, "status": status}, "meta": dict(view.get("meta") or {}), "blocks": blocks}
 
 
-class AguiStream:
-    """One client's AG-UI stream of one request."""
+def continued_message_id(earlier: Sequence[tuple[str, dict[str, Any]]]) -> str | None:
+    """The message a continuation's first text goes on as: the one the parts before it (request id,
+    view; in order) ended with, joined as continuing.join_views joins them; None when they did not
+    end with text."""
+    carried: str | None = None
+    for scope, view in earlier:
+        blocks = view.get("blocks") or []
+        if not blocks:
+            continue
+        ids = {part.key: part.id for part, _ in parts_of(view, scope)}
+        if carried is not None and blocks[0].get("kind") == "text":
+            ids[str(blocks[0]["id"])] = carried
+        carried = ids.get(str(blocks[-1]["id"])) if blocks[-1].get("kind") == "text" else None
+    return carried
 
-    def __init__(self, *, request_id: str, thread_id: str, run_id: str | None = None, told: Told | None = None) -> None:
+
+class AguiStream:
+    """One client's AG-UI stream of one request; `joins`: a continuation's first text goes on as
+    this message (continued_message_id)."""
+
+    def __init__(self, *, request_id: str, thread_id: str, run_id: str | None = None, told: Told | None = None,
+                 joins: str | None = None) -> None:
         self.request_id = request_id
+        self.joins = joins
         self.thread_id = thread_id
         self.told = told or Told(request_id)
         self._run_id = run_id  # the client's name for the run this stream opens or continues
@@ -141,6 +166,10 @@ class AguiStream:
                                     outcome=RunFinishedInterruptOutcome(interrupts=[
                                         _interrupt(p, block, self.request_id) for p, block in step.value]))
         assert part is not None
+        blocks = view.get("blocks") or ()
+        if (self.joins is not None and part.kind == TEXT and blocks and blocks[0].get("kind") == "text"
+                and str(blocks[0].get("id")) == part.key):
+            part = replace(part, id=self.joins)
         return _part_event(kind, part, step.value)
 
     def _finish(self, status: str, view: dict[str, Any]) -> BaseEvent:

@@ -11,15 +11,22 @@ incomplete answer; `error` after an `error` chunk for failed, error and unknown)
 cancelled request. MCP approval requests become `tool-approval-request` chunks and the message
 finishes (`tool-calls`) until the client answers (`addToolApprovalResponse`).
 
+A continuation (a request that goes on from a stopped or cut-short answer, continuing.py) is
+asked for as the AI SDK continues any assistant message, `sendMessage()` with no message while the
+last message is the assistant's: its stream names the turn's message (`message_id`, the turn's
+first request), so the client appends it to the same message, a step of its own.
+
 Resuming is a replay: the route `useChat({resume: true})` calls answers the whole message so far
 from its first `start`, which the client takes as a reset (`resumeStreamIsReplay`, the default of
-`DefaultChatTransport`), then the live chunks; never a chunk twice within one message.
+`DefaultChatTransport`), then the live chunks; never a chunk twice within one message. A
+continuation's replay first tells the parts before it again (`earlier`), so the message is whole.
 
 Pure: no Django, no I/O.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -56,8 +63,13 @@ def _json_or_text(text: str) -> Any:
 class AisdkStream:
     """One client's UI message stream of one request."""
 
-    def __init__(self, *, request_id: str, told: Told | None = None) -> None:
+    def __init__(self, *, request_id: str, told: Told | None = None, message_id: str | None = None,
+                 earlier: Sequence[tuple[str, dict[str, Any], str]] = ()) -> None:
+        """`message_id`: the message this request's stream goes on (a continuation's turn), by
+        default its own; `earlier`: the ended parts (request id, view, status) a replay tells first."""
         self.request_id = request_id
+        self.message_id = message_id or request_id
+        self.earlier = list(earlier)
         self.told = told or Told(request_id)
         self._closed = False
 
@@ -79,8 +91,12 @@ class AisdkStream:
     def _chunks(self, step: ToldStep, view: dict[str, Any]) -> list[dict[str, Any]]:
         kind, part = step.kind, step.part
         if kind == "run_start":  # a run is a step: the client checks approvals step by step
-            return [{"type": "start", "messageId": self.request_id, "messageMetadata": {"requestId": self.request_id}},
-                    {"type": "start-step"}]
+            replay = [chunk for scope, part_view, status in self.earlier
+                      for earlier in Told(scope).advance(part_view, status) if earlier.part is not None
+                      for chunk in self._chunks(earlier, part_view)]
+            self.earlier = []  # told once, before the first run
+            return [{"type": "start", "messageId": self.message_id, "messageMetadata": {"requestId": self.request_id}},
+                    {"type": "start-step"}, *replay]
         if kind == "finish":
             return [{"type": "finish-step"}, *self._finish(step.value, view)]
         if kind == "interrupt":

@@ -17,8 +17,13 @@ Authentication is the request socket's: the session (with CSRF on POST and DELET
 the submit path with its per-user limits (429 and Retry-After, before any stream). A stream counts
 as one viewer connection of its request (a resumed one as a reconnect too), never as a request.
 
-The adapters below (`submit`, `subscribe`, `stop`, `approve`) are this module's only contact
-with how requests start, stream and stop.
+The adapters below (`submit`, `subscribe`, `stop`, `approve`, and frontend_continue.go_on) are
+this module's only contact with how requests start, stream and stop.
+
+Continue (continuing.py): AG-UI has no word for it (its `resume` answers interrupts only; a
+cancelled run's next run is an ordinary one), so a RunAgentInput with `forwardedProps.continue`
+asks for it; the AI SDK's own way is `sendMessage()` with the stopped assistant message last.
+Both streams carry the rest as the same message (frontend_continue.py, docs/frontends.md).
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from ..relay.hub import get_hub
 from ..relay.worker import start_request
 from ..submission import Refused
 from ..viewers.follow import Follow, approvals_asked, current_view
+from . import frontend_continue
 from .pages import DEFAULT_MODEL
 
 logger = logging.getLogger(__name__)
@@ -235,7 +241,7 @@ async def _new_turn(user: Any, thread_id: str, text: str, options: dict[str, Any
     return await submit(user, data)
 
 
-async def _continue(user: Any, request_id: str, answers: dict[str, bool],
+async def _answered(user: Any, request_id: str, answers: dict[str, bool],
                     ) -> tuple[Told | None, Any, HttpResponse | None]:
     """Answer a request's approvals; what its client was told when it paused, and the request."""
     request = await sync_to_async(selectors.request_get_for_user)(user=user, request_id=request_id)
@@ -280,20 +286,26 @@ async def agui_run(http: HttpRequest) -> HttpResponseBase:
     except ValueError as exc:
         return JsonResponse({"error": "not an AG-UI RunAgentInput", "detail": str(exc)[:2000]}, status=400)
     props = run_input.forwarded_props if isinstance(run_input.forwarded_props, dict) else {}
+    told, joins, go = None, None, props.get("continue")
     if answers:
         resumed = await _waiting_request(user, run_input.thread_id, set(answers))
         if resumed is None:
             return _error(404, "no request of this thread waits for these interrupts")
-        told, request, refusal = await _continue(user, resumed, answers)
+        told, request, refusal = await _answered(user, resumed, answers)
+    elif go is not None and go is not False:
+        if go is not True and not isinstance(go, str):
+            return _error(400, "forwardedProps.continue must be true or the id of a request to continue")
+        request, refusal = await frontend_continue.go_on(user, None if go is True else go, run_input.thread_id,
+                                                         lambda _: client_key("agui", run_input.run_id))
+        joins = await sync_to_async(frontend_continue.joins)(request) if request is not None else None
     else:
-        told = None
         request, refusal = await _new_turn(user, run_input.thread_id, agui.last_user_text(run_input),
                                            props, client_key("agui", run_input.run_id))
     if refusal is not None:
         return refusal
     assert request is not None
     stream = agui.AguiStream(request_id=str(request.pk), thread_id=run_input.thread_id, run_id=run_input.run_id,
-                             told=told)
+                             told=told, joins=joins)
     return _stream_response(http, _sse(request, stream, reconnect=False, heartbeat=agui.HEARTBEAT), request,
                             "agui-stream")
 
@@ -330,7 +342,8 @@ async def agui_stream(http: HttpRequest, request_id: str) -> HttpResponseBase:
     if told is not None and told.finished:
         return HttpResponse(status=204)  # everything was told
     thread_id = http.GET.get("thread_id") or str(request.conversation_id or request.pk)
-    stream = agui.AguiStream(request_id=str(request.pk), thread_id=thread_id, run_id=http.GET.get("run_id"), told=told)
+    stream = agui.AguiStream(request_id=str(request.pk), thread_id=thread_id, run_id=http.GET.get("run_id"), told=told,
+                             joins=await sync_to_async(frontend_continue.joins)(request))
     return _stream_response(http, _sse(request, stream, reconnect=told is not None, heartbeat=agui.HEARTBEAT),
                             request, None)
 
@@ -351,18 +364,23 @@ async def aisdk_chat(http: HttpRequest) -> HttpResponseBase:
         return _error(400, "expected useChat's body: {id, messages, ...}")
     message_id, answers = aisdk.approval_answers(body["messages"])
     told = None
+    chat_id, message = str(body.get("id") or ""), None
     if answers and message_id:
-        told, request, refusal = await _continue(user, message_id, answers)
+        told, request, refusal = await _answered(user, message_id, answers)
+    elif message_id:  # the assistant's message last, nothing answered: `sendMessage()` continues it
+        named = message_id
+        request, refusal = await frontend_continue.go_on(
+            user, named, chat_id, lambda source: client_key("aisdk", chat_id, named, "continue", str(source.pk)))
+        message = (await sync_to_async(frontend_continue.earlier)(request))[0] if request is not None else None
     else:
         text, user_message_id = aisdk.last_user_text(body["messages"])
         fresh = body.get("trigger") == "regenerate-message" or not user_message_id
-        chat_id = str(body.get("id") or "")
         request, refusal = await _new_turn(user, chat_id, text, body,
                                            None if fresh else client_key("aisdk", chat_id, str(user_message_id)))
     if refusal is not None:
         return refusal
     assert request is not None
-    stream = aisdk.AisdkStream(request_id=str(request.pk), told=told)
+    stream = aisdk.AisdkStream(request_id=str(request.pk), told=told, message_id=message)
     return _stream_response(http, _sse(request, stream, reconnect=False, heartbeat=aisdk.HEARTBEAT), request,
                             "aisdk-stream", aisdk.HEADERS)
 
@@ -377,6 +395,8 @@ async def aisdk_stream(http: HttpRequest, key: str) -> HttpResponseBase:
         return HttpResponse(status=204)  # nothing in flight: useChat stays as it is
     if http.method == "DELETE":
         return await stop(user, request)
-    stream = aisdk.AisdkStream(request_id=str(request.pk))
+    # A continuation's replay is its whole message: the parts before it, then its own.
+    message, earlier = await sync_to_async(frontend_continue.earlier)(request)
+    stream = aisdk.AisdkStream(request_id=str(request.pk), message_id=message, earlier=earlier)
     return _stream_response(http, _sse(request, stream, reconnect=True, heartbeat=aisdk.HEARTBEAT), request, None,
                             aisdk.HEADERS)

@@ -6,6 +6,10 @@ POST /api/requests                 -> 201 {id, ws_url, status} (200 with the sam
                                       429 {error, code} + Retry-After: submission.submit, the one door
 GET  /api/requests/<id>            -> {status, response_id, revision, view}
 POST /api/requests/<id>/cancel     -> the explicit Stop
+POST /api/requests/<id>/continue   -> 201 {id, status, continues, ...}: the stopped or cut-short answer
+                                      goes on as a new request (submission.continue_answer; 200 on a
+                                      resubmitted client_request_id), 409 {error, code} saying why not,
+                                      403 not the owner, 404 not yours to see
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET, require_POST
 
-from .. import selectors, submission
+from .. import idempotency, selectors, submission
 from ..addresses import request_socket
 from ..models import ResponseRequest
 from ..relay.hub import get_hub
@@ -44,6 +48,7 @@ def describe(request: ResponseRequest, view: dict[str, Any]) -> dict[str, Any]:
         "revision": view.get("revision", 0),
         "view": view,
         "conversation": str(request.conversation_id) if request.conversation_id else None,
+        "continues": str(request.continues_id) if request.continues_id else None,  # the answer it goes on from
         "ws_url": ws_url(request.pk),
     }
 
@@ -102,6 +107,32 @@ async def requests_cancel(http: HttpRequest, request_id: str) -> HttpResponse:
     except Refused as refusal:
         return refusal.answer()
     return JsonResponse(stopped.body(), status=stopped.http_status)
+
+
+@require_POST
+async def requests_continue(http: HttpRequest, request_id: str) -> HttpResponse:
+    """Continue this stopped or cut-short answer: `{"client_request_id"?}` (JSON or a form, or no
+    body), as `requests_create`'s."""
+    if not (await http.auser()).is_authenticated:
+        return _error(401, "authentication required")
+    if http.content_type == "application/json" and http.body.strip():
+        try:
+            data = orjson.loads(http.body)
+        except orjson.JSONDecodeError:
+            return _error(400, "body is not valid JSON")
+        if not isinstance(data, dict) or not isinstance(data.get("client_request_id") or "", str):
+            return _error(400, "invalid request", {"client_request_id": ["Must be a string."]})
+    else:  # no body, or a form (as api/requests takes one)
+        data = http.POST.dict()
+    key = idempotency.fitted((data.get("client_request_id") or "").strip()) or str(uuid.uuid4())
+    try:
+        user, source = await _visible(http, request_id)
+        done = await sync_to_async(submission.continue_answer)(user=user, source=source, client_request_id=key)
+    except Refused as refusal:
+        return refusal.answer()
+    await submission.start(done)  # and every open tab shows it as the rest of the same answer
+    view = await sync_to_async(selectors.view_latest)(request=done.request)
+    return JsonResponse(describe(done.request, view), status=201 if done.created else 200)
 
 
 @require_POST

@@ -34,8 +34,7 @@ def _continue(http: HttpRequest, conversation_id: uuid.UUID, request_id: uuid.UU
     if source is None or source.conversation_id != conversation.pk:
         raise Refused(404, "not_found", "There is no such answer in this conversation.")
     key = idempotency.fitted(http.POST.get("client_request_id", "").strip()) or str(uuid.uuid4())
-    done = submission.submit(user=http.user, data=submission.continue_data(source, client_request_id=key),
-                             continues=source)
+    done = submission.continue_answer(user=http.user, source=source, client_request_id=key)
     return done, continuing.turn_of(done.request).head.pk
 
 

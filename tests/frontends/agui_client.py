@@ -43,9 +43,13 @@ def read(client: httpx.Client, method: str, url: str, *, stop_after: int | None 
 
 
 class Consumer:
-    """What an AG-UI consumer holds, built event by event, strictly."""
+    """What an AG-UI consumer holds, built event by event, strictly. `goes_on`: a message of an
+    earlier run may start again in a later one (a continuation), its text appended; never twice
+    within one run."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, goes_on: bool = False) -> None:
+        self.goes_on = goes_on
+        self.run_messages: set[str] = set()  # the messages started in the open run
         self.messages: dict[str, str] = {}  # message id -> text
         self.reasoning: dict[str, str] = {}
         self.tools: dict[str, dict[str, Any]] = {}  # call id -> {name, args, result, ended}
@@ -65,6 +69,7 @@ class Consumer:
         if kind == EventType.RUN_STARTED:
             assert not self.run_open, "RUN_STARTED inside a run"
             self.run_open = True
+            self.run_messages = set()
             return
         assert self.run_open, f"{kind} outside a run"
         if kind in (EventType.RUN_FINISHED, EventType.RUN_ERROR):
@@ -113,7 +118,9 @@ class Consumer:
             call["result"] = event.content
 
     def _start(self, message_id: str, into: dict[str, str]) -> None:
-        assert message_id not in into, f"message {message_id} started twice"
+        again = self.goes_on and message_id in into and message_id not in self.run_messages
+        assert again or message_id not in into, f"message {message_id} started twice"
         assert not self.open, f"{message_id} started while {self.open} is open"
-        into[message_id] = ""
+        into.setdefault(message_id, "")
+        self.run_messages.add(message_id)
         self.open.add(message_id)

@@ -5,6 +5,7 @@ with bearer tokens (RELAY_API_TOKENS), and their session logins for the cookie p
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -17,9 +18,11 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.node import node_or_skip
 from tests.servers import free_port, stop
 
 ROOT = Path(__file__).resolve().parents[2]
+JS = Path(__file__).resolve().parent / "js"  # the AI SDK's own chat client, driven by node
 TOKENS = {"alice": "alice-token-0123456789abcdef0123456789", "bob": "bob-token-0123456789abcdef0123456789ab"}
 
 
@@ -113,3 +116,17 @@ def relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Relay]:
             yield server
         finally:
             stop(proc)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def node() -> str:
+    """node, with the `ai` package installed in JS (`npm ci` when node_modules is missing)."""
+    node = node_or_skip("AI SDK")
+    if not (JS / "node_modules" / "ai" / "package.json").exists():
+        npm = shutil.which("npm")
+        if npm is None:
+            if os.environ.get("CI", "").lower() == "true":
+                pytest.fail("CI must have npm for the AI SDK test")
+            pytest.skip("npm is not installed")
+        subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=JS, check=True, capture_output=True, timeout=300)
+    return node

@@ -9,32 +9,11 @@ when node_modules is missing). Skipped without them, unless CI=true.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import uuid
-from pathlib import Path
 from typing import Any
 
-import pytest
-
-from tests.frontends.conftest import TOKENS, Relay
-from tests.node import node_or_skip
-
-JS = Path(__file__).resolve().parent / "js"
-
-
-@pytest.fixture(scope="module")
-def node() -> str:
-    node = node_or_skip("AI SDK")
-    if not (JS / "node_modules" / "ai" / "package.json").exists():
-        npm = shutil.which("npm")
-        if npm is None:
-            if os.environ.get("CI", "").lower() == "true":
-                pytest.fail("CI must have npm for the AI SDK test")
-            pytest.skip("npm is not installed")
-        subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=JS, check=True, capture_output=True, timeout=300)
-    return node
+from tests.frontends.conftest import JS, TOKENS, Relay
 
 
 def use_chat(node: str, relay: Relay, mode: str, **config: Any) -> dict[str, Any]:

@@ -46,18 +46,9 @@ async def test_a_regenerated_answer_is_chained_upstream_to_the_answer_before_its
     assert b2.input == "And lakes?" and b2.parent_id == a.pk
 
 
-async def test_a_forgotten_chain_is_sent_as_the_branch_s_turns(owner: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from responses_app.relay import stream_runner as runner_module
-
-    sent: list[dict[str, Any]] = []
-    real = runner_module.full_context_body
-
-    def recording(request: Any, context: list[dict[str, Any]]) -> dict[str, Any]:
-        body = real(request, context)
-        sent.append(body)
-        return body
-
-    monkeypatch.setattr(runner_module, "full_context_body", recording)
+async def test_a_forgotten_chain_is_sent_as_the_branch_s_turns(
+        owner: Any, full_context_bodies: list[dict[str, Any]]) -> None:
+    sent = full_context_bodies  # the relay/conftest.py fixture
 
     def ask(text: str, conversation: Any = None, replaces: Any = None) -> ResponseRequest:
         data = {"input": text, "model": "sim-text", "client_request_id": str(uuid.uuid4()), "background": "false",

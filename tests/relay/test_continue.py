@@ -78,18 +78,9 @@ async def test_continuing_again_chains_and_each_part_is_a_request_of_its_own(own
     assert await sync_to_async(continuing.branches.chosen_path_ids)(conversation.pk) == [str(a.pk)]
 
 
-async def test_a_stopped_answer_goes_on_from_the_text_shown(owner: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from responses_app.relay import stream_runner as runner_module
-
-    sent: list[dict[str, Any]] = []
-    real = runner_module.full_context_body
-
-    def recording(request: Any, context: list[dict[str, Any]]) -> dict[str, Any]:
-        body = real(request, context)
-        sent.append(body)
-        return body
-
-    monkeypatch.setattr(runner_module, "full_context_body", recording)
+async def test_a_stopped_answer_goes_on_from_the_text_shown(
+        owner: Any, full_context_bodies: list[dict[str, Any]]) -> None:
+    sent = full_context_bodies  # the relay/conftest.py fixture
     a = await sync_to_async(ask)(owner, "Lakes", model="sim-text")
     partial = PARAGRAPHS[2][:40]
     await sync_to_async(ResponseRequest.objects.filter(pk=a.pk).update)(

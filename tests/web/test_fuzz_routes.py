@@ -121,6 +121,7 @@ def seeds(ids: dict[str, str]) -> dict[str, list[tuple[str, Any]]]:
     return {
         "api-requests": [("json", submit), ("form", {"input": "Hi", "model": "sim-text"})],
         "api-request-approve": [("json", {"approve": True})],
+        "api-request-continue": [("json", {"client_request_id": "k2"}), ("form", {"client_request_id": "k3"})],
         "agui-run": [("json", run),
                      ("json", {**run, "resume": [{"interruptId": "mcpr_1", "payload": {"approve": True}}]})],
         "aisdk-chat": [("json", {"id": "chat-1", "messages": [user_message]}),

@@ -117,6 +117,38 @@ if (config.mode === "text") {
   await chat.addToolApprovalResponse({ id: part.approval.id, approved: true });
   await until(() => chat.status === "ready" && assistantText(chat).length > 0, "the continuation");
   out.final = view(chat);
+} else if (config.mode === "continue") {
+  // An answer cut short (sim-incomplete), then `sendMessage()` with no message: the AI SDK's own
+  // way to go on with the assistant message that is last.
+  const chat = new Chat({ id: config.chatId, transport: transport(), onError });
+  await chat.sendMessage({ text: "Tell me about rivers" });
+  out.first = view(chat);
+  await chat.sendMessage();
+  out.final = view(chat);
+} else if (config.mode === "continue-stopped") {
+  // Stop mid-answer (the DELETE route), then go on with it.
+  const chat = new Chat({ id: config.chatId, transport: transport(), onError });
+  const sending = chat.sendMessage({ text: "Tell me a long story" });
+  await until(() => assistantText(chat).length > 40, "some text");
+  out.stopStatus = (await fetch(`${api}/${encodeURIComponent(config.chatId)}/stream`, { method: "DELETE", headers })).status;
+  await sending;
+  out.first = view(chat);
+  await chat.sendMessage();
+  out.final = view(chat);
+} else if (config.mode === "continue-reload") {
+  // A reload while the continuation streams: the resumed message is the whole answer.
+  const chat = new Chat({ id: config.chatId, transport: transport(), onError });
+  await chat.sendMessage({ text: "Tell me about rivers" });
+  out.first = view(chat);
+  const before = assistantText(chat).length;
+  const sending = chat.sendMessage();
+  await until(() => assistantText(chat).length > before + 10, "some of the continuation");
+  await chat.stop();
+  await sending;
+  out.before = view(chat);
+  const reloaded = new Chat({ id: config.chatId, transport: transport(), onError, messages: [chat.messages[0]] });
+  await reloaded.resumeStream();
+  out.final = view(reloaded);
 } else if (config.mode === "idle") {
   const chat = new Chat({ id: config.chatId, transport: transport(), onError });
   await chat.resumeStream();  // nothing in flight: 204, and the chat stays as it is
