@@ -18,6 +18,7 @@ import uuid
 import zipfile
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
@@ -53,6 +54,7 @@ from .models import (
     ResponseRequest,
     SafetyVerdict,
 )
+from .web.pages import model_groups
 
 
 @admin.register(ResponseRequest)
@@ -292,12 +294,48 @@ class ConversationAdmin(AtTheSecond, admin.ModelAdmin):
         return format_html('<a href="{}">Open the chat page</a>', reverse("responses_app:chat", args=[obj.pk]))
 
 
+NOT_OFFERED = "{value} is not a model this site offers: choose one of the list, or leave it empty."
+
+
+class PresetForm(forms.ModelForm):
+    """A preset's model is one the composer offers (web/pages.model_groups), or none. A model
+    saved before the site stopped offering it is shown, and refused until it is changed."""
+
+    class Meta:
+        model = Preset
+        fields = "__all__"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        groups = model_groups()
+        self.offered = {model for _label, group in groups for model in group}
+        options: list[Any] = [("", "None: the model the person chose")]
+        for label, group in groups:
+            pairs = [(model, model) for model in group]
+            options += [(label, pairs)] if label else pairs
+        saved = self.instance.model if self.instance.pk else ""
+        if saved and saved not in self.offered:
+            options.append((saved, f"{saved} (no longer offered)"))
+        field = Preset._meta.get_field("model")
+        self.fields["model"] = forms.ChoiceField(
+            choices=options, required=False, label="Model", help_text=field.help_text,
+            error_messages={"invalid_choice": NOT_OFFERED.replace("{value}", "%(value)s")})
+
+    def clean_model(self) -> str:
+        model: str = self.cleaned_data.get("model") or ""
+        if model and model not in self.offered:
+            raise forms.ValidationError(NOT_OFFERED.format(value=model), code="not_offered")
+        return model
+
+
 @admin.register(Preset)
 class PresetAdmin(admin.ModelAdmin):
     """Settings people may apply to their conversations (turn_settings.py): staff with the preset
-    permissions add and change them; applying copies, so an edit here changes no conversation."""
+    permissions add and change them; applying copies, so an edit here changes no conversation. A
+    preset's model (optional) is checked against the models the site offers (PresetForm)."""
 
-    list_display = ("name", "description", "instructions_start", "temperature", "reasoning_effort",
+    form = PresetForm
+    list_display = ("name", "description", "model", "instructions_start", "temperature", "reasoning_effort",
                     "max_output_tokens")
     search_fields = ("name", "description", "instructions")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from django.db.models import Case, IntegerField, QuerySet, Value, When
 from django.utils import timezone
@@ -60,18 +60,21 @@ def sidebar(*, user: Any, current: Any = None) -> Sidebar:
                    more=len(rows) > SIDEBAR_SIZE)
 
 
-def set_pinned(*, conversation: Conversation, pinned: bool) -> None:
-    if pinned == (conversation.pinned_at is not None):
-        return
-    conversation.pinned_at = timezone.now() if pinned else None
-    Conversation.objects.filter(pk=conversation.pk).update(pinned_at=conversation.pinned_at)
+Mark = Literal["pinned", "archived"]
+# Each mark and the field that holds it: when it was set, None while it is not.
+MARK_FIELDS: dict[Mark, str] = {"pinned": "pinned_at", "archived": "archived_at"}
 
 
-def set_archived(*, conversation: Conversation, archived: bool) -> None:
-    if archived == (conversation.archived_at is not None):
+def set_mark(*, conversation: Conversation, mark: Mark, on: bool) -> None:
+    """Pin or unpin, archive or unarchive: the mark's time set (now) or cleared; nothing written
+    when it already is as asked, so pinning twice keeps the first pin's place."""
+    field = MARK_FIELDS.get(mark)
+    if field is None:
+        raise ValueError(f"No mark {mark!r}: a conversation is marked {' or '.join(MARK_FIELDS)}.")
+    if on == (getattr(conversation, field) is not None):
         return
-    conversation.archived_at = timezone.now() if archived else None
-    Conversation.objects.filter(pk=conversation.pk).update(archived_at=conversation.archived_at)
+    setattr(conversation, field, timezone.now() if on else None)
+    Conversation.objects.filter(pk=conversation.pk).update(**{field: getattr(conversation, field)})
 
 
 def undoable(*, user: Any, conversation_id: Any, now: datetime | None = None) -> Conversation | None:

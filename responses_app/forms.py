@@ -16,7 +16,9 @@ from typing import Any
 import orjson
 from django import forms
 
+from . import turn_settings
 from .conf import app_settings
+from .turn_settings import Preset
 
 MAX_INPUT_CHARS = 32_000
 MAX_INPUT_ITEMS = 100
@@ -166,6 +168,7 @@ class MetadataField(_RawField):
 
 class SubmitForm(forms.Form):
     input = InputField()
+    preset = PositiveIntegerField()  # before `model`: a preset may name the model (turn_settings.model_for)
     model = StringField(max_length=100)
     conversation = forms.UUIDField(required=False)
     client_request_id = StringField(max_length=100, required=False)
@@ -176,9 +179,22 @@ class SubmitForm(forms.Form):
     def __init__(self, data: dict[str, Any], *, attached: bool = False) -> None:
         super().__init__(data)
         self.fields["input"].required = not attached  # a message may be its attachments alone
+        self.fields["model"].required = data.get("preset") in (None, "")
+
+    def clean_preset(self) -> Preset | None:
+        """A staff preset (its id): sent with it, the turn takes its settings, and its model when
+        none is chosen."""
+        pk: int | None = self.cleaned_data.get("preset")
+        if pk is None:
+            return None
+        preset = Preset.objects.filter(pk=pk).first()
+        if preset is None:
+            raise forms.ValidationError("No such preset: choose one of the list.")
+        return preset
 
     def clean_model(self) -> str:
-        model: str = self.cleaned_data["model"]
+        model = turn_settings.model_for(chosen=self.cleaned_data.get("model") or "",
+                                        preset=self.cleaned_data.get("preset"))
         if not model or any(c.isspace() for c in model):
             raise forms.ValidationError("Choose a model.")
         allowed = app_settings.ALLOWED_MODELS

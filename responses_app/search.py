@@ -2,7 +2,8 @@
 text shown) and what its tool calls said (`tool_document`: each call's name, arguments, queries
 and output, stored as the turn ends), and a conversation's title for its first turn (not every
 turn of a conversation whose title matches); only the user's own turns, never a deleted
-conversation.
+conversation, and an archived one's only when asked (`archived`: the sidebar hides them, so does
+search by default; each hit says whether its conversation is archived).
 
 On PostgreSQL: full-text search (RELAY_SEARCH_CONFIG; `websearch_to_tsquery`, so words,
 "a phrase", -not and `or` work as people type them), ranked, with `ts_headline` excerpts. Each
@@ -69,6 +70,7 @@ class Hit:
     prompt: SafeString  # an excerpt, the words found in <mark>
     answer: SafeString
     tools: SafeString = mark_safe("")  # noqa: S308 - empty; an excerpt of what its tool calls said, when found there
+    archived: bool = False  # its conversation is archived (found only when the search includes them)
 
 
 def tool_document(blocks: Iterable[dict[str, Any]]) -> str:
@@ -98,18 +100,20 @@ def index(turns: QuerySet[ResponseRequest] | list[uuid.UUID]) -> None:
             cursor.execute(_UPSERT, {"config": app_settings.SEARCH_CONFIG, "ids": ids})
 
 
-def search_turns(*, user: Any, query: str, limit: int = MAX_RESULTS) -> list[Hit]:
+def search_turns(*, user: Any, query: str, limit: int = MAX_RESULTS, archived: bool = False) -> list[Hit]:
+    """The user's turns that match, archived conversations' too with `archived`."""
     query = " ".join(query.split())[:MAX_QUERY_CHARS]
     limit = min(limit, MAX_RESULTS)
     if not query or not user.is_authenticated or "\x00" in query:  # no database takes U+0000
         return []
     if connection.vendor == "postgresql":
         with _index_paths():
-            rows = list(_full_text(_turns(user), query)[:limit])
+            rows = list(_full_text(_turns(user, archived), query)[:limit])
         return _in_turns([Hit(pk, conversation_id, title or "", created, _marked(prompt or ""), _marked(answer or ""),
-                              _marked(tools or "") if _START in (tools or "") else mark_safe(""))  # noqa: S308
-                          for pk, conversation_id, title, created, prompt, answer, tools in rows], query)
-    return _in_turns(_plain(_turns(user), query, limit), query)
+                              _marked(tools or "") if _START in (tools or "") else mark_safe(""),  # noqa: S308
+                              archived_at is not None)
+                          for pk, conversation_id, title, created, prompt, answer, tools, archived_at in rows], query)
+    return _in_turns(_plain(_turns(user, archived), query, limit), query)
 
 
 def _in_turns(hits: list[Hit], query: str) -> list[Hit]:
@@ -144,19 +148,20 @@ def _in_turns(hits: list[Hit], query: str) -> list[Hit]:
         elif parts[0] not in seen and parts[0] in heads:
             first = heads[parts[0]]
             out.append(Hit(first.pk, hit.conversation_id, hit.title, first.created, excerpt(first.prompt_text, words),
-                           excerpt("".join(texts.get(p, "") for p in parts), words), hit.tools))
+                           excerpt("".join(texts.get(p, "") for p in parts), words), hit.tools, hit.archived))
         seen.add(parts[0])
     return out
 
 
-def explain(*, user: Any, query: str) -> str:
+def explain(*, user: Any, query: str, archived: bool = False) -> str:
     """PostgreSQL's plan of a search, as `search_turns` runs it."""
     with _index_paths():
-        return _full_text(_turns(user), " ".join(query.split())[:MAX_QUERY_CHARS])[:MAX_RESULTS].explain()
+        return _full_text(_turns(user, archived), " ".join(query.split())[:MAX_QUERY_CHARS])[:MAX_RESULTS].explain()
 
 
-def _turns(user: Any) -> QuerySet[ResponseRequest]:
-    return ResponseRequest.objects.filter(owner=user, conversation__owner=user, conversation__deleted_at__isnull=True)
+def _turns(user: Any, archived: bool) -> QuerySet[ResponseRequest]:
+    turns = ResponseRequest.objects.filter(owner=user, conversation__owner=user, conversation__deleted_at__isnull=True)
+    return turns if archived else turns.filter(conversation__archived_at__isnull=True)
 
 
 @contextmanager
@@ -195,7 +200,7 @@ def _full_text(turns: QuerySet[ResponseRequest], query: str) -> QuerySet[Any]:
                       tools_excerpt=SearchHeadline(Left("tool_text", TOOL_CHARS), words, **marks))
             .order_by("-rank", "-created")
             .values_list("pk", "conversation_id", "conversation__title", "created", "prompt_excerpt",
-                         "answer_excerpt", "tools_excerpt"))
+                         "answer_excerpt", "tools_excerpt", "conversation__archived_at"))
 
 
 def _words(query: str) -> list[str]:
@@ -213,7 +218,8 @@ def _plain(turns: QuerySet[ResponseRequest], query: str, limit: int) -> list[Hit
                   | Q(conversation__title__icontains=word, parent__isnull=True))
     rows = turns.filter(every).select_related("conversation").order_by("-created")[:limit]
     return [Hit(r.pk, r.conversation_id, r.conversation.title if r.conversation else "", r.created,  # type: ignore[arg-type]
-                excerpt(r.prompt_text, words), excerpt(r.final_text, words), _found_in(r.tool_text, words))
+                excerpt(r.prompt_text, words), excerpt(r.final_text, words), _found_in(r.tool_text, words),
+                r.conversation is not None and r.conversation.archived_at is not None)
             for r in rows]
 
 

@@ -13,6 +13,8 @@ none can forget a rule:
 - the conversation is the user's own and not deleted (404 otherwise);
 - the user is under RELAY_MAX_CONCURRENT_PER_USER and RELAY_SUBMIT_RATE (limits.submit_guard);
 - the conversation's settings (turn_settings.py) are sent with every new turn, as they are now;
+  a turn sent with a preset copies the preset's into the conversation first (as Apply preset
+  does), and goes to the preset's model when it names one and the request names none;
 - the output cap (RELAY_MAX_OUTPUT_TOKENS) is applied to every body sent (relay/bodies.py,
   continuations included), and the input precheck runs before any upstream call (relay/precheck.py).
 
@@ -130,6 +132,8 @@ def submit(*, user: Any, data: Mapping[str, Any], replaces: ResponseRequest | No
             parent_id = continues.pk
         head = branches.branch_head(turns=turns, parent_id=parent_id)
         params = _params(cleaned, head=head, tools=data.get("tools"), provider=provider)
+        if cleaned.get("preset") is not None:
+            turn_settings.copy_preset(conversation=conversation, preset=cleaned["preset"])
         turn_settings.apply(params, conversation)  # its instructions, temperature ... as they are now
         if continues is not None:
             _continue_params(params, continues, provider)

@@ -7,6 +7,9 @@ own (`GenerationSettings`); every new turn of it, Regenerate and Continue includ
 values it holds at that moment (`apply`, from submission.submit), and the turn's params record what
 was sent. A `Preset` is a named set of the same four, kept by staff in the admin: applying one
 copies its values into the conversation, so later edits of the preset change no conversation.
+A preset may name a model too: a turn sent with a preset goes to it unless the person chose one
+(`model_for`, from forms.SubmitForm: the one place that decides); the admin offers only the
+models the site offers (admin.PresetForm), and the door checks the model again at every turn.
 """
 
 from __future__ import annotations
@@ -67,11 +70,22 @@ class GenerationSettings(models.Model):
         abstract = True
 
 
+def validate_model_name(value: str) -> None:
+    """A model id as the composer sends it: no spaces, storable."""
+    if any(c.isspace() for c in value) or _unstorable(value):
+        raise ValidationError("A model id has no spaces or control characters: choose one of the list.",
+                              code="model_name")
+
+
 class Preset(GenerationSettings):
     """Settings a staff member names for people to apply to their conversations."""
 
     name = models.CharField(max_length=80, unique=True)
     description = models.CharField(max_length=200, blank=True, help_text="What it is for, in a few words.")
+    # db_default: a row written without it (a fixture, raw SQL) names no model, as Django's do.
+    model = models.CharField(max_length=100, blank=True, default="", db_default="", validators=[validate_model_name],
+                             help_text="The model a message sent with this preset uses; empty: the one the "
+                                       "person chose.")
 
     class Meta:
         ordering = ["name"]
@@ -111,6 +125,11 @@ def apply(params: dict[str, Any], settings: Any) -> None:
 def from_settings(params: dict[str, Any], key: str) -> bool:
     """The turn sent `key` because its conversation's settings asked (not the request itself)."""
     return key in (params.get(APPLIED) or ())
+
+
+def model_for(*, chosen: str, preset: Preset | None) -> str:
+    """The model a turn is sent to: the one the person chose, else its preset's (empty: none)."""
+    return chosen or (preset.model if preset is not None else "")
 
 
 def copy_preset(*, conversation: Any, preset: Preset) -> None:

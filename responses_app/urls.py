@@ -53,8 +53,10 @@ urlpatterns = [
          name="conversation-preset"),
     # the sidebar, pin and archive, undo after Delete (conversation_menu.py)
     path("sidebar/", conversation_menu.sidebar_items, name="sidebar"),
-    path("c/<uuid:conversation_id>/pin", conversation_menu.conversation_pin, name="conversation-pin"),
-    path("c/<uuid:conversation_id>/archive", conversation_menu.conversation_archive, name="conversation-archive"),
+    path("c/<uuid:conversation_id>/pin", conversation_menu.conversation_mark, {"mark": "pinned"},
+         name="conversation-pin"),
+    path("c/<uuid:conversation_id>/archive", conversation_menu.conversation_mark, {"mark": "archived"},
+         name="conversation-archive"),
     path("c/<uuid:conversation_id>/restore", conversation_menu.conversation_restore, name="conversation-restore"),
     path("render/blocks", live_blocks.render_blocks, name="render-blocks"),
     path("analytics/", analytics_view.analytics_page, name="analytics"),

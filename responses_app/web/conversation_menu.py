@@ -39,17 +39,11 @@ def _back(http: HttpRequest, fallback: str) -> HttpResponseRedirect:
 
 @login_required
 @require_POST
-def conversation_pin(http: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
+def conversation_mark(http: HttpRequest, conversation_id: uuid.UUID, mark: conversation_lists.Mark) -> HttpResponse:
+    """Pin and Archive (`mark`, given by the URL): the form's `pinned` or `archived` field is "1"
+    to set the mark, anything else to clear it; back where the form was."""
     conversation = own_conversation(http, conversation_id)
-    conversation_lists.set_pinned(conversation=conversation, pinned=http.POST.get("pinned") == "1")
-    return _back(http, reverse("responses_app:chat", args=[conversation.pk]))
-
-
-@login_required
-@require_POST
-def conversation_archive(http: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
-    conversation = own_conversation(http, conversation_id)
-    conversation_lists.set_archived(conversation=conversation, archived=http.POST.get("archived") == "1")
+    conversation_lists.set_mark(conversation=conversation, mark=mark, on=http.POST.get(mark) == "1")
     return _back(http, reverse("responses_app:chat", args=[conversation.pk]))
 
 

@@ -37,7 +37,7 @@ from .. import (
 )
 from ..conf import app_settings
 from ..conversation_events import announce
-from ..models import Conversation, ResponseRequest
+from ..models import Conversation, Preset, ResponseRequest
 from ..relay import worker
 from ..submission import Refused, Submitted
 from ..upstream import http as upstream
@@ -115,6 +115,7 @@ def composer_context(*, conversation: Conversation | None = None, values: dict[s
         "selected_model": selected,  # each model with its words (model_choices), the selected one's shown under it
         "model_options": [(label, model_choices.choices(group)) for label, group in groups],
         "selected_description": dict(model_choices.choices(models)).get(selected, ""),
+        "presets": list(Preset.objects.all()),  # sent with a message; choosing one picks its model (composer.js)
         "client_request_id": str(uuid.uuid4()),  # fresh per render: the idempotency key
         "max_input_chars": forms.MAX_INPUT_CHARS,  # the page counts against the form's own limit
         "values": values,
@@ -140,7 +141,7 @@ def _chat_url(conversation_id: Any, request_id: Any | None = None) -> str:
 
 
 def _form_data(http: HttpRequest) -> dict[str, Any]:
-    return {key: http.POST.get(key, "") for key in ("input", "model", "client_request_id", "metadata")}
+    return {key: http.POST.get(key, "") for key in ("input", "preset", "model", "client_request_id", "metadata")}
 
 
 # --- pages --------------------------------------------------------------------------------------

@@ -30,10 +30,12 @@ from .versions import version_link
 @require_GET
 def search(http: HttpRequest) -> HttpResponse:
     """At most RELAY_SEARCH_RATE searches per user (429 and Retry-After past it); a query no
-    database takes (U+0000) is a 400 that says so."""
+    database takes (U+0000) is a 400 that says so. Archived conversations are left out unless
+    `archived=1` (the form's "Include archived" box, kept in the address)."""
     query = http.GET.get("q", "")
     shown = " ".join(query.split())[:searching.MAX_QUERY_CHARS]
-    context = {"query": shown, "hits": [], "limit": searching.MAX_RESULTS}
+    archived = http.GET.get("archived") == "1"
+    context = {"query": shown, "hits": [], "limit": searching.MAX_RESULTS, "include_archived": archived}
     if unstorable(query):
         return page(http, "responses_app/search.html", {
             **context, "query": shown.replace("\x00", ""),
@@ -44,7 +46,7 @@ def search(http: HttpRequest) -> HttpResponse:
         if refusal is not None:
             return limits.refusal_answer(page(http, "responses_app/search.html", {**context, "error": refusal.message}),
                                          status=429, retry_after=refusal.retry_after)
-    hits = searching.search_turns(user=http.user, query=query)
+    hits = searching.search_turns(user=http.user, query=query, archived=archived)
     return page(http, "responses_app/search.html", {**context, "hits": [
         {"hit": hit, "link": version_link(hit.conversation_id, hit.request_id), "age": age}
         for hit, age in zip(hits, _version_ages(hits), strict=True)]})

@@ -6,6 +6,7 @@ the model picker follow the choice; axe finds nothing serious in light or dark."
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -119,5 +120,63 @@ def test_the_model_pickers_words_follow_the_choice(sessions: Any, width: int) ->
     assert page.evaluate("document.documentElement.scrollWidth <= innerWidth"), "no sideways scrolling"
     box = words.bounding_box()
     assert box is not None and box["width"] > 0 and box["x"] + box["width"] <= width
+    accessible_both_ways(page)
+    no_console_errors(page)
+
+
+def model_and_params(server: RelayServer, request_id: str) -> tuple[str, dict[str, Any]]:
+    rows = server.query("SELECT model, params FROM responses_app_responserequest WHERE id = ?",
+                        request_id.replace("-", ""))
+    return rows[0][0], dict(json.loads(rows[0][1]))
+
+
+@pytest.mark.parametrize("width", WIDTHS.values(), ids=WIDTHS.keys())
+def test_a_preset_in_the_composer_picks_its_model_and_goes_with_the_message(sessions: Any, relay_server: RelayServer,
+                                                                          width: int) -> None:
+    careful, loose = f"Deliberate {width}", f"Loose {width}"
+    insert = ("INSERT INTO responses_app_preset (name, description, instructions, temperature, reasoning_effort, "
+              "max_output_tokens, model) VALUES (?, ?, ?, ?, ?, ?, ?)")
+    relay_server.query(insert, careful, "Thinks first.", "Take your time.", None, "high", None, "sim-reasoning")
+    relay_server.query(insert, loose, "", "", 0.9, "", None, "")
+    page = sized(sessions("alice"), width)
+    page.goto("/")
+    presets, models = page.locator("#composer-preset"), page.locator("#composer-model")
+    expect(presets).to_have_value("")
+    expect(models).to_have_value("sim-text")
+    page.select_option("#composer-preset", label=careful)
+    expect(models).to_have_value("sim-reasoning")
+    expect(page.locator("#composer-model-description")).to_have_text(BUILT_IN["sim-reasoning"])
+    page.select_option("#composer-preset", label=loose)  # it names no model: the one chosen stays
+    expect(models).to_have_value("sim-reasoning")
+    assert page.evaluate("document.documentElement.scrollWidth <= innerWidth"), "no sideways scrolling"
+    box = presets.bounding_box()
+    assert box is not None and box["width"] > 0 and box["x"] + box["width"] <= width
+    accessible_both_ways(page)
+    # the first message posts the form (no script needed): the preset's settings and model go with it
+    page.select_option("#composer-preset", label=careful)
+    page.click("#composer details.advanced > summary")
+    page.fill("#composer textarea[name=metadata]", json.dumps(FAST))
+    page.fill("#composer textarea[name=input]", "Why is the sea salty?")
+    page.click("#composer button[type=submit]")
+    page.wait_for_url(re.compile(r"/c/[0-9a-f-]+/"))
+    first = str(page.locator("article.turn").last.get_attribute("data-request-id"))
+    wait_completed(page, first)
+    model, params = model_and_params(relay_server, first)
+    assert model == "sim-reasoning" and params["instructions"] == "Take your time."
+    assert params["reasoning"] == {"effort": "high"}
+    expect(presets).to_have_value("")  # applied: the conversation holds its settings now
+    expect(models).to_have_value("sim-reasoning")  # the conversation's last model
+    # a reply (composer.js sends it): a preset without a model keeps the person's choice
+    page.select_option("#composer-preset", label=loose)
+    page.select_option("#composer-model", "sim-text")
+    page.fill("#composer textarea[name=input]", "And the Dead Sea?")
+    page.click("#composer button[type=submit]")
+    expect(page.locator("article.turn")).to_have_count(2)
+    reply = str(page.locator("article.turn").last.get_attribute("data-request-id"))
+    wait_completed(page, reply)
+    model, params = model_and_params(relay_server, reply)
+    assert model == "sim-text" and params["temperature"] == 0.9
+    assert "instructions" not in params and "reasoning" not in params, "the preset's settings replaced the others"
+    expect(presets).to_have_value("")
     accessible_both_ways(page)
     no_console_errors(page)

@@ -192,6 +192,41 @@ def test_pin_and_archive_from_the_pages(sessions: Any, relay_server: RelayServer
     no_console_errors(page)
 
 
+@pytest.mark.parametrize("width", WIDTHS.values(), ids=WIDTHS.keys())
+def test_search_leaves_archived_out_until_the_box_is_ticked(sessions: Any, relay_server: RelayServer,
+                                                             width: int) -> None:
+    page = sized(sessions("alice"), width)
+    word = f"quokka{width}"
+    wait_completed(page, submit_first_prompt(page, f"Kept {word} notes", metadata=FAST))
+    wait_completed(page, submit_first_prompt(page, f"Shelved {word} notes", metadata=FAST))
+    page.locator(".conversation-actions").get_by_role("button", name="Archive").click()
+    expect(page.locator("[data-archived-notice]")).to_be_visible()
+    page.goto("/")
+    form = page.get_by_role("search")
+    box = form.get_by_role("checkbox", name="Include archived")
+    expect(box).to_be_visible()
+    expect(box).not_to_be_checked()
+    form.get_by_role("searchbox", name="Search your conversations").fill(word)
+    form.get_by_role("button", name="Search").click()
+    expect(page.locator("[data-hit-count]")).to_have_text(f"1 turn found for “{word}”.")
+    expect(page.locator(".search-hit")).to_contain_text("Kept")
+    expect(page.locator("[data-hit-archived]")).to_have_count(0)
+    form.get_by_role("checkbox", name="Include archived").check()
+    form.get_by_role("button", name="Search").click()
+    page.wait_for_url(re.compile(r"[?&]archived=1(&|$)"))
+    expect(page.locator("[data-hit-count]")).to_have_text(f"2 turns found for “{word}”.")
+    shelved = page.locator(".search-hit", has_text="Shelved")
+    expect(shelved.locator("[data-hit-archived]")).to_have_text("archived")
+    expect(shelved.locator("[data-hit-archived]")).to_be_visible()
+    expect(page.locator(".search-hit", has_text="Kept").locator("[data-hit-archived]")).to_have_count(0)
+    expect(page.get_by_role("checkbox", name="Include archived")).to_be_checked()  # kept in the address
+    assert page.evaluate("() => document.scrollingElement.scrollWidth <= innerWidth"), "no horizontal scroll"
+    search_box, label = page.locator("#search-q").bounding_box(), page.locator(".search-archived").bounding_box()
+    assert search_box and label and label["x"] + label["width"] <= width, (search_box, label)
+    axe_in_both_themes(page)
+    no_console_errors(page)
+
+
 def test_without_javascript_the_sidebar_and_undo_still_work(browser: Any, relay_server: RelayServer) -> None:
     context = browser.new_context(base_url=relay_server.url, java_script_enabled=False,
                                   viewport={"width": 1280, "height": 800})

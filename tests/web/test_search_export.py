@@ -6,6 +6,7 @@ teammate, staff."""
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from typing import Any
 
@@ -14,7 +15,7 @@ from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
-from responses_app import search, services
+from responses_app import conversation_lists, search, services
 from responses_app.models import Conversation, ResponseRequest
 from tests.web.test_pages import client_for, make_turn
 
@@ -82,6 +83,43 @@ def test_search_leaves_deleted_conversations_out(owner: Any) -> None:
     gone = answered(owner, "Volga again", "The Volga, deleted.")
     services.conversation_delete(conversation=gone.conversation)  # type: ignore[arg-type]
     assert [h.request_id for h in hits(owner, "volga")] == [kept.pk]
+
+
+def test_search_leaves_archived_conversations_out_unless_asked(owner: Any, teammate: Any) -> None:
+    kept = answered(owner, "Loire castles", "The Loire has many.")
+    shelved = answered(owner, "Loire wines", "Sancerre, on the Loire.")
+    theirs = answered(teammate, "Loire for the teammate", "Their Loire.")
+    for turn in (shelved, theirs):
+        assert turn.conversation is not None
+        conversation_lists.set_mark(conversation=turn.conversation, mark="archived", on=True)
+    assert [(h.request_id, h.archived) for h in hits(owner, "loire")] == [(kept.pk, False)]
+    found = search.search_turns(user=owner, query="loire", archived=True)
+    assert sorted((h.request_id, h.archived) for h in found) == sorted([(kept.pk, False), (shelved.pk, True)])
+    assert theirs.pk not in {h.request_id for h in found}, "another user's archived turns: never"
+    assert [h.request_id for h in search.search_turns(user=teammate, query="loire")] == []
+    assert [h.request_id for h in search.search_turns(user=teammate, query="loire", archived=True)] == [theirs.pk]
+
+
+def test_the_search_page_keeps_include_archived_and_marks_archived_hits(owner: Any) -> None:
+    answered(owner, "Seine bridges", "Thirty-seven of them.")
+    shelved = answered(owner, "Seine islands", "Two, in Paris.")
+    assert shelved.conversation is not None
+    conversation_lists.set_mark(conversation=shelved.conversation, mark="archived", on=True)
+    client = client_for(owner)
+    default = client.get(reverse("responses_app:search"), {"q": "seine"}).content.decode()
+    assert "1 turn found" in default and "data-hit-archived" not in default
+    assert re.search(r'<input type="checkbox" name="archived" value="1" data-search-archived>', default)
+    assert re.search(r'<label class="search-archived[^"]*"><input [^>]*name="archived"[^>]*> Include archived</label>',
+                     default), "the box is labelled"
+    both = client.get(reverse("responses_app:search"), {"q": "seine", "archived": "1"}).content.decode()
+    assert "2 turns found" in both
+    assert re.search(r'name="archived" value="1" checked data-search-archived', both), "kept in the form"
+    hit = re.search(rf'<li class="search-hit" data-request-id="{shelved.pk}".*?</li>', both, re.S)
+    assert hit and re.search(r'<span class="hit-title">[^<]+ <span class="hit-archived small" '
+                             r'data-hit-archived>archived</span></span>', hit.group(0))
+    assert both.count("data-hit-archived") == 1, "only the archived conversation's hit says so"
+    listing = client.get(reverse("responses_app:conversations")).content.decode()
+    assert 'name="archived" value="1" data-search-archived' in listing, "the list page's box, unticked"
 
 
 def test_excerpts_are_escaped_and_mark_the_words_found(owner: Any) -> None:

@@ -157,3 +157,27 @@ def test_the_sidebar_is_bounded_and_links_to_every_conversation(owner: Any, djan
         html = client.get(reverse("responses_app:sidebar")).content.decode()
     assert len(titles(html, "sidebar-title")) == conversation_lists.SIDEBAR_SIZE
     assert "The 30 most recent" in html
+
+
+def test_each_address_sets_its_own_mark_and_a_second_set_keeps_the_first(owner: Any) -> None:
+    conversation = named(owner, "Marked")
+    client = client_for(owner)
+    post(client, "conversation-pin", conversation, archived="1")  # the other mark's field: not this one's
+    conversation.refresh_from_db()
+    assert conversation.pinned_at is None and conversation.archived_at is None
+    post(client, "conversation-pin", conversation, pinned="1")
+    conversation.refresh_from_db()
+    first = conversation.pinned_at
+    assert first is not None and conversation.archived_at is None
+    post(client, "conversation-pin", conversation, pinned="1")
+    post(client, "conversation-archive", conversation, archived="1")
+    conversation.refresh_from_db()
+    assert conversation.pinned_at == first and conversation.archived_at is not None
+
+
+def test_set_mark_refuses_a_mark_it_does_not_know(owner: Any) -> None:
+    conversation = named(owner, "Unmarked")
+    with pytest.raises(ValueError, match="pinned or archived"):
+        conversation_lists.set_mark(conversation=conversation, mark="deleted", on=True)  # type: ignore[arg-type]
+    conversation.refresh_from_db()
+    assert conversation.deleted_at is None

@@ -187,10 +187,25 @@ export function bindModelDescription(form) {
   });
 }
 
+// A preset that names a model picks it in the model picker (the person may pick another after).
+export function bindPresetModel(form) {
+  const presets = form.querySelector("[data-preset-select]");
+  const select = form.querySelector("[data-model-select]");
+  if (!presets || !select) return;
+  presets.addEventListener("change", () => {
+    const model = presets.selectedOptions[0]?.dataset.model;
+    if (!model || select.value === model) return;
+    if (![...select.options].some((option) => option.value === model)) return;
+    select.value = model;
+    select.dispatchEvent(new Event("change", { bubbles: true }));
+  });
+}
+
 export function bindComposer(form) {
   const input = form.querySelector("textarea[name=input]");
   form.noValidate = true; // the page words its own errors
   bindModelDescription(form);
+  bindPresetModel(form);
   if (input) {
     bindCount(input);
     bindEnter(form, input);
@@ -231,6 +246,7 @@ export function bindComposer(form) {
     const body = {
       input: data.get("input") || "",
       model: data.get("model") || "",
+      preset: data.get("preset") || "",
       conversation,
       client_request_id: data.get("client_request_id"),
       metadata: (data.get("metadata") || "").trim(),
@@ -255,6 +271,8 @@ export function bindComposer(form) {
       const result = await response.json().catch(() => ({}));
       if (!response.ok) { keep(); showFormErrors(form, result.errors, result.error); return; }
       form.querySelector("input[name=client_request_id]").value = newRequestId(); // the next prompt
+      const presets = form.querySelector("[data-preset-select]");
+      if (presets) presets.value = ""; // applied: the conversation holds its settings now
       if (attach) attach.clear();
       await addTurn(conversation, result.id, { own: true });
     } catch {
