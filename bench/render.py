@@ -5,7 +5,7 @@ lists, math) is streamed into a turn, 64 characters per animation frame, up to 1
 characters, through the page's own modules. Two ways of rendering are timed on the same text:
 
 - `incremental`: what the page does (turnview.js): final paragraphs are parsed once, only the
-  live tail is re-rendered per frame;
+  live tail is re-rendered per frame, its math typeset (math.js, temml loaded first);
 - `full`: the old way, re-parsing the whole block's Markdown and replacing it every frame.
 
 Per frame we record the script time (the render call, `performance.now()`) and the script time
@@ -53,6 +53,7 @@ PAGE = """<!doctype html><html><head><meta charset="utf-8">
 import { configure } from "/static/responses_app/chat/vocab.js";
 import { renderMarkdown } from "/static/responses_app/chat/markdown.js";
 import { TurnView } from "/static/responses_app/chat/turnview.js";
+import { prepare, typeset } from "/static/responses_app/chat/math.js";
 configure(JSON.parse(document.getElementById("relay-vocabulary").textContent));
 const longTasks = [];
 new PerformanceObserver((list) => { for (const e of list.getEntries()) longTasks.push(e.duration); })
@@ -60,6 +61,7 @@ new PerformanceObserver((list) => { for (const e of list.getEntries()) longTasks
 const frame = () => new Promise((resolve) => requestAnimationFrame(resolve));
 
 window.runBench = async (text, mode, delta) => {
+  await prepare(); // temml loaded, as on the chat page
   const box = document.querySelector("[data-blocks]");
   const block = { id: "m0-c0", kind: "text", state: "streaming", text: "", annotations: [] };
   const view = new TurnView(box, { blocks: () => [block] }); // the block's markup is the server's
@@ -82,6 +84,7 @@ window.runBench = async (text, mode, delta) => {
   await frame();
   const whole = document.createElement("template"); // parsed, so both serialize alike (`disabled=""`)
   whole.innerHTML = renderMarkdown(text, true);
+  if (mode === "incremental") typeset(whole.content); // the page typesets math (math.js)
   const same = md.innerHTML === whole.innerHTML;
   return { script, withLayout, longTasks: [...longTasks], same };
 };
@@ -129,7 +132,7 @@ class _Quiet(SimpleHTTPRequestHandler):
         super().do_GET()
 
     def guess_type(self, path: Any) -> str:
-        return "text/javascript" if str(path).endswith(".js") else super().guess_type(path)
+        return "text/javascript" if str(path).endswith((".js", ".mjs")) else super().guess_type(path)
 
 
 def _page() -> str:

@@ -57,7 +57,7 @@ RICH_ANSWER = (
     "| Tables | yes | rows appear **whole** |\n"
     "| Quotes | yes | one level deep |\n"
     "| Task lists | yes | disabled boxes |\n"
-    "| Math | as code | $e^{i\\pi} + 1 = 0$ |\n\n"
+    "| Math | typeset | $e^{i\\pi} + 1 = 0$ |\n\n"
     "> **Note:** a quote holds *emphasis*, `code` and lists:\n"
     "> - one point\n"
     "> - another point\n\n"

@@ -1,5 +1,6 @@
 """Rich answers in Chromium at 1280 and 390 px: `sim-rich` streams a table, a blockquote, a task
-list, Python code and math. Sampled every animation frame, the table only ever shows complete rows
+list, Python code and math (typeset as MathML; tests/browser/test_chat_math.py has the details).
+Sampled every animation frame, the table only ever shows complete rows
 (a row once shown never changes: no half row that fills in and reflows) and grows row by row, and
 no frame shows a table's pipes or a task's brackets as text. Finished, the answer has each
 construct, the task boxes are disabled and labelled, axe-core finds nothing serious, and a wide
@@ -64,7 +65,8 @@ def test_a_rich_answer_streams_whole_rows_and_finishes_with_every_construct(sess
     assert answer.locator("th.md-center").count() == 1 and answer.locator("td.md-right").count() == 4
     assert answer.locator("blockquote li").count() == 2
     assert answer.locator("pre code.language-python").count() == 1
-    assert answer.locator("code.md-math").count() == 3 and answer.locator("code.md-math-display").count() == 1
+    assert answer.locator("span.md-math > math").count() == 3, "the math is typeset (math.js)"
+    assert answer.locator("span.md-math-display > math").count() == 1 and answer.locator("code.md-math").count() == 0
     boxes_done = answer.get_by_role("checkbox")
     assert boxes_done.count() == 3
     assert [boxes_done.nth(n).is_checked() for n in range(3)] == [True, True, False]

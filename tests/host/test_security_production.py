@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import re
 import secrets
 import socket
@@ -123,7 +124,8 @@ def test_collected_static_files_are_served(prod: dict[str, Any]) -> None:
 
 def test_every_module_the_chat_page_loads_is_a_hashed_file_of_the_release(prod: dict[str, Any]) -> None:
     """The page links main.<hash>.js; its imports, and theirs, must be hashed names too, or a browser
-    mixes a new main module with a cached module of the previous release."""
+    mixes a new main module with a cached module of the previous release. temml (the vendored `.mjs`
+    math.js imports) too, served as JavaScript."""
     manifest = json.loads((Path(prod["env"]["DJANGO_STATIC_ROOT"]) / "staticfiles.json").read_text())["paths"]
     hashed = set(manifest.values())
     todo, seen = [manifest["responses_app/chat/main.js"]], set()
@@ -132,13 +134,18 @@ def test_every_module_the_chat_page_loads_is_a_hashed_file_of_the_release(prod: 
         seen.add(name)
         module = get(prod, f"/static/{name}")
         assert module.status_code == 200, name
+        assert "javascript" in module.headers["content-type"], name  # a module of another type is refused
         assert "immutable" in module.headers["cache-control"] or "max-age=315360000" in module.headers["cache-control"]
-        for target in re.findall(r"""from\s*["'](\./[^"']+)["']""", module.text):
-            path = str(Path(name).parent / target[2:])
+        imported = re.findall(r"""from\s*["'](\./[^"']+)["']""", module.text)
+        if not name.startswith("responses_app/vendor/"):  # import("...") in temml's comments is not ours
+            imported += re.findall(r"""import\(["'](\.\.?/[^"']+)["']\)""", module.text)  # math.js: temml
+        for target in imported:
+            path = posixpath.normpath(posixpath.join(posixpath.dirname(name), target))
             assert path in hashed, f"{name} imports {target}, not a hashed name"
             if path not in seen:
                 todo.append(path)
     plain = {path for path in manifest if path.startswith("responses_app/chat/") and path.endswith(".js")}
+    plain.add("responses_app/vendor/temml/temml.mjs")
     assert len(seen) == len(plain), (sorted(seen), sorted(plain))  # every module reached
 
 

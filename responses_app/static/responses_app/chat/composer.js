@@ -16,6 +16,7 @@
 import { bindAttachments } from "./attach.js";
 import { csrfToken } from "./csrf.js";
 import { announce, follow, followers } from "./follower.js";
+import { typeset } from "./math.js";
 import { contentChanged, keepPosition, toBottom } from "./scroll.js";
 import { url } from "./urls.js";
 import { vocab } from "./vocab.js";
@@ -304,7 +305,7 @@ async function insertTurn(conversation, requestId) {
   if (document.getElementById(`turn-${requestId}`)) return;
   const holder = document.createElement("div");
   holder.innerHTML = (await response.text()).trim();
-  const turn = holder.firstElementChild;
+  const turn = typeset(holder).firstElementChild;
   // Continue: the request is the rest of a turn on the page (named by its first part), which it
   // replaces where it stands, the answer so far in place above the part being written.
   const shown = turn.id ? document.getElementById(turn.id) : null;

@@ -14,6 +14,7 @@
 
 import { csrfToken } from "./csrf.js";
 import { LiveSocket } from "./livesocket.js";
+import { typeset } from "./math.js";
 import { badgeIsFinal, badgeKey, badgeText } from "./state.js";
 import { TurnView, focusWithin, keepOpenBlocks } from "./turnview.js";
 import { vocab } from "./vocab.js";
@@ -354,6 +355,7 @@ class Follower {
           await new Promise((resolve) => setTimeout(resolve, 300));
           continue;
         }
+        typeset(fresh); // before it goes in, so the math never shows as code meanwhile
         keepDecodedImages(this.turn, fresh);
         keepOpenBlocks(this.turn, fresh);
         const refocus = focusWithin(this.turn);

@@ -3,8 +3,8 @@
 // The pages are complete without JavaScript: every committed message is rendered on the server.
 // This follows live turns (follower.js), keeps the newest text in view and the reader in place
 // (scroll.js), sends prompts (composer.js), shows turns started in other tabs (conversation.js),
-// copies (copy.js), sends feedback on answers (feedback.js), answers the keyboard (keyboard.js:
-// the skip link, shortcuts and their help) and runs the conversation sidebar (sidebar.js). Words and status sets come from the server (vocab.js).
+// typesets math (math.js), copies (copy.js), sends feedback on answers (feedback.js), answers the
+// keyboard (keyboard.js: the skip link, shortcuts and their help) and runs the conversation sidebar (sidebar.js). Words and status sets come from the server (vocab.js).
 
 import { bindBranches } from "./branches.js";
 import { bindComposer, bindCount } from "./composer.js";
@@ -15,6 +15,7 @@ import { csrfToken } from "./csrf.js";
 import { followAll, followers, hooks, liveHtml, liveTexts } from "./follower.js";
 import { bindShortcuts, bindSkipLink, focusComposerOnLoad } from "./keyboard.js";
 import { renderMarkdown } from "./markdown.js";
+import { prepare as prepareMath, typeset } from "./math.js";
 import { contentChanged, keepPosition, startScroll } from "./scroll.js";
 import { bindSidebar } from "./sidebar.js";
 import { badgeKey } from "./state.js";
@@ -85,6 +86,8 @@ function start() {
     bindBranches(chat, new ConversationLive(chat.dataset.conversation));
   }
   focusComposerOnLoad(document, chat !== null);
+  typeset(document);
+  if (document.getElementById("turns")) prepareMath(); // a page of answers: math may come any moment
   followAll();
   syncStop();
   bindApprovals(document);
@@ -93,7 +96,7 @@ function start() {
   bindUndo(document);
   bindSkipLink(document);
   bindShortcuts(document);
-  window.relayChat = { followers, liveTexts, liveHtml, renderMarkdown, badgeKey }; // for debugging and tests
+  window.relayChat = { followers, liveTexts, liveHtml, renderMarkdown, typeset, badgeKey }; // for debugging and tests
 }
 
 start();

@@ -5,10 +5,12 @@
 // change, is drawn again; its new entry replaces the old one and keeps the live text boxes in it.
 // A growing text goes into the box its entry holds: Markdown (an answer, a reasoning summary)
 // through a MarkdownStream, so paragraphs that are final are parsed and inserted once and only the
-// live tail is replaced per frame; plain text (a refusal, a transcript, a tool's code) as it is.
+// live tail is replaced per frame, its math typeset before it goes in (math.js); plain text (a
+// refusal, a transcript, a tool's code) as it is.
 
 import { Drawer } from "./draw.js";
 import { MarkdownStream } from "./markdown.js";
+import { typeset } from "./math.js";
 import { vocab } from "./vocab.js";
 
 const template = document.createElement("template");
@@ -75,8 +77,8 @@ class MarkdownBox {
     this.partial = partial;
     const [fresh, tail] = this.stream.update(text, partial);
     for (const node of this.tail) node.remove();
-    if (fresh) this.element.appendChild(fragment(fresh));
-    const nodes = fragment(tail);
+    if (fresh) this.element.appendChild(typeset(fragment(fresh)));
+    const nodes = typeset(fragment(tail)); // the tail's formulas come from math.js's cache
     this.tail = Array.from(nodes.childNodes);
     this.element.appendChild(nodes);
   }
@@ -162,7 +164,7 @@ export class TurnView {
     const byId = new Map(this.blocks().map((b) => [b.id, b]));
     for (const id of order) {
       if (entries[id] === undefined) continue;
-      const fresh = fragment(entries[id]).firstElementChild;
+      const fresh = typeset(fragment(entries[id])).firstElementChild;
       const old = this.entry(id);
       if (old) {
         const refocus = focusWithin(old);
