@@ -102,6 +102,15 @@ class Delivery:
             # it was less than an interval away would fire every interval and find nothing due.
             self._arm(now)
 
+    def commit_asked(self) -> bool:
+        """A web process has a viewer that holds a newer view than the committed one (a tab moved
+        there by a restart): commit now instead of at the next interval, at most once an interval."""
+        now = self._loop.time()
+        if not self.checkpoints.policy.may_commit(now):
+            return False
+        self._flush(now, "interval")
+        return True
+
     async def catch_up(self) -> None:
         """Commit what is held and wait for the database."""
         self._flush(self._loop.time(), "interval")

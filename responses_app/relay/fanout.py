@@ -8,6 +8,10 @@ processes grew to seconds with every process mostly idle (bench/README.md, scale
   of that request; the hub hands what arrives to each local viewer (`Hub.deliver`);
 - a process that runs streams batches what it publishes per request and sends one message per
   request per REMOTE_FLUSH_S (a patch, a heartbeat, a terminal: in order), from one sending task;
+- a process whose viewer holds a newer view than the committed one (a tab moved there by a
+  restart, which this process was not following) asks the process that sent the request's latest
+  batch (its `origin` inbox) to commit a checkpoint now (`ask_commit`), instead of waiting for the
+  next interval's; a process that runs streams has an inbox for that from its first batch;
 - the inbox reader survives the layer going away (Redis restarting): it backs off, reconnects and
   joins its groups again (a restarted Redis has forgotten them). Meanwhile viewers converge by
   heartbeats and resyncs (see viewers/cursor.py), and nothing here ever blocks a runner.
@@ -28,6 +32,7 @@ logger = logging.getLogger(__name__)
 
 REMOTE_FLUSH_S = 0.1  # what other processes' viewers wait at most, on top of the flush interval
 JOIN_TIMEOUT_S = 3.0
+ASK_EVERY_S = 0.5  # a process asks a request's runner to commit at most this often
 REJOIN_S = 10.0  # memberships renewed this often: a Redis that restarted unnoticed forgot them
 
 
@@ -37,10 +42,14 @@ def group_name(request_id: str) -> str:
 
 class Fanout:
     def __init__(self, layer: BaseChannelLayer,
-                 deliver: Callable[[str, list[str], tuple[int, float] | None], None]) -> None:
+                 deliver: Callable[[str, list[str], tuple[int, float] | None], None],
+                 commit_asked: Callable[[str], None] | None = None) -> None:
         self.layer = layer
         self._deliver = deliver  # (request id, texts) -> the local viewers
+        self._commit_asked = commit_asked  # (request id) -> its runner here commits now
         self.inbox: str | None = None
+        self.origins: dict[str, str] = {}  # per request joined, the inbox its latest batch came from
+        self._asked_at: dict[str, float] = {}
         self.joined: set[str] = set()
         self._outgoing: dict[str, list[str]] = {}
         self._arrived: dict[str, tuple[int, float]] = {}  # per request, its latest stamped patch (metrics)
@@ -69,6 +78,11 @@ class Fanout:
             await asyncio.shield(self._sender)
 
     async def _send_rounds(self) -> None:
+        if self.inbox is None and self._commit_asked is not None:
+            try:  # an address to be asked at (ask_commit), in the batches' origin
+                await self._ensure_inbox()
+            except Exception:  # the layer is away: the batches go without one
+                logger.info("no inbox for commit requests yet", exc_info=True)
         while self._outgoing:
             await asyncio.sleep(REMOTE_FLUSH_S)
             batches, self._outgoing = self._outgoing, {}
@@ -102,6 +116,8 @@ class Fanout:
         if request_id not in self.joined:
             return
         self.joined.discard(request_id)
+        self.origins.pop(request_id, None)
+        self._asked_at.pop(request_id, None)
         if self.inbox is not None:
             try:
                 async with asyncio.timeout(JOIN_TIMEOUT_S):
@@ -141,12 +157,34 @@ class Fanout:
                 await self._rejoin()
                 continue
             backoff.reset()
+            request_id = str(message.get("request_id"))
+            if message.get("type") == "relay.commit":
+                if self._commit_asked is not None:
+                    self._commit_asked(request_id)
+                continue
             if message.get("type") != "relay.batch" or message.get("origin") == self.inbox:
                 continue  # this process's own messages reached its viewers directly
             self.counters["received"] += 1
-            request_id = str(message.get("request_id"))
             if request_id in self.joined:
+                if origin := message.get("origin"):
+                    self.origins[request_id] = str(origin)
                 self._deliver(request_id, list(message.get("texts") or ()), _stamp(message.get("arrived")))
+
+    async def ask_commit(self, request_id: str) -> bool:
+        """Ask the process that runs the request (the origin of its latest batch heard here) to
+        commit a checkpoint now; at most once per ASK_EVERY_S. False: nobody to ask yet."""
+        origin = self.origins.get(request_id)
+        now = asyncio.get_running_loop().time()
+        if origin is None or now < self._asked_at.get(request_id, -ASK_EVERY_S) + ASK_EVERY_S:
+            return False
+        self._asked_at[request_id] = now
+        try:
+            async with asyncio.timeout(JOIN_TIMEOUT_S):
+                await self.layer.send(origin, {"type": "relay.commit", "request_id": request_id})
+        except Exception:  # best effort: the next interval's checkpoint comes anyway
+            logger.info("asking %s to commit %s failed", origin, request_id, exc_info=True)
+            return False
+        return True
 
     async def _rejoin(self) -> None:
         """A restarted Redis has no groups: join every request with viewers here again."""

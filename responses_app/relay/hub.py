@@ -52,7 +52,8 @@ class Hub:
         self.deadlines = Deadlines(self.loop)  # every delivery's next deadline, on one timer
         layer = get_channel_layer()
         spans_processes = layer is not None and not isinstance(layer, InMemoryChannelLayer)
-        self.fanout = Fanout(layer, self.deliver) if app_settings.GROUP_FANOUT and spans_processes else None
+        self.fanout = Fanout(layer, self.deliver, self._commit_asked) \
+            if app_settings.GROUP_FANOUT and spans_processes else None
 
     # --- runners ------------------------------------------------------------------------------
 
@@ -139,6 +140,20 @@ class Hub:
                     task = self.loop.create_task(self.fanout.leave(request_id))
                     self.tasks.add(task)
                     task.add_done_callback(self.tasks.discard)
+
+    def _commit_asked(self, request_id: str) -> None:
+        """Another process asked (Fanout.ask_commit): the request's runner here commits now."""
+        runner = self.runners.get(request_id)
+        if runner is not None:
+            runner.commit_asked()
+
+    def ask_commit(self, request_id: str) -> None:
+        """A viewer here holds a newer view than the committed one and this process does not run
+        the request: its runner, wherever it is, commits now (no-op with one process). Never waits."""
+        if self.fanout is not None and request_id not in self.runners:
+            task = self.loop.create_task(self.fanout.ask_commit(request_id))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
 
     def remember(self, request_id: str, patch: dict[str, Any]) -> None:
         """A patch heard from a runner in another process, once for all its viewers here: a

@@ -38,6 +38,8 @@ class Runner(Protocol):
 
     def view_now(self) -> dict[str, Any]: ...
 
+    def commit_asked(self) -> bool: ...
+
 
 class Viewer(Protocol):
     def offer(self, message: dict[str, Any], text: str) -> None:

@@ -147,6 +147,11 @@ class CheckpointPolicy:
                 or now >= self._last + self.max_interval
                 or self._last_change is None or now >= self._last_change + self.interval)
 
+    def may_commit(self, now: float) -> bool:
+        """A checkpoint asked for out of turn (a web process whose viewer holds a newer view than
+        the committed one) is taken: something is not committed, and the interval passed."""
+        return self._dirty and now >= self._last + self.interval
+
     def next_deadline(self, now: float, *, not_before: float = 0.0) -> float | None:
         """The moment `due` turns true if no other event comes (None: nothing to commit).
         `not_before` keeps a flowing stream's timer from firing more than once per flush

@@ -49,6 +49,10 @@ OUTBOX_SIZE = 256
 # At most one snapshot per viewer per second (about a checkpoint interval): a viewer in a stream of
 # gaps catches up in one step, and a resync without a runner here is a database read.
 RESYNC_MIN_S = 1.0
+# A view here older than what the client holds: asked again this soon, this many times (its runner
+# was asked to commit: Hub.ask_commit), then every RESYNC_MIN_S.
+CATCH_UP_S = 0.25
+CATCH_UPS = 6
 # Below the idle timeouts of common proxies (30 s and up), so a long silent reasoning phase is not
 # cut; and the latest a viewer learns of an end whose terminal was lost between processes.
 SILENCE_S = 20.0
@@ -73,13 +77,14 @@ class Cursor:
 
     __slots__ = ("outbox", "sent_revision", "snapshots_only", "wire", "whole_end", "overflows", "resyncs",
                  "resync_pending", "resync_queued", "last_snapshot", "sent_at", "lag_text", "lag_at", "holds",
-                 "_clock", "_later", "_silence_timer")
+                 "catch_ups", "_clock", "_later", "_silence_timer")
 
     def __init__(self, *, clock: Clock, later: Later, snapshots_only: bool = False, wire: bool = True,
                  size: int = OUTBOX_SIZE, holds: int = -1) -> None:
         self.outbox: asyncio.Queue[Any] = asyncio.Queue(maxsize=size)
         self.sent_revision = -1  # the revision the client holds; -1 until its first snapshot
         self.holds = holds  # the revision a reconnecting client said it holds (-1: none)
+        self.catch_ups = 0  # snapshots asked again because the view here was older than the client's
         self.snapshots_only = snapshots_only  # the client reads another protocol than this server's
         self.wire = wire
         self.whole_end = snapshots_only or not wire  # the client holds the final view before the terminal
@@ -137,12 +142,12 @@ class Cursor:
         while not outbox.empty():
             outbox.get_nowait()
 
-    def resync_soon(self) -> None:
-        """A snapshot once RESYNC_MIN_S passed since the last one (now, if it has)."""
+    def resync_soon(self, after: float = RESYNC_MIN_S) -> None:
+        """A snapshot once `after` passed since the last one (now, if it has)."""
         if self.resync_pending:
             return
         self.resync_pending = True
-        self._later(max(0.0, self.last_snapshot + RESYNC_MIN_S - self._clock()), self._resync_due)
+        self._later(max(0.0, self.last_snapshot + after - self._clock()), self._resync_due)
 
     def _resync_due(self) -> None:
         if self.resync_pending:  # unless a snapshot went out meanwhile
@@ -199,7 +204,8 @@ class Cursor:
             self.sent_revision = self.holds
         else:  # the view here has not caught up yet: ask again, throttled
             self.last_snapshot = self._clock()
-            self.resync_soon()
+            self.catch_ups += 1
+            self.resync_soon(CATCH_UP_S if self.catch_ups <= CATCH_UPS else RESYNC_MIN_S)
         return True
 
     def watch_silence(self) -> None:

@@ -28,6 +28,7 @@ import orjson
 from ..compat import past_session_wrapper
 from ..models import ResponseRequest
 from ..ops import metrics
+from ..relay.hub import get_hub
 from ..streaming.wire import PROTOCOL
 from .cursor import IDLE, RESYNC, Cursor
 from .follow import current_view, ended_elsewhere
@@ -105,6 +106,7 @@ class Sender:
         """The view as it stands now, then `terminal` if the request has ended."""
         view, status = await current_view(self.request_id, own_copy=False)
         if self.cursor.stale(view["revision"], status in ResponseRequest.ENDED):
+            get_hub().ask_commit(self.request_id)  # the client holds more than is committed: commit it
             return
         if self.cursor.snapshot_sent(view["revision"]):
             metrics.VIEWER_RESYNCS.inc()

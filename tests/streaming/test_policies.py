@@ -149,6 +149,17 @@ def test_the_first_interval_checkpoint_comes_as_soon_as_the_interval_allows() ->
     assert p.due(0.5), "a reload early in an answer shows text"
 
 
+def test_a_checkpoint_asked_for_comes_once_an_interval_with_something_to_commit() -> None:
+    p = policy()
+    p.push(0.1, events=3, changed=True)
+    p.committed(0.5, interval=True)
+    p.push(0.6, events=1, changed=True)
+    assert not p.due(0.9) and not p.may_commit(0.9), "within the interval: not even when asked"
+    assert not p.due(1.0) and p.may_commit(1.0), "asked: taken before min_events or max_interval"
+    p.committed(1.0, interval=True)
+    assert not p.may_commit(5.0), "nothing new to commit"
+
+
 def test_later_checkpoints_wait_for_enough_events() -> None:
     p = policy()
     p.push(0.1, events=3, changed=True)

@@ -15,6 +15,7 @@ from responses_app import selectors
 from responses_app.relay.hub import get_hub
 from responses_app.relay.stream_runner import StreamRunner
 from responses_app.streaming.wire import decode
+from responses_app.viewers.cursor import CATCH_UP_S, CATCH_UPS, RESYNC_MIN_S
 from tests.relay.helpers import connect, make_request, reload
 from tests.relay.test_takeover import wait_for_status
 from tests.viewers.test_protocol import queued, viewer
@@ -68,3 +69,24 @@ def test_a_later_snapshot_older_than_the_client_is_asked_for_again() -> None:
     assert cursor.sent_revision == 20 and cursor.resync_pending and queued(cursor) == []
     clock.advance(1.0)
     assert queued(cursor) == ["resync"], "asked again, throttled"
+
+
+def test_a_view_behind_the_client_is_asked_for_again_soon_then_at_the_usual_pace() -> None:
+    """Its runner was asked to commit (Hub.ask_commit): the committed view catches up within a
+    checkpoint's write, so the first few tries come every CATCH_UP_S, then every RESYNC_MIN_S."""
+    cursor, clock = viewer(20)
+    for _ in range(CATCH_UPS):
+        cursor.resync_now()
+        assert queued(cursor) == ["resync"]
+        assert cursor.stale(18, ended=False)
+        clock.advance(CATCH_UP_S - 0.01)
+        assert queued(cursor) == []
+        clock.advance(0.01)
+        assert queued(cursor) == ["resync"], "soon"
+    cursor.resync_now()
+    queued(cursor)
+    assert cursor.stale(18, ended=False)
+    clock.advance(CATCH_UP_S)
+    assert queued(cursor) == [], "past the catch-ups: the usual throttle"
+    clock.advance(RESYNC_MIN_S - CATCH_UP_S)
+    assert queued(cursor) == ["resync"]
