@@ -5,8 +5,10 @@ the other at once. How long until each has its view again?
 processes, a relayworker, the standalone simulator, private Redis and PostgreSQL; bench/cluster.py).
 For each count, that many viewers (`--per` of them on each of count/per long streams) follow on
 web-2; web-2 gets SIGTERM; each viewer reconnects to web-1 at once, with `reconnect=1` as chat.js
-does. Measured per viewer from its socket's close: the new socket's handshake, and its first
-message (the snapshot it resumes from). Results: bench/results/herd.md; bench/README.md reads them.
+does, and with `revision=` (what it shows: the server never sends it an older view). Measured per
+viewer from its socket's close: the new socket's handshake, its first message, and the first
+message newer than what it showed (its text going on). Results: bench/results/herd.md;
+bench/README.md reads them.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import signal
 import time
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from bench.cluster import Cluster, have_services
 from bench.harness import ROOT, keep_notes, pct
@@ -51,24 +55,28 @@ async def herd(cluster: Cluster, viewers: int, per: int) -> dict[str, Any]:
     errors: list[str] = []
 
     async def viewer(request_id: str) -> None:
-        port, closed_at = second_port, None
+        port, closed_at, shown = second_port, None, -1
         while True:
-            query = "&reconnect=1" if closed_at is not None else ""
+            query = f"&reconnect=1&revision={shown}" if closed_at is not None else ""
             try:
                 async with connect(f"ws://127.0.0.1:{port}/ws/requests/{request_id}/?v={PROTOCOL}{query}",
                                    origin=Origin(f"http://127.0.0.1:{port}"), compression=None, proxy=None,
                                    additional_headers={"Cookie": f"sessionid={cluster.session}"},
                                    open_timeout=60, ping_interval=None) as ws:
                     opened = time.monotonic()
-                    await ws.recv()
+                    first = None
                     if closed_at is not None:
-                        measured.append((opened - closed_at, time.monotonic() - closed_at))
+                        async for raw in ws:
+                            first = first or time.monotonic()
+                            if int(orjson.loads(raw).get("revision", -1)) > shown:  # its text goes on
+                                measured.append((opened - closed_at, first - closed_at, time.monotonic() - closed_at))
+                                return
                         return
                     started[0] += 1
                     if started[0] == total:
                         following.set()
-                    async for _ in ws:
-                        pass
+                    async for raw in ws:
+                        shown = max(shown, int(orjson.loads(raw).get("revision", -1)))
             except Exception as exc:
                 if closed_at is not None:
                     errors.append(f"{type(exc).__name__}: {exc}"[:120])
@@ -84,20 +92,21 @@ async def herd(cluster: Cluster, viewers: int, per: int) -> dict[str, Any]:
     for task in tasks:
         task.cancel()
     cluster.start_web("web-2", port=second_port)  # for the next count
-    handshakes = [m[0] for m in measured]
-    firsts = [m[1] for m in measured]
+    handshakes, firsts, newer = ([m[i] for m in measured] for i in range(3))
     return {"viewers": total, "reconnected": len(measured), "errors": errors, "stopped_s": stopped_s,
             "handshake": (pct(handshakes, 50), pct(handshakes, 99)),
             "first": (pct(firsts, 50), pct(firsts, 99), max(firsts, default=float("nan"))),
+            "newer": (pct(newer, 50), pct(newer, 99), max(newer, default=float("nan"))),
             "per_s": len(measured) / max(firsts, default=float("inf"))}
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| viewers | reconnected | handshake p50 / p99 | first message p50 / p99 / max | views a second |",
-             "|---|---|---|---|---|"]
+    lines = ["| viewers | reconnected | handshake p50 / p99 | first message p50 / p99 / max "
+             "| text going on p50 / p99 / max | views a second |", "|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['viewers']} | {r['reconnected']} | {r['handshake'][0]:.2f} / {r['handshake'][1]:.2f} s "
-                     f"| {r['first'][0]:.2f} / {r['first'][1]:.2f} / {r['first'][2]:.2f} s | {r['per_s']:.0f} |")
+                     f"| {r['first'][0]:.2f} / {r['first'][1]:.2f} / {r['first'][2]:.2f} s "
+                     f"| {r['newer'][0]:.2f} / {r['newer'][1]:.2f} / {r['newer'][2]:.2f} s | {r['per_s']:.0f} |")
     return "\n".join(lines)
 
 
