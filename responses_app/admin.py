@@ -54,7 +54,6 @@ from .models import (
     ResponseRequest,
     SafetyVerdict,
 )
-from .web.pages import model_groups
 
 
 @admin.register(ResponseRequest)
@@ -307,6 +306,10 @@ class PresetForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # Here, not at the top: the admin is imported by django.setup() (autodiscover), and a
+        # process that serves no pages (a worker) must not import the web layer with it.
+        from .web.pages import model_groups
+
         groups = model_groups()
         self.offered = {model for _label, group in groups for model in group}
         options: list[Any] = [("", "None: the model the person chose")]

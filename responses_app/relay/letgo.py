@@ -1,5 +1,6 @@
 """How a runner lets its request go, a base of `StreamRunner` (runner.py) over `Endings`.
 
+A process whose viewer holds more than was committed asks for a commit now (`commit_asked`).
 A stopping process hands each request over (`hand_off`, then `_hand_over`): what it applied is
 published and committed and its lease released at once, so another runner resumes the stream
 within a second instead of waiting out the lease. A runner whose lease another runner took (a
@@ -45,6 +46,11 @@ class LettingGo(Endings):
         self._stop(Ending.HANDED_OFF, cancel=False)
         (self._reader or self._task).cancel()
         return True
+
+    def commit_asked(self) -> bool:
+        """Another process's viewer holds a newer view than the committed one (a tab moved there
+        by a restart): what was applied is committed now, not at the next interval."""
+        return self.delivery.commit_asked()
 
     async def _hand_over(self) -> None:
         """Its process is stopping: what it applied is published and committed, then its lease is

@@ -211,10 +211,6 @@ class StreamRunner(LettingGo):
         if self._reader is not None:
             self._reader.cancel()
 
-    def commit_asked(self) -> bool:
-        """Another process's viewer holds a newer view than the committed one: commit it now."""
-        return self.delivery.commit_asked()
-
     async def live_view(self) -> tuple[dict[str, Any], str]:
         """The view at a patch boundary and the status, for a viewer's first snapshot."""
         return await self.delivery.patches.snapshot(), self.status
