@@ -57,13 +57,14 @@ def reachable(port: int) -> bool:
 # --- CPU and memory, from /proc ------------------------------------------------------------------
 
 
-def cpu_seconds(pid: int) -> float:
+def cpu_seconds(pid: int, *, reaped: bool = False) -> float:
     """utime + stime of a whole process (all its threads) and of its live child processes (the
-    workers of an ASGI server that forks them), from /proc/<pid>/stat."""
+    workers of an ASGI server that forks them), from /proc/<pid>/stat; `reaped`: and of the
+    children it waited for (cutime + cstime: PostgreSQL's backends that ended)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
-        own = (int(fields[11]) + int(fields[12])) / CLK_TCK
+        own = sum(int(x) for x in fields[11:15 if reaped else 13]) / CLK_TCK
     except (OSError, IndexError, ValueError):
         return 0.0
     children: set[int] = set()

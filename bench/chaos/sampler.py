@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.cluster import Cluster
-from bench.harness import CLK_TCK, cpu_seconds
+from bench.harness import cpu_seconds
 
 EVERY_S = 5.0
 FLAT = 0.15
@@ -55,18 +55,6 @@ def redis_info(cluster: Cluster) -> tuple[int, float]:
         client.close()
 
 
-def tree_cpu(pid: int) -> float:
-    """CPU seconds of a process, its live children and the children it reaped (PostgreSQL's
-    backends that ended)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        reaped = (int(fields[13]) + int(fields[14])) / CLK_TCK
-    except (OSError, IndexError, ValueError):
-        return 0.0
-    return cpu_seconds(pid) + reaped
-
-
 def postmaster_pid(cluster: Cluster) -> int | None:
     try:
         assert cluster.postgres is not None
@@ -99,10 +87,10 @@ class Sampler:
                     "postgresql": postmaster_pid(self.cluster)}
         for role, pid in services.items():
             if pid is not None:
-                cpu[role] = (pid, tree_cpu(pid))
+                cpu[role] = (pid, cpu_seconds(pid, reaped=True))
         for name, server in list(self.cluster.servers.items()):
             if server.alive():
-                cpu[name] = (server.pid, tree_cpu(server.pid))
+                cpu[name] = (server.pid, cpu_seconds(server.pid, reaped=True))
                 if (mb := rss_mb(server.pid)) is not None:
                     rss[name] = mb
                 socks[name] = sockets(server.pid)
