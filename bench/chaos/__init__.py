@@ -38,7 +38,8 @@ async def _run(cluster: Cluster, *, minutes: float, streams: int, seed: int, tok
                       tokens_per_s=tokens_per_s, mix=MIX)
     injector, sampler = Injector(cluster, t0), Sampler(cluster, t0)
     stop = asyncio.Event()
-    background = [asyncio.create_task(injector.run(faults, stop)), asyncio.create_task(sampler.run(stop))]
+    background = [asyncio.create_task(injector.run(faults, stop)), asyncio.create_task(sampler.run(stop)),
+                  asyncio.create_task(sampler.watch_lag(stop))]
     progress = asyncio.create_task(_progress(traffic, t0, stop))
     try:
         await asyncio.wait_for(traffic.run_loop(t0), minutes * 60 + DRAIN_S)
@@ -83,8 +84,8 @@ def run(*, minutes: float, streams: int, seed: int = 1, tokens: tuple[int, int] 
         warmup = max(schedule.WARMUP_MIN_S, schedule.WARMUP * minutes * 60)
         result = Result(command=command, minutes=minutes, streams=streams, seed=seed, faults=faults,
                         windows=injector.windows, done=done, samples=sampler.samples,
-                        flatness=sampler.flatness(warmup), cpu=sampler.cpu_use(), durability=durability(cluster),
-                        counted=counted,
+                        flatness=sampler.flatness(warmup), cpu=sampler.cpu_use(), lags=sampler.lags,
+                        durability=durability(cluster), counted=counted,
                         tools=tools, injector_errors=injector.errors, load=(load_start, os.getloadavg()),
                         wall_s=time.monotonic() - started, t0=traffic.t0)
         result.tally()

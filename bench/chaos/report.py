@@ -48,6 +48,7 @@ class Result:
     wall_s: float
     t0: float  # wall clock of the load's start
     cpu: dict[str, dict[str, float]] = field(default_factory=dict)  # Sampler.cpu_use()
+    lags: list[float] = field(default_factory=list)  # Sampler.lags
     lost: dict[str, tuple[int, int]] = field(default_factory=dict)
     pauses: dict[str, list[float]] = field(default_factory=dict)
 
@@ -106,6 +107,13 @@ def pauses_table(r: Result) -> list[str]:
     return lines
 
 
+def lag_line(r: Result) -> str:
+    if not r.lags:
+        return ""
+    return (f"The load's own event loop, where pauses are timed, was late by {_ms(pct(r.lags, 50))} at p50, "
+            f"{_ms(pct(r.lags, 99))} at p99 and {_ms(max(r.lags))} at most: a pause includes its lag.")
+
+
 def violations_list(r: Result, limit: int = 30) -> list[str]:
     found = [(d, name, problem) for d in r.done for name, problems in d.violations.items() for problem in problems]
     lines = [f"- `{d.request_id[:8]}` {d.plan.kind} ({d.plan.model}, {len(d.viewers)} viewers, "
@@ -116,14 +124,24 @@ def violations_list(r: Result, limit: int = 30) -> list[str]:
     return lines or ["None."]
 
 
-def longest_pauses(r: Result, limit: int = 12) -> list[str]:
-    gaps = sorted(((b - a, a, d) for d in r.done for v in d.viewers for a, b in v.gaps),
-                  key=lambda x: x[0], reverse=True)
+def longest_pauses(r: Result, each: int = 5) -> list[str]:
+    """The longest pauses under each kind of fault (and with none), longest first: a kill -9's
+    takeover is the slowest by design and would fill a single list."""
+    by_kind: dict[str, list[tuple[float, float, Done, int]]] = {}
+    for d in r.done:
+        request_kind = {"drop": s.DROP, "429": s.RATE_LIMIT}.get(d.plan.kind, s.NONE)
+        for v in d.viewers:
+            for a, b in v.gaps:
+                kinds = {w.kind for w in r.windows if w.overlaps(a, b)} or {request_kind}
+                for kind in kinds:
+                    by_kind.setdefault(kind, []).append((b - a, a, d, v.port))
     lines = []
-    for length, at, d in gaps[:limit]:
-        during = [f"{w.kind} {w.detail}".strip() for w in r.windows if w.overlaps(at, at + length)]
-        lines.append(f"- {length:.2f} s from {at - r.t0:.1f} s, `{d.request_id[:8]}` ({d.plan.kind}): "
-                     f"{', '.join(during) or 'no fault in progress'}")
+    for kind in s.KINDS:
+        gaps = sorted(by_kind.get(kind, []), key=lambda x: x[0], reverse=True)[:each]
+        if gaps:
+            lines.append(f"- {kind}: " + "; ".join(
+                f"{length:.2f} s from {at - r.t0:.1f} s (`{d.request_id[:8]}` {d.plan.kind}, :{port})"
+                for length, at, d, port in gaps))
     return lines
 
 
@@ -194,9 +212,10 @@ def markdown(r: Result) -> str:
            "attributed to the fault whose window it overlapped (a kill -9's window lasts until the lease ran out "
            "and a sweep ran); a request that met no fault counts under `none`, or under its own upstream "
            "fault (`sim.drop_after`). A tool round is not a pause: no text flows during it.", "",
-           *pauses_table(r), "",
+           *pauses_table(r), "", lag_line(r), "",
            "Targets: " + ", ".join(f"{k}: {'met' if ok else '**missed**'}" for k, ok in r.targets_met().items()),
-           "", "The longest pauses:", "", *longest_pauses(r), "", "## What was lost", "", *violations_list(r),
+           "", "The longest pauses under each:", "", *longest_pauses(r), "",
+           "## What was lost", "", *violations_list(r),
            "", "## Schedule and what happened", "",
            "```", *(str(f) for f in r.faults), "```", ""]
     for w in r.windows:
@@ -223,7 +242,7 @@ def summary(r: Result, report: str = "results/chaos.md") -> str:
     return "\n".join([START, "", f"Latest: `{r.command}` ({len([d for d in r.done if d.request_id])} requests, "
                       f"load average {r.load[1][0]:.1f} on {os.cpu_count()} cores): "
                       f"{'**something lost**' if r.failed() else 'nothing lost'}; full report in "
-                      f"[{report}]({report}).", "", *rows, "", *pauses_table(r), "",
+                      f"[{report}]({report}).", "", *rows, "", *pauses_table(r), "", lag_line(r), "",
                       "Targets: " + ", ".join(f"{k}: {'met' if ok else '**missed**'}" for k, ok in met.items()) + ".",
                       "", END])
 

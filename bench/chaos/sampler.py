@@ -16,6 +16,7 @@ from bench.harness import cpu_seconds
 
 EVERY_S = 5.0
 FLAT = 0.15
+LAG_TICK_S = 0.05  # the load's event loop is timed this often: a late tick is a late viewer too
 
 
 def rss_mb(pid: int) -> float | None:
@@ -78,6 +79,7 @@ class Sampler:
     cluster: Cluster
     t0: float
     samples: list[Sample] = field(default_factory=list)
+    lags: list[float] = field(default_factory=list)  # how late each tick of the load's loop was
 
     def take(self) -> Sample:
         rss, socks, cpu = {}, {}, {}
@@ -106,6 +108,15 @@ class Sampler:
         except Exception:
             pass
         return Sample(round(time.time() - self.t0, 1), rss, socks, pg, clients, cpu)
+
+    async def watch_lag(self, stop: asyncio.Event) -> None:
+        """The load's own event loop lag: a viewer's pause is timed on this loop, so a busy load
+        adds its lag to every pause it measures."""
+        loop = asyncio.get_running_loop()
+        while not stop.is_set():
+            before = loop.time()
+            await asyncio.sleep(LAG_TICK_S)
+            self.lags.append(max(0.0, loop.time() - before - LAG_TICK_S))
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():

@@ -41,6 +41,20 @@ def test_a_pause_is_put_down_to_the_fault_in_progress() -> None:
     assert pause_kinds(done, []) == {schedule.NONE: 9.0}
 
 
+def test_the_longest_pauses_are_listed_under_each_fault() -> None:
+    plan = Plan(0, "text", "sim-long", {}, 1, "completed", 60)
+    gaps = [(110.0, 119.0), (127.0, 128.5), (140.0, 140.6)]  # in the kill -9, in the restart, in none
+    viewer = ChaosViewer("r", 1, first_text_at=100.0, last_text_at=150.0, gaps=gaps)
+    done = Done(plan, "request-1", "c", 99.0, 151.0, viewers=[viewer])
+    result = report.Result("", 1, 1, 1, [], [Window(schedule.KILL9, 109.0, 126.0),
+                                             Window(schedule.ROLLING_WORKER, 126.5, 129.0)],
+                           [done], [], {}, {}, {}, {}, [], ((0.0,), (0.0,)), 0.0, 100.0, lags=[0.0, 0.01, 0.4])
+    lines = report.longest_pauses(result)
+    assert [line.split(":")[0] for line in lines] == ["- kill -9 worker", "- rolling restart, a worker", "- none"]
+    assert "1.50 s from 27.0 s (`request-` text, :1)" in lines[1]
+    assert "400 ms at most" in report.lag_line(result)
+
+
 def test_cpu_is_counted_per_role_and_starts_again_with_a_new_process() -> None:
     samples = [Sample(0.0, {}, {}, {}, 0, {"worker-1": (10, 5.0), "web-1": (20, 1.0)}),
                Sample(5.0, {}, {}, {}, 0, {"worker-1": (10, 7.5), "web-1": (20, 1.5)}),
