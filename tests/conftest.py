@@ -48,6 +48,16 @@ def relay_check_errors() -> list[Any]:
     return [m for m in checks.run_checks(tags=["responses_app"]) if m.is_serious()]
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _fast_password_hashes(django_test_environment: None) -> Any:
+    """MD5 for the passwords tests make (Django's advice for tests): a PBKDF2 hash costs 0.36 s of
+    CPU, and most tests make a user or two. Servers started as processes keep the real hasher."""
+    from django.test.utils import override_settings
+
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield
+
+
 @pytest.fixture
 def relay_settings(settings: Any, simulator_url: str) -> Any:
     """Point the relay at the standalone simulator over real loopback HTTP."""

@@ -152,14 +152,23 @@ def browser() -> Iterator[Any]:
             browser.close()
 
 
+_LOGGED_IN: dict[tuple[Path, str], dict[str, Any]] = {}  # (server database, user) -> its first login's cookies
+
+
 class Session:
-    """A logged-in browser context for one persona."""
+    """A logged-in browser context for one persona. The first on a server logs in through the form;
+    the next ones start from its cookies (a login is a page, a PBKDF2 hash and the home page: seconds
+    of a CI lane's CPU, in every test)."""
 
     def __init__(self, browser: Any, server: RelayServer, username: str) -> None:
         self.server = server
-        self.context = browser.new_context(base_url=server.url, viewport={"width": 1100, "height": 900})
+        state = _LOGGED_IN.get((server.db_path, username))
+        self.context = browser.new_context(base_url=server.url, viewport={"width": 1100, "height": 900},
+                                           storage_state=state)
         self.context.set_default_timeout(30_000)
         self.errors: list[str] = []
+        if state is not None:
+            return
         page = self.page()
         page.goto("/accounts/login/")
         page.fill("input[name=username]", username)
@@ -167,6 +176,7 @@ class Session:
         page.click("button[type=submit]")
         page.wait_for_url(f"{server.url}/")
         page.close()
+        _LOGGED_IN[(server.db_path, username)] = {"cookies": self.context.storage_state()["cookies"], "origins": []}
 
     def page(self) -> Any:
         page = self.context.new_page()

@@ -52,7 +52,7 @@ out = {}
 for prop in %(properties)r:
     for path in %(paths)r:
         name = f"{prop}-{path}"
-        user = get_user_model().objects.create_user(name, password="pw")
+        user = get_user_model().objects.create_user(name)  # no password: its session is made here
         s = SessionStore()
         s["_auth_user_id"] = str(user.pk)
         s["_auth_user_backend"] = "django.contrib.auth.backends.ModelBackend"
