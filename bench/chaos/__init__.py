@@ -84,7 +84,7 @@ def run(*, minutes: float, streams: int, seed: int = 1, tokens: tuple[int, int] 
         warmup = max(schedule.WARMUP_MIN_S, schedule.WARMUP * minutes * 60)
         result = Result(command=command, minutes=minutes, streams=streams, seed=seed, faults=faults,
                         windows=injector.windows, done=done, samples=sampler.samples,
-                        flatness=sampler.flatness(warmup), cpu=sampler.cpu_use(), lags=sampler.lags,
+                        flatness=sampler.flatness(warmup), cpu=sampler.cpu_use(), lags=sampler.lags, late=sampler.late,
                         durability=durability(cluster), counted=counted,
                         tools=tools, injector_errors=injector.errors, load=(load_start, os.getloadavg()),
                         wall_s=time.monotonic() - started, t0=traffic.t0)

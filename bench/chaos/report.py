@@ -49,6 +49,7 @@ class Result:
     t0: float  # wall clock of the load's start
     cpu: dict[str, dict[str, float]] = field(default_factory=dict)  # Sampler.cpu_use()
     lags: list[float] = field(default_factory=list)  # Sampler.lags
+    late: list[tuple[float, float]] = field(default_factory=list)  # Sampler.late
     lost: dict[str, tuple[int, int]] = field(default_factory=dict)
     pauses: dict[str, list[float]] = field(default_factory=dict)
 
@@ -111,7 +112,9 @@ def lag_line(r: Result) -> str:
     if not r.lags:
         return ""
     return (f"The load's own event loop, where pauses are timed, was late by {_ms(pct(r.lags, 50))} at p50, "
-            f"{_ms(pct(r.lags, 99))} at p99 and {_ms(max(r.lags))} at most: a pause includes its lag.")
+            f"{_ms(pct(r.lags, 99))} at p99 and {_ms(max(r.lags))} at most: a pause includes its lag."
+            + (" Its longest: " + ", ".join(f"{_ms(lag)} at {at:.1f} s" for at, lag in
+                                            sorted(r.late, key=lambda x: -x[1])[:8]) + "." if r.late else ""))
 
 
 def violations_list(r: Result, limit: int = 30) -> list[str]:
@@ -219,7 +222,8 @@ def markdown(r: Result) -> str:
            "", "## Schedule and what happened", "",
            "```", *(str(f) for f in r.faults), "```", ""]
     for w in r.windows:
-        out.append(f"- {w.kind}{f' ({w.detail})' if w.detail else ''}: {'; '.join(w.steps)}")
+        out.append(f"- {w.start - r.t0:.1f}-{w.end - r.t0:.1f} s, {w.kind}{f' ({w.detail})' if w.detail else ''}: "
+                   f"{'; '.join(w.steps)}")
     out += [f"- injector error: {e}" for e in r.injector_errors]
     reconnects = sum(v.reconnects for v in viewers)
     out += ["", f"Viewers reconnected {reconnects} times and asked for {sum(v.resyncs for v in viewers)} "

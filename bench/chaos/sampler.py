@@ -17,6 +17,7 @@ from bench.harness import cpu_seconds
 EVERY_S = 5.0
 FLAT = 0.15
 LAG_TICK_S = 0.05  # the load's event loop is timed this often: a late tick is a late viewer too
+LATE_S = 0.25  # a lag this long is listed with its time
 
 
 def rss_mb(pid: int) -> float | None:
@@ -80,6 +81,7 @@ class Sampler:
     t0: float
     samples: list[Sample] = field(default_factory=list)
     lags: list[float] = field(default_factory=list)  # how late each tick of the load's loop was
+    late: list[tuple[float, float]] = field(default_factory=list)  # (seconds from the start, lag) >= LATE_S
 
     def take(self) -> Sample:
         rss, socks, cpu = {}, {}, {}
@@ -116,7 +118,10 @@ class Sampler:
         while not stop.is_set():
             before = loop.time()
             await asyncio.sleep(LAG_TICK_S)
-            self.lags.append(max(0.0, loop.time() - before - LAG_TICK_S))
+            lag = max(0.0, loop.time() - before - LAG_TICK_S)
+            self.lags.append(lag)
+            if lag >= LATE_S:
+                self.late.append((round(time.time() - self.t0, 1), lag))
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
