@@ -214,6 +214,13 @@ def requests_to_take_over(*, now: datetime | None = None, pending_after_s: int =
         "pk", "status", "lease_expires")[:1000])
 
 
+def next_lease_expiry(*, now: datetime | None = None) -> datetime | None:
+    """The earliest lease of a streaming request still to run out (the sweep's next due time)."""
+    now = now or timezone.now()
+    return ResponseRequest.objects.filter(status=ResponseRequest.Status.STREAMING, lease_expires__gte=now) \
+        .order_by("lease_expires").values_list("lease_expires", flat=True).first()
+
+
 def requests_pending_recent(*, within_s: int) -> list[uuid.UUID]:
     """Pending requests created in the last `within_s` seconds (the runners' watch, worker.py)."""
     since = timezone.now() - timedelta(seconds=within_s)

@@ -30,8 +30,8 @@ from .upstream.credentials import masked
 
 Status = ResponseRequest.Status
 # A runner's lease on its request: renewed every keepers.LEASE_RENEW_S by its process. A runner that
-# died is taken over by a sweep (relay/worker.py, every SWEEP_S) once its lease has run out: the
-# stream flows again within LEASE_SECONDS + SWEEP_S (15 s).
+# died is taken over by a sweep (relay/worker.py, timed to the earliest lease's end) once its lease
+# has run out: the stream flows again within LEASE_SECONDS (12 s) and a moment.
 LEASE_SECONDS = 12
 # A request whose runners keep crashing (a row the database refuses, a bug) is not taken over for
 # ever: the runner that crashes after this many takeovers (or takes it over once more) ends it

@@ -14,9 +14,10 @@ runner starts with the first request an ASGI process serves (Django's `request_s
 first stream or websocket; `relayworker` at once.
 
 Every runner process, in-process or not, is supervised (`serve`):
-- it sweeps for expired leases at start and every SWEEP_S seconds, and takes each one over (the
-  runner rebuilds from the event log and resumes or reconciles; it never re-POSTs): a stream whose
-  runner died flows again within the lease (services.LEASE_SECONDS) plus one sweep;
+- it sweeps for expired leases at start and every SWEEP_S seconds, or as the earliest lease runs
+  out when that comes sooner, and takes each one over (the runner rebuilds from the event log and
+  resumes or reconciles; it never re-POSTs): a stream whose runner died flows again within the
+  lease (services.LEASE_SECONDS) and a moment, not a whole sweep later;
 - a channel-layer failure (Redis restarting) restarts the Worker with backoff instead of ending
   the process; runners already streaming are tasks of their own and go on meanwhile;
 - stopping it (SIGTERM: the relayworker command, project/serve.py) hands its streams over
@@ -40,6 +41,7 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from channels.worker import Worker
 from django.core.handlers.asgi import ASGIHandler
 from django.db import connection
+from django.utils import timezone
 
 from .. import selectors
 from ..conf import app_settings
@@ -51,7 +53,9 @@ from .stream_runner import StreamRunner
 
 logger = logging.getLogger(__name__)
 
-SWEEP_S = 3.0  # how often each runner process looks for expired leases
+SWEEP_S = 3.0  # how often each runner process looks for expired leases, at least
+SWEEP_AFTER_EXPIRY_S = 0.05  # a sweep due at a lease's end comes this long after it
+SWEEP_SOONEST_S = 0.1
 WATCH_S = 0.5  # SQLite with the in-memory layer: how often a runner process looks for new pending requests
 WATCH_WINDOW_S = 60  # ... among those created this recently (older ones are the sweep's)
 NOTIFY_START = "relay_start"  # PostgreSQL notification channels
@@ -101,13 +105,27 @@ async def serve() -> None:
 
 async def _sweep_forever() -> None:
     while True:
+        wait = SWEEP_S
         try:
             await sweep()
+            wait = await next_sweep_in()
         except asyncio.CancelledError:
             raise
         except Exception:  # the database or the layer is away: the next sweep tries again
             logger.warning("takeover sweep failed", exc_info=True)
-        await asyncio.sleep(SWEEP_S)
+        await asyncio.sleep(wait)
+
+
+async def next_sweep_in() -> float:
+    """Seconds to the next sweep: SWEEP_S, or just after the earliest lease runs out when that is
+    sooner. A live runner renews its lease long before (keepers.LEASE_RENEW_S), so a lease that
+    nears its end is most often a dead runner's: it is taken over as it ends, not up to a sweep
+    later (a kill -9's pause was the lease plus up to SWEEP_S)."""
+    expiry = await database_sync_to_async(selectors.next_lease_expiry)()
+    if expiry is None:
+        return SWEEP_S
+    due = (expiry - timezone.now()).total_seconds() + SWEEP_AFTER_EXPIRY_S
+    return min(SWEEP_S, max(SWEEP_SOONEST_S, due))
 
 
 async def sweep() -> int:
