@@ -53,10 +53,9 @@ run: $(VENV)/.demo
 # Three runs side by side (the machine's two cores; most of a test is waiting on a socket), each
 # lane about as long as the others, every test in exactly one of the newest-Django runs:
 # - in front, the whole suite on the newest Django, the core compiled, on SQLite, but for
-#   the browser and the private services;
-# - test-second (its log printed after): the browser's tests and the wheel's host in Chromium,
-#   then the relay's tests on PostgreSQL, whose write path differs (a thread pool per process,
-#   bytes sent as they are). CI must have PostgreSQL;
+#   the browser and the private services, then the relay's tests on PostgreSQL, whose write path
+#   differs (a thread pool per process, bytes sent as they are). CI must have PostgreSQL;
+# - test-second (its log printed after): the browser's tests and the wheel's host in Chromium;
 # - test-third (its log printed last): the fast suite on Django 5.2 LTS and Python 3.11 with the
 #   core interpreted, then the tests that start services of their own (the scaled-out cluster,
 #   LiteLLM's proxy).
@@ -74,17 +73,18 @@ test: install $(VENV_OLD)/.installed
 	@( $(MAKE) --no-print-directory test-second > $(SECOND_LOG) 2>&1; echo $$? > $(SECOND_LOG).rc ) & \
 	( $(MAKE) --no-print-directory test-third > $(THIRD_LOG) 2>&1; echo $$? > $(THIRD_LOG).rc ) & \
 	$(PY) -m pytest -m "not browser and not services" --basetemp=build/pytest-main $(PYTEST_ARGS); first=$$?; \
+	$(MAKE) --no-print-directory test-postgresql; pg=$$?; \
 	wait; \
 	echo "== make test-second, as it ran beside:"; cat $(SECOND_LOG); \
 	echo "== make test-third, as it ran beside:"; cat $(THIRD_LOG); \
 	second=$$(cat $(SECOND_LOG).rc); third=$$(cat $(THIRD_LOG).rc); rm -f $(SECOND_LOG).rc $(THIRD_LOG).rc; \
-	echo "== the suite but browser and services: exit $$first; make test-second: exit $$second; make test-third: exit $$third"; \
-	[ $$first -eq 0 ] && [ $$second -eq 0 ] && [ $$third -eq 0 ]
+	echo "== the suite but browser and services: exit $$first; on PostgreSQL: exit $$pg; make test-second: exit $$second;" \
+		"make test-third: exit $$third"; \
+	[ $$first -eq 0 ] && [ $$pg -eq 0 ] && [ $$second -eq 0 ] && [ $$third -eq 0 ]
 
 # In order, not side by side: each lane is one core's worth of waiting.
 test-second:
-	@$(MAKE) --no-print-directory test-browser; a=$$?; $(MAKE) --no-print-directory test-postgresql; b=$$?; \
-	[ $$a -eq 0 ] && [ $$b -eq 0 ]
+	@$(MAKE) --no-print-directory test-browser
 
 test-third:
 	@$(MAKE) --no-print-directory test-django52; a=$$?; $(MAKE) --no-print-directory test-services; b=$$?; \
