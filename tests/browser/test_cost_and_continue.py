@@ -11,7 +11,7 @@ import json
 import re
 import uuid
 from collections.abc import Iterator
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 import pytest
@@ -54,7 +54,8 @@ def cost_of_rows(server: RelayServer, where: str, *params: Any) -> tuple[Decimal
 
 
 def words(amount: Decimal, estimated: bool) -> str:
-    return ("≈ " if estimated else "") + "$" + str(amount.quantize(Decimal("0.0001")))
+    # Half up, as pricing.money rounds: Decimal's default, half even, read $0.00065 as $0.0006.
+    return ("≈ " if estimated else "") + "$" + str(amount.quantize(Decimal("0.0001"), rounding=ROUND_HALF_UP))
 
 
 def in_view(page: Page, locator: Any) -> None:
