@@ -15,7 +15,7 @@ from typing import Any
 from bench.chaos import schedule as s
 from bench.chaos.faults import LEASE_S, Window
 from bench.chaos.sampler import EVERY_S, Sample
-from bench.chaos.traffic import Done, pause_kinds
+from bench.chaos.traffic import Done, own_fault, pause_kinds
 from bench.harness import pct
 
 INVARIANTS = ("text", "viewers", "analytics", "tools", "terminal", "event log")
@@ -132,7 +132,7 @@ def longest_pauses(r: Result, each: int = 5) -> list[str]:
     takeover is the slowest by design and would fill a single list."""
     by_kind: dict[str, list[tuple[float, float, Done, int]]] = {}
     for d in r.done:
-        request_kind = {"drop": s.DROP, "429": s.RATE_LIMIT}.get(d.plan.kind, s.NONE)
+        request_kind = own_fault(d)
         for v in d.viewers:
             for a, b in v.gaps:
                 kinds = {w.kind for w in r.windows if w.overlaps(a, b)} or {request_kind}

@@ -372,11 +372,16 @@ def _first_difference(a: str, b: str) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
+def own_fault(done: Done) -> str:
+    """The fault a request brought with it (its upstream's drop or 429), else "none"."""
+    return {"drop": s.DROP, "429": s.RATE_LIMIT}.get(done.plan.kind, s.NONE)
+
+
 def pause_kinds(done: Done, windows: list[Any]) -> dict[str, float]:
     """For each kind of fault this request's viewers lived through, the longest pause of text any
     of its viewers saw during it; "none" for a request that met no fault at all."""
     out: dict[str, float] = {}
-    request_kind = {"drop": s.DROP, "429": s.RATE_LIMIT}.get(done.plan.kind)
+    request_kind = own_fault(done)
     for viewer in done.viewers:
         if not viewer.first_text_at:
             continue
@@ -386,6 +391,5 @@ def pause_kinds(done: Done, windows: list[Any]) -> dict[str, float]:
             longest = max((b - a for a, b in viewer.gaps if window.overlaps(a, b)), default=viewer.small_max_s)
             out[window.kind] = max(out.get(window.kind, 0.0), longest)
         if not met:
-            kind = request_kind or s.NONE
-            out[kind] = max(out.get(kind, 0.0), viewer.max_text_gap_s)
+            out[request_kind] = max(out.get(request_kind, 0.0), viewer.max_text_gap_s)
     return out

@@ -55,7 +55,7 @@ logger = logging.getLogger(__name__)
 
 SWEEP_S = 3.0  # how often each runner process looks for expired leases, at least
 SWEEP_AFTER_EXPIRY_S = 0.05  # a sweep due at a lease's end comes this long after it
-SWEEP_SOONEST_S = 0.1
+SWEEP_SOONEST_S = 0.1  # ... and never sooner: a lease ending as it is read does not make the loop spin
 WATCH_S = 0.5  # SQLite with the in-memory layer: how often a runner process looks for new pending requests
 WATCH_WINDOW_S = 60  # ... among those created this recently (older ones are the sweep's)
 NOTIFY_START = "relay_start"  # PostgreSQL notification channels
