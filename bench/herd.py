@@ -21,8 +21,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from bench.cluster import Cluster, have_services
 from bench.harness import ROOT, keep_notes, pct
 
@@ -35,7 +33,7 @@ async def herd(cluster: Cluster, viewers: int, per: int) -> dict[str, Any]:
     from websockets.asyncio.client import connect
     from websockets.typing import Origin
 
-    from responses_app.streaming.wire import PROTOCOL
+    from responses_app.streaming.wire import PROTOCOL, decode
 
     first_port, second_port = (cluster.servers[name].port for name in ("web-1", "web-2"))
     ids = []
@@ -68,7 +66,7 @@ async def herd(cluster: Cluster, viewers: int, per: int) -> dict[str, Any]:
                     if closed_at is not None:
                         async for raw in ws:
                             first = first or time.monotonic()
-                            if int(orjson.loads(raw).get("revision", -1)) > shown:  # its text goes on
+                            if int(decode(raw).get("revision", -1)) > shown:  # its text goes on
                                 measured.append((opened - closed_at, first - closed_at, time.monotonic() - closed_at))
                                 return
                         return
@@ -76,7 +74,7 @@ async def herd(cluster: Cluster, viewers: int, per: int) -> dict[str, Any]:
                     if started[0] == total:
                         following.set()
                     async for raw in ws:
-                        shown = max(shown, int(orjson.loads(raw).get("revision", -1)))
+                        shown = max(shown, int(decode(raw).get("revision", -1)))
             except Exception as exc:
                 if closed_at is not None:
                     errors.append(f"{type(exc).__name__}: {exc}"[:120])

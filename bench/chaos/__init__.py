@@ -60,11 +60,12 @@ async def _progress(traffic: Traffic, t0: float, stop: asyncio.Event) -> None:
 
 
 def run(*, minutes: float, streams: int, seed: int = 1, tokens: tuple[int, int] = (150, 600),
-        tokens_per_s: float = 30.0, command: str = "", keep_logs: Path | None = None) -> Result:
+        tokens_per_s: float = 30.0, command: str = "", keep_logs: Path | None = None, only: str = "") -> Result:
     missing = have_services()
     if missing:
         raise RuntimeError(missing)
-    faults = schedule.build(minutes, seed, workers=2)
+    faults = (schedule.only(schedule.ONLY[only], minutes, seed, workers=2) if only
+              else schedule.build(minutes, seed, workers=2))
     print("fault schedule (seconds from the start of the load):", *faults, sep="\n  ", flush=True)
     tool_log = Path(tempfile.mkdtemp(prefix="relay-chaos-")) / "tools.jsonl"
     cluster = Cluster(layout="scaled", web=2, workers=2, keep_logs=keep_logs,
@@ -106,11 +107,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "chaos.md")
     parser.add_argument("--no-readme", action="store_true", help="leave bench/README.md's summary as it is")
     parser.add_argument("--keep-logs", type=Path, help="copy every process's log here")
+    parser.add_argument("--only", choices=sorted(schedule.ONLY),
+                        help=f"one kind of fault, every {schedule.ONLY_EVERY_S:g} s: to study its pauses")
     args = parser.parse_args(argv)
     low, high = (int(x) for x in args.tokens.split(","))
     command = "python -m bench chaos " + shlex.join(argv)
     result = run(minutes=args.minutes, streams=args.streams, seed=args.seed, tokens=(low, high),
-                 tokens_per_s=args.tokens_per_s, command=command.strip(), keep_logs=args.keep_logs)
+                 tokens_per_s=args.tokens_per_s, command=command.strip(), keep_logs=args.keep_logs,
+                 only=args.only or "")
     report.write(result, args.out, None if args.no_readme else ROOT / "bench" / "README.md")
     for name, (lost, total) in result.lost.items():
         print(f"{name:10} lost {lost}/{total}")

@@ -15,7 +15,7 @@ from typing import Any
 from bench.chaos import schedule as s
 from bench.chaos.faults import LEASE_S, Window
 from bench.chaos.sampler import EVERY_S, Sample
-from bench.chaos.traffic import Done, own_fault, pause_kinds
+from bench.chaos.traffic import ChaosViewer, Done, own_fault, pause_kinds
 from bench.harness import pct
 
 INVARIANTS = ("text", "viewers", "analytics", "tools", "terminal", "event log")
@@ -130,22 +130,28 @@ def violations_list(r: Result, limit: int = 30) -> list[str]:
 def longest_pauses(r: Result, each: int = 5) -> list[str]:
     """The longest pauses under each kind of fault (and with none), longest first: a kill -9's
     takeover is the slowest by design and would fill a single list."""
-    by_kind: dict[str, list[tuple[float, float, Done, int]]] = {}
+    by_kind: dict[str, list[tuple[float, float, Done, ChaosViewer]]] = {}
     for d in r.done:
         request_kind = own_fault(d)
         for v in d.viewers:
             for a, b in v.gaps:
                 kinds = {w.kind for w in r.windows if w.overlaps(a, b)} or {request_kind}
                 for kind in kinds:
-                    by_kind.setdefault(kind, []).append((b - a, a, d, v.port))
+                    by_kind.setdefault(kind, []).append((b - a, a, d, v))
     lines = []
     for kind in s.KINDS:
         gaps = sorted(by_kind.get(kind, []), key=lambda x: x[0], reverse=True)[:each]
         if gaps:
-            lines.append(f"- {kind}: " + "; ".join(
-                f"{length:.2f} s from {at - r.t0:.1f} s (`{d.request_id[:8]}` {d.plan.kind}, :{port})"
-                for length, at, d, port in gaps))
+            lines.append(f"- {kind}:")
+            lines.extend(f"  - {length:.2f} s from {at - r.t0:.1f} s (`{d.request_id[:8]}` {d.plan.kind}, "
+                         f":{v.port}){trail(v, at, at + length)}" for length, at, d, v in gaps)
     return lines
+
+
+def trail(viewer: ChaosViewer, a: float, b: float) -> str:
+    """What the viewer's connections did within a pause, each step's time from its start."""
+    steps = [f"+{t - a:.2f} {what}" for t, what in viewer.trail if a < t <= b]
+    return ": " + ", ".join(steps) if steps else ""
 
 
 def memory_table(r: Result) -> list[str]:

@@ -64,6 +64,22 @@ def build(minutes: float, seed: int, workers: int) -> list[Fault]:
     return sorted(faults, key=lambda f: f.at_s)
 
 
+ONLY = {"kill9": KILL9, "rolling": ROLLING, "redis": REDIS, "postgres": POSTGRES}
+ONLY_EVERY_S = 45.0
+
+
+def only(kind: str, minutes: float, seed: int, workers: int) -> list[Fault]:
+    """One kind of fault, every ONLY_EVERY_S from the warm-up to the last half minute: many samples
+    of one fault's pauses in a short run."""
+    rng = random.Random(seed)
+    total = minutes * 60
+    at, faults = max(WARMUP_MIN_S, WARMUP * total), []
+    while at < total - 30:
+        faults.append(Fault(round(at, 1), kind, f"worker-{rng.randrange(workers) + 1}" if kind == KILL9 else ""))
+        at += ONLY_EVERY_S
+    return faults
+
+
 def compressed(total: float, rng: random.Random, workers: int) -> list[Fault]:
     """Every kind once in a short run: kill -9 first (its takeover is the slowest), then the rest."""
     step = (total * 0.75 - WARMUP_MIN_S) / 4

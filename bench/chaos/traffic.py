@@ -30,6 +30,8 @@ from responses_app.streaming.view import apply_patch
 from responses_app.streaming.vocabulary import ENDED_STATUSES as ENDED
 from responses_app.streaming.wire import PROTOCOL, appended, decode
 
+STOPPING = (1001, 1012)  # close codes after which the page reconnects at once (livesocket.js)
+SOON_S = 0.1  # ... spread over this (its SOON_MS)
 PAUSE_MIN_S = 0.25  # gaps between text shorter than this are kept as a maximum only
 BOUND_SLACK_S = 60.0  # a request must reach its terminal status within its generation time plus this
 VIEWER_SLACK_S = 60.0  # ... and each viewer must hold the committed view within this after that
@@ -54,6 +56,10 @@ class ChaosViewer(Viewer):
     small_max_s: float = 0.0  # the longest gap shorter than PAUSE_MIN_S
     regressions: list[str] = field(default_factory=list)
     first_text_at: float = 0.0
+    trail: list[tuple[float, str]] = field(default_factory=list)  # (wall clock, what): its connections' steps
+
+    def step(self, what: str) -> None:
+        self.trail.append((time.time(), what))
 
 
 @dataclass
@@ -191,21 +197,31 @@ class Traffic(Load):
             url = f"ws://127.0.0.1:{viewer.port}/ws/requests/{viewer.request_id}/?v={PROTOCOL}"
             query = "&reconnect=1" if viewer.reconnects or viewer.view is not None else ""
             query += holds(viewer.view, viewer.revision) if query else ""
+            viewer.step(f"connecting to :{viewer.port}")
             try:
                 async with connect(url + query, origin=Origin(f"http://127.0.0.1:{viewer.port}"),
                                    additional_headers=headers, compression=None, proxy=None, open_timeout=CONNECT_S,
                                    ping_interval=None) as ws:
+                    viewer.step("open")
                     if await self._follow(viewer, ws, deadline):
                         viewer.error = ""
                         return
+                    viewer.step(f"closed {ws.close_code}")
             except Exception as exc:
                 viewer.error = f"{type(exc).__name__}: {exc}"[:200]
+                viewer.step(viewer.error[:80])
+                stopping = getattr(getattr(exc, "rcvd", None), "code", None) in STOPPING
+            else:
+                stopping = False
             viewer.reconnects += 1
             viewer.slot += 1
-            await asyncio.sleep(min(0.1 * viewer.reconnects, 1.0))
+            # As livesocket.js: a server that stops closed it on purpose, so at once, spread.
+            await asyncio.sleep(random.uniform(0, SOON_S) if stopping else min(0.1 * viewer.reconnects, 1.0))
         viewer.error = viewer.error or "deadline passed"
 
     def _text_arrived(self, viewer: ChaosViewer, now: float) -> None:
+        if not viewer.trail or viewer.trail[-1][1] != "text":
+            viewer.step("text")
         if viewer.last_text_at:
             gap = now - viewer.last_text_at
             if gap >= PAUSE_MIN_S:
@@ -248,6 +264,7 @@ class Traffic(Load):
                     continue
                 viewer.view, viewer.revision = message["view"], message["revision"]
                 viewer.snapshots += 1
+                viewer.step(f"snapshot r{previous}->r{viewer.revision}")
                 awaiting = False
                 self._went_back(viewer, before, "snapshot", previous)
             elif kind == "patch":

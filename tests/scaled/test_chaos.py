@@ -44,14 +44,19 @@ def test_a_pause_is_put_down_to_the_fault_in_progress() -> None:
 def test_the_longest_pauses_are_listed_under_each_fault() -> None:
     plan = Plan(0, "text", "sim-long", {}, 1, "completed", 60)
     gaps = [(110.0, 119.0), (127.0, 128.5), (140.0, 140.6)]  # in the kill -9, in the restart, in none
-    viewer = ChaosViewer("r", 1, first_text_at=100.0, last_text_at=150.0, gaps=gaps)
+    viewer = ChaosViewer("r", 1, first_text_at=100.0, last_text_at=150.0, gaps=gaps,
+                         trail=[(127.2, "closed 1012"), (127.3, "connecting to :2"), (128.5, "snapshot r5->r9"),
+                                (135.0, "text")])
     done = Done(plan, "request-1", "c", 99.0, 151.0, viewers=[viewer])
     result = report.Result("", 1, 1, 1, [], [Window(schedule.KILL9, 109.0, 126.0),
                                              Window(schedule.ROLLING_WORKER, 126.5, 129.0)],
                            [done], [], {}, {}, {}, {}, [], ((0.0,), (0.0,)), 0.0, 100.0, lags=[0.0, 0.01, 0.4])
     lines = report.longest_pauses(result)
-    assert [line.split(":")[0] for line in lines] == ["- kill -9 worker", "- rolling restart, a worker", "- none"]
-    assert "1.50 s from 27.0 s (`request-` text, :1)" in lines[1]
+    assert [line for line in lines if not line.startswith("  ")] == [
+        "- kill -9 worker:", "- rolling restart, a worker:", "- none:"]
+    restart = lines[lines.index("- rolling restart, a worker:") + 1]
+    assert restart == ("  - 1.50 s from 27.0 s (`request-` text, :1): +0.20 closed 1012, +0.30 connecting to :2, "
+                       "+1.50 snapshot r5->r9"), "with what the viewer's connection did within it"
     assert "400 ms at most" in report.lag_line(result)
 
 
