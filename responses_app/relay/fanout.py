@@ -9,9 +9,12 @@ processes grew to seconds with every process mostly idle (bench/README.md, scale
 - a process that runs streams batches what it publishes per request and sends one message per
   request per REMOTE_FLUSH_S (a patch, a heartbeat, a terminal: in order), from one sending task;
 - a process whose viewer holds a newer view than the committed one (a tab moved there by a
-  restart, which this process was not following) asks the process that sent the request's latest
-  batch (its `origin` inbox) to commit a checkpoint now (`ask_commit`), instead of waiting for the
-  next interval's; a process that runs streams has an inbox for that from its first batch;
+  restart, which this process was not following) asks the process that runs the request to
+  commit a checkpoint now (`ask_commit`), instead of waiting for the next interval's, and to send
+  it the live view at once (`relay.view`, to the asking process's inbox): its viewers catch up
+  from that without waiting for the database. The ask goes to the request's ask group, which
+  only the process running the request joins (`serve_asks`, while its runner runs), so it needs
+  no batch heard first: a tab's first batch may be a stream's pause away;
 - the inbox reader survives the layer going away (Redis restarting): it backs off, reconnects and
   joins its groups again (a restarted Redis has forgotten them). Meanwhile viewers converge by
   heartbeats and resyncs (see viewers/cursor.py), and nothing here ever blocks a runner.
@@ -20,9 +23,11 @@ processes grew to seconds with every process mostly idle (bench/README.md, scale
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from typing import Any
 
 from channels.layers import BaseChannelLayer
 
@@ -40,22 +45,34 @@ def group_name(request_id: str) -> str:
     return f"relay.{request_id}"
 
 
+def ask_group(request_id: str) -> str:
+    return f"relay.ask.{request_id}"
+
+
 class Fanout:
     def __init__(self, layer: BaseChannelLayer,
                  deliver: Callable[[str, list[str], tuple[int, float] | None], None],
-                 commit_asked: Callable[[str], None] | None = None) -> None:
+                 commit_asked: Callable[[str], None] | None = None,
+                 live_view: Callable[[str], Awaitable[str | None]] | None = None,
+                 view_arrived: Callable[[str, str], None] | None = None) -> None:
         self.layer = layer
         self._deliver = deliver  # (request id, texts) -> the local viewers
         self._commit_asked = commit_asked  # (request id) -> its runner here commits now
+        self._live_view = live_view  # (request id) -> its runner's view here, as wire text (None: not here)
+        self._view_arrived = view_arrived  # (request id, that text) -> what this process's viewers catch up from
         self.inbox: str | None = None
-        self.origins: dict[str, str] = {}  # per request joined, the inbox its latest batch came from
         self._asked_at: dict[str, float] = {}
+        self.serving: set[str] = set()  # the requests whose ask group this process is in (its runners')
         self.joined: set[str] = set()
         self._outgoing: dict[str, list[str]] = {}
         self._arrived: dict[str, tuple[int, float]] = {}  # per request, its latest stamped patch (metrics)
         self._sender: asyncio.Task[None] | None = None
         self._reader: asyncio.Task[None] | None = None
         self._keeper: asyncio.Task[None] | None = None
+        self._replies: set[asyncio.Task[None]] = set()
+        self._sending = asyncio.Lock()  # held while a round is sent (`paused`)
+        self._taken = self._sent = 0  # rounds that took the queued batches, and rounds sent
+        self._progress = asyncio.Event()  # set (and replaced) as each round is sent (`drain`)
         self.counters = {"sent": 0, "received": 0, "send_failures": 0, "reconnects": 0}
 
     # --- sending ------------------------------------------------------------------------------
@@ -72,30 +89,52 @@ class Fanout:
                 self._send_rounds(), name="relay-fanout-sender", context=contextvars.Context())
 
     async def drain(self) -> None:
-        """Until everything queued is sent (a stopping process: its last patches reach the other
-        processes' viewers before the runner that takes over sends its first)."""
-        while self._sender is not None and not self._sender.done():
-            await asyncio.shield(self._sender)
+        """Until everything queued now is sent (a stopping process: its last patches reach the other
+        processes' viewers before the runner that takes over sends its first). Not what is
+        published meanwhile: a runner still busy ending (a tool round) would hold every hand-off."""
+        target = self._taken + (1 if self._outgoing else 0)
+        while self._sent < target and self._sender is not None and not self._sender.done():
+            await self._progress.wait()
+
+    @contextlib.asynccontextmanager
+    async def paused(self) -> AsyncIterator[None]:
+        """No batch is being sent within: the round in flight ends first, the next waits (the
+        layer's connections may be closed meanwhile without losing one)."""
+        async with self._sending:
+            yield
 
     async def _send_rounds(self) -> None:
         if self.inbox is None and self._commit_asked is not None:
-            try:  # an address to be asked at (ask_commit), in the batches' origin
+            try:  # the batches' origin: this process's own come back to it when it has viewers too
                 await self._ensure_inbox()
             except Exception:  # the layer is away: the batches go without one
                 logger.info("no inbox for commit requests yet", exc_info=True)
-        while self._outgoing:
-            await asyncio.sleep(REMOTE_FLUSH_S)
-            batches, self._outgoing = self._outgoing, {}
-            stamps, self._arrived = self._arrived, {}
-            for request_id, texts in batches.items():
-                try:
-                    await self.layer.group_send(group_name(request_id), {
-                        "type": "relay.batch", "request_id": request_id, "origin": self.inbox or "", "texts": texts,
-                        "arrived": stamps.get(request_id)})
-                    self.counters["sent"] += 1
-                except Exception:  # best effort: viewers converge by heartbeat and resync
-                    self.counters["send_failures"] += 1
-                    logger.warning("group_send for %s failed", request_id, exc_info=True)
+        try:
+            while self._outgoing:
+                await asyncio.sleep(REMOTE_FLUSH_S)
+                async with self._sending:
+                    batches, self._outgoing = self._outgoing, {}
+                    stamps, self._arrived = self._arrived, {}
+                    self._taken += 1
+                    for request_id, texts in batches.items():
+                        try:
+                            await self.layer.group_send(group_name(request_id), {
+                                "type": "relay.batch", "request_id": request_id, "origin": self.inbox or "",
+                                "texts": texts, "arrived": stamps.get(request_id)})
+                            self.counters["sent"] += 1
+                        except Exception:  # best effort: viewers converge by heartbeat and resync
+                            self.counters["send_failures"] += 1
+                            logger.warning("group_send for %s failed", request_id, exc_info=True)
+                    self._sent += 1
+                self._advance()
+        finally:
+            self._advance()  # a drain waiting on a sender that ended (cancelled) returns
+
+    def _advance(self) -> None:
+        """Wake whoever waits for a round (`drain`); the next wait is for the next one (an event
+        left set would make `drain` spin without ever yielding to the sender)."""
+        self._progress.set()
+        self._progress = asyncio.Event()
 
     # --- receiving ----------------------------------------------------------------------------
 
@@ -116,7 +155,6 @@ class Fanout:
         if request_id not in self.joined:
             return
         self.joined.discard(request_id)
-        self.origins.pop(request_id, None)
         self._asked_at.pop(request_id, None)
         if self.inbox is not None:
             try:
@@ -139,7 +177,7 @@ class Fanout:
                                             context=contextvars.Context())
 
     async def _keep_joined(self) -> None:
-        while self.joined:
+        while self.joined or self.serving:
             await asyncio.sleep(REJOIN_S)
             await self._rejoin()
 
@@ -161,38 +199,83 @@ class Fanout:
             if message.get("type") == "relay.commit":
                 if self._commit_asked is not None:
                     self._commit_asked(request_id)
+                if message.get("reply_to") and self._live_view is not None:
+                    self._spawn(self._reply(request_id, str(message["reply_to"])))
+                continue
+            if message.get("type") == "relay.view":
+                if request_id in self.joined and self._view_arrived is not None:
+                    self._view_arrived(request_id, str(message.get("text")))
                 continue
             if message.get("type") != "relay.batch" or message.get("origin") == self.inbox:
                 continue  # this process's own messages reached its viewers directly
             self.counters["received"] += 1
             if request_id in self.joined:
-                if origin := message.get("origin"):
-                    self.origins[request_id] = str(origin)
                 self._deliver(request_id, list(message.get("texts") or ()), _stamp(message.get("arrived")))
 
     async def ask_commit(self, request_id: str) -> bool:
-        """Ask the process that runs the request (the origin of its latest batch heard here) to
-        commit a checkpoint now; at most once per ASK_EVERY_S. False: nobody to ask yet."""
-        origin = self.origins.get(request_id)
+        """Ask the process that runs the request (through its ask group) to commit a checkpoint
+        now and send its live view here; at most once per ASK_EVERY_S. False: not asked now."""
         now = asyncio.get_running_loop().time()
-        if origin is None or now < self._asked_at.get(request_id, -ASK_EVERY_S) + ASK_EVERY_S:
+        if request_id not in self.joined or now < self._asked_at.get(request_id, -ASK_EVERY_S) + ASK_EVERY_S:
             return False
         self._asked_at[request_id] = now
         try:
+            await self._ensure_inbox()
             async with asyncio.timeout(JOIN_TIMEOUT_S):
-                await self.layer.send(origin, {"type": "relay.commit", "request_id": request_id})
+                await self.layer.group_send(ask_group(request_id), {
+                    "type": "relay.commit", "request_id": request_id, "reply_to": self.inbox or ""})
         except Exception:  # best effort: the next interval's checkpoint comes anyway
-            logger.info("asking %s to commit %s failed", origin, request_id, exc_info=True)
+            logger.info("asking to commit %s failed", request_id, exc_info=True)
             return False
         return True
 
-    async def _rejoin(self) -> None:
-        """A restarted Redis has no groups: join every request with viewers here again."""
-        assert self.inbox is not None
-        for request_id in list(self.joined):
+    async def serve_asks(self, request_id: str) -> None:
+        """A runner here runs the request: join its ask group (`ask_commit`) until `stop_asks`."""
+        self.serving.add(request_id)
+        try:
+            await self._ensure_inbox()
+            assert self.inbox is not None
+            async with asyncio.timeout(JOIN_TIMEOUT_S):
+                await self.layer.group_add(ask_group(request_id), self.inbox)
+        except Exception:  # the reader joins again when the layer is back
+            logger.info("joining the ask group of %s failed", request_id, exc_info=True)
+        if request_id not in self.serving:  # its runner ended meanwhile
+            await self.stop_asks(request_id)
+
+    async def stop_asks(self, request_id: str) -> None:
+        self.serving.discard(request_id)
+        if self.inbox is not None:
             try:
                 async with asyncio.timeout(JOIN_TIMEOUT_S):
-                    await self.layer.group_add(group_name(request_id), self.inbox)
+                    await self.layer.group_discard(ask_group(request_id), self.inbox)
+            except Exception:  # the membership expires on its own
+                logger.info("leaving the ask group of %s failed", request_id, exc_info=True)
+
+    async def _reply(self, request_id: str, reply_to: str) -> None:
+        """The live view of a request that runs here, to the process that asked for it."""
+        assert self._live_view is not None
+        try:
+            text = await self._live_view(request_id)
+            if text is not None:
+                async with asyncio.timeout(JOIN_TIMEOUT_S):
+                    await self.layer.send(reply_to, {"type": "relay.view", "request_id": request_id, "text": text})
+        except Exception:  # best effort: the asking process reads the commit instead
+            logger.info("sending the view of %s to %s failed", request_id, reply_to, exc_info=True)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work, context=contextvars.Context())
+        self._replies.add(task)
+        task.add_done_callback(self._replies.discard)
+
+    async def _rejoin(self) -> None:
+        """A restarted Redis has no groups: join every request with viewers here again, and the
+        ask group of every request run here."""
+        assert self.inbox is not None
+        groups = [group_name(r) for r in list(self.joined)] + [ask_group(r) for r in list(self.serving)]
+        for group in groups:
+            try:
+                async with asyncio.timeout(JOIN_TIMEOUT_S):
+                    await self.layer.group_add(group, self.inbox)
             except Exception:
                 return  # still away: the next failure tries again
 

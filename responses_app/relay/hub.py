@@ -13,9 +13,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
+import orjson
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 from ..conf import app_settings
@@ -52,7 +53,8 @@ class Hub:
         self.deadlines = Deadlines(self.loop)  # every delivery's next deadline, on one timer
         layer = get_channel_layer()
         spans_processes = layer is not None and not isinstance(layer, InMemoryChannelLayer)
-        self.fanout = Fanout(layer, self.deliver, self._commit_asked) \
+        self._views: dict[str, tuple[dict[str, Any], str]] = {}  # per request with viewers here: a live view sent
+        self.fanout = Fanout(layer, self.deliver, self._commit_asked, self._live_view, self._view_arrived) \
             if app_settings.GROUP_FANOUT and spans_processes else None
 
     # --- runners ------------------------------------------------------------------------------
@@ -65,16 +67,25 @@ class Hub:
         self.runners[request_id] = runner
         task = asyncio.get_running_loop().create_task(runner.run(), name=f"relay-runner-{request_id}")
         self.tasks.add(task)
+        if self.fanout is not None:  # asked for its live view by the processes its tabs move to
+            self._background(self.fanout.serve_asks(request_id))
 
         def done(t: asyncio.Task[Any]) -> None:
             self.tasks.discard(t)
             if self.runners.get(request_id) is runner:
                 del self.runners[request_id]
+                if self.fanout is not None:
+                    self._background(self.fanout.stop_asks(request_id))
             if not t.cancelled() and t.exception() is not None:
                 logger.error("runner for %s crashed", request_id, exc_info=t.exception())
 
         task.add_done_callback(done)
         return True
+
+    def _background(self, work: Coroutine[Any, Any, Any]) -> None:
+        task = self.loop.create_task(work)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
 
     def runner(self, request_id: str) -> Runner | None:
         return self.runners.get(request_id)
@@ -89,9 +100,7 @@ class Hub:
                               "(RELAY_PROVIDERS)")
         if current is None or not matches_settings(current, spec):
             if current is not None and current.persistent:
-                task = self.loop.create_task(current.aclose())
-                self.tasks.add(task)
-                task.add_done_callback(self.tasks.discard)
+                self._background(current.aclose())
             current = self._upstreams[provider] = make_upstream(spec)
         return current
 
@@ -136,10 +145,9 @@ class Hub:
             if not viewers:
                 del self.viewers[request_id]
                 self._recent.pop(request_id, None)
+                self._views.pop(request_id, None)
                 if self.fanout is not None:
-                    task = self.loop.create_task(self.fanout.leave(request_id))
-                    self.tasks.add(task)
-                    task.add_done_callback(self.tasks.discard)
+                    self._background(self.fanout.leave(request_id))
 
     def _commit_asked(self, request_id: str) -> None:
         """Another process asked (Fanout.ask_commit): the request's runner here commits now."""
@@ -147,13 +155,41 @@ class Hub:
         if runner is not None:
             runner.commit_asked()
 
+    async def _live_view(self, request_id: str) -> str | None:
+        """Another process asked (Fanout.ask_commit): the live view of the request's runner here,
+        as it goes on the wire; None when it does not run here."""
+        runner = self.runners.get(request_id)
+        if runner is None:
+            return None
+        view, status = await runner.live_view()
+        return orjson.dumps({"revision": view["revision"], "status": status, "view": view}).decode()
+
+    def _view_arrived(self, request_id: str, text: str) -> None:
+        """The live view of a request that runs elsewhere, as its runner sent it when asked: kept
+        while the request has viewers here (`sent_view`), and the viewers that wait to catch up
+        take it now."""
+        try:
+            message = orjson.loads(text)
+            view, status = message["view"], str(message["status"])
+            newer = int(view["revision"]) > self._views.get(request_id, ({"revision": -1}, ""))[0]["revision"]
+        except (ValueError, KeyError, TypeError):
+            logger.warning("a malformed view of %s was sent here; ignored", request_id)
+            return
+        if newer and request_id in self.viewers:
+            self._views[request_id] = (view, status)
+            for viewer in tuple(self.viewers[request_id]):
+                viewer.hurry(view["revision"])
+
+    def sent_view(self, request_id: str) -> tuple[dict[str, Any], str] | None:
+        """The newest live view its runner elsewhere sent here (read it, do not change it)."""
+        return self._views.get(request_id)
+
     def ask_commit(self, request_id: str) -> None:
-        """A viewer here holds a newer view than the committed one and this process does not run
-        the request: its runner, wherever it is, commits now (no-op with one process). Never waits."""
+        """A viewer here holds, or this process heard, a newer view than the committed one and this
+        process does not run the request: its runner, wherever it is, commits now and sends its
+        live view here (no-op with one process). Never waits."""
         if self.fanout is not None and request_id not in self.runners:
-            task = self.loop.create_task(self.fanout.ask_commit(request_id))
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
+            self._background(self.fanout.ask_commit(request_id))
 
     def remember(self, request_id: str, patch: dict[str, Any]) -> None:
         """A patch heard from a runner in another process, once for all its viewers here: a
@@ -166,6 +202,11 @@ class Hub:
 
     def recent_patches(self, request_id: str) -> list[dict[str, Any]]:
         return list(self._recent.get(request_id, ()))
+
+    def heard_revision(self, request_id: str) -> int:
+        """The newest revision heard here from the request's runner in another process (-1: none)."""
+        recent = self._recent.get(request_id)
+        return recent[-1]["revision"] if recent else -1
 
     def publish(self, request_id: str, message: dict[str, Any], text: str) -> None:
         """Deliver to local viewers now; to other processes' viewers through the fan-out."""

@@ -44,3 +44,6 @@ class Runner(Protocol):
 class Viewer(Protocol):
     def offer(self, message: dict[str, Any], text: str) -> None:
         """Queue a message without waiting; drop it when the viewer is too far behind."""
+
+    def hurry(self, revision: int) -> None:
+        """A view at `revision` reached this process: a viewer whose client holds less takes it now."""

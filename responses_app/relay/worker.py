@@ -164,10 +164,12 @@ async def hand_off() -> int:
     hub = get_hub()
     started = hub.loop.time()
     # The layer's connections are closed first: a receive cancelled with `serve` can leave its
-    # blocking pop waiting in Redis, and that pop would take an announcement and lose it.
+    # blocking pop waiting in Redis, and that pop would take an announcement and lose it. Not
+    # under a batch being sent: closed under it, that batch (a stream's last patches) was lost.
     if (close_pools := getattr(get_channel_layer(), "close_pools", None)) is not None:
         with contextlib.suppress(Exception):
-            await close_pools()
+            async with hub.fanout.paused() if hub.fanout is not None else contextlib.nullcontext():
+                await close_pools()
     handed = [request_id for request_id, runner in list(hub.runners.items()) if runner.hand_off()]
     busy = [request_id for request_id in hub.runners if request_id not in frozenset(handed)]
     announced = asyncio.gather(*(_announce_when_done(hub, request_id) for request_id in handed))

@@ -13,10 +13,12 @@ in `offer`:
 - before the first snapshot, patches and heartbeats are dropped: the snapshot being taken is at
   least as new;
 - a patch at or below the client's revision is stale: dropped;
-- a patch that does not continue the client's revision (lost across processes, or dropped by a
-  full outbox), any patch while a resync is pending, and every patch to a client that reads
-  snapshots only (another protocol): not sent; a resync follows, at most one snapshot per
-  RESYNC_MIN_S, so a viewer catches up in one step instead of a storm;
+- a patch that does not continue the client's revision (lost across processes, dropped by a
+  full outbox, or past the committed view a web process just sent), any patch while a resync is
+  pending, and every patch to a client that reads snapshots only (another protocol): not sent; a
+  resync follows in one step instead of a storm: the first CATCH_UPS of a viewer's after
+  CATCH_UP_S (`catch_up`), then at most one snapshot per RESYNC_MIN_S (always, for a client
+  that reads snapshots only);
 - a heartbeat ahead of the client's revision means it is behind: a resync, throttled alike;
 - a terminal ahead of a client that must hold the final view before the end (one that reads
   snapshots only, and a follower): a resync now (the snapshot of an ended request is followed by
@@ -26,7 +28,10 @@ in `offer`:
 - a snapshot older than what the client holds (a reconnecting tab says what it holds, `holds`,
   and a web process may know only an older committed view) is never sent while the request runs:
   the client keeps its newer text; a first one is skipped and the patches go on from what the
-  client holds, a later one is asked for again (throttled) until the view caught up (`stale`).
+  client holds, a later one is asked for again (`catch_up`) until the view caught up (`stale`);
+- so is a snapshot no newer than the client's while the view here is behind the patches heard
+  (a web process that does not run the request, between a checkpoint and the next: `behind` in
+  follow.py); one newer than the client's but behind goes, and is asked for again alike.
 
 At most one RESYNC waits in the outbox however often one is asked for (`resync_now`: a socket
 client's own `snapshot` message too). After SILENCE_S with nothing sent, `take` returns IDLE: the
@@ -49,8 +54,9 @@ OUTBOX_SIZE = 256
 # At most one snapshot per viewer per second (about a checkpoint interval): a viewer in a stream of
 # gaps catches up in one step, and a resync without a runner here is a database read.
 RESYNC_MIN_S = 1.0
-# A view here older than what the client holds: asked again this soon, this many times (its runner
-# was asked to commit: Hub.ask_commit), then every RESYNC_MIN_S.
+# A view here older than what the client holds or the patches heard, or a patch that does not chain:
+# a snapshot this soon, this many times per viewer (its runner was asked to commit: Hub.ask_commit),
+# then every RESYNC_MIN_S.
 CATCH_UP_S = 0.25
 CATCH_UPS = 6
 # Below the idle timeouts of common proxies (30 s and up), so a long silent reasoning phase is not
@@ -84,7 +90,7 @@ class Cursor:
         self.outbox: asyncio.Queue[Any] = asyncio.Queue(maxsize=size)
         self.sent_revision = -1  # the revision the client holds; -1 until its first snapshot
         self.holds = holds  # the revision a reconnecting client said it holds (-1: none)
-        self.catch_ups = 0  # snapshots asked again because the view here was older than the client's
+        self.catch_ups = 0  # snapshots asked for soon (`catch_up`): the view here was behind
         self.snapshots_only = snapshots_only  # the client reads another protocol than this server's
         self.wire = wire
         self.whole_end = snapshots_only or not wire  # the client holds the final view before the terminal
@@ -109,8 +115,11 @@ class Cursor:
         if kind == "patch":
             if revision <= self.sent_revision:
                 return
-            if message["base"] != self.sent_revision or self.resync_pending or self.snapshots_only:
+            if self.snapshots_only:
                 self.resync_soon()
+                return
+            if message["base"] != self.sent_revision or self.resync_pending:
+                self.catch_up()
                 return
         elif kind == "ping" and revision > self.sent_revision >= 0:
             self.resync_soon()
@@ -151,6 +160,13 @@ class Cursor:
 
     def _resync_due(self) -> None:
         if self.resync_pending:  # unless a snapshot went out meanwhile
+            self.resync_now()
+
+    def hurry(self, revision: int) -> None:
+        """A view at `revision` reached this process (its runner elsewhere sent it when asked): a
+        viewer whose client holds less takes it now, not when its `catch_up` comes due or a patch
+        that does not chain tells it is behind."""
+        if revision > max(self.sent_revision, self.holds) >= 0 and not self.snapshots_only:
             self.resync_now()
 
     def resync_now(self) -> None:
@@ -194,19 +210,31 @@ class Cursor:
         self.sent_revision = revision
         return resync
 
-    def stale(self, revision: int, ended: bool) -> bool:
-        """True when a snapshot at `revision` would take the client back: it is not sent. Once the
-        request ended, its committed view is the last word and always goes."""
-        if ended or revision >= max(self.sent_revision, self.holds):
+    def stale(self, revision: int, ended: bool, behind: bool = False) -> bool:
+        """True when a snapshot at `revision` would take the client back, or would not move it on
+        while the view here is `behind` (patches newer than it were heard): it is not sent. Once
+        the request ended, its committed view is the last word and always goes."""
+        held = max(self.sent_revision, self.holds)
+        if ended or revision > held or (revision == held and not behind):
             return False
         self.resync_pending = False
+        self.last_snapshot = self._clock()
         if self.sent_revision < 0:  # the first: the client holds a newer view, patches go on from it
             self.sent_revision = self.holds
-        else:  # the view here has not caught up yet: ask again, throttled
-            self.last_snapshot = self._clock()
-            self.catch_ups += 1
-            self.resync_soon(CATCH_UP_S if self.catch_ups <= CATCH_UPS else RESYNC_MIN_S)
+            if not behind:
+                return True
+        self.catch_up()  # the view here has not caught up yet: ask again
         return True
+
+    def catch_up(self) -> None:
+        """The view here is behind the client's or the patches heard (its runner was asked to
+        commit), or a patch did not continue the client's revision: a snapshot soon, the first
+        CATCH_UPS times for this viewer, then at the usual pace. Bounded: a checkpoint is at most
+        an interval away, and a viewer that keeps falling behind costs a read a second."""
+        if self.resync_pending:
+            return
+        self.catch_ups += 1
+        self.resync_soon(CATCH_UP_S if self.catch_ups <= CATCH_UPS else RESYNC_MIN_S)
 
     def watch_silence(self) -> None:
         """From now on, queue IDLE whenever nothing was sent for SILENCE_S: one timer per viewer,

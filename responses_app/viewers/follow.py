@@ -125,6 +125,9 @@ class Follow:
     async def _snapshot(self, cursor: Cursor) -> Update:
         self.view, self.status = await current_view(self.request_id)
         cursor.snapshot_sent(self.view["revision"])
+        if behind(self.request_id, self.view, self.status):
+            get_hub().ask_commit(self.request_id)
+            cursor.catch_up()
         return self._update("snapshot")
 
 
@@ -138,19 +141,31 @@ async def ended_elsewhere(request_id: str) -> bool:
 
 async def current_view(request_id: str, *, own_copy: bool = True) -> tuple[dict[str, Any], str]:
     """The view as it stands and the request's status: the live runner's when it is in this
-    process (at a patch boundary, newer than the last commit), else the latest committed view with
-    the patches this process heard since (a checkpoint is a patch boundary). A copy of its own
-    unless `own_copy=False`, for a caller that serialises it before its next await."""
+    process (at a patch boundary, newer than the last commit), else the latest committed view, or
+    the newer view its runner sent here when asked, with the patches this process heard since (a
+    checkpoint is a patch boundary). A copy of its own unless `own_copy=False`, for a caller that
+    serialises it before its next await."""
     hub = get_hub()
     runner = hub.runner(request_id)
     if runner is not None:
         view, status = await runner.live_view()
         return (copy.deepcopy(view) if own_copy else view), status
     view, status = await ws_call(_committed)(request_id)
+    sent = hub.sent_view(request_id)  # what its runner sent when asked (Hub.ask_commit), if newer
+    if sent is not None and sent[0]["revision"] > view["revision"] and status not in ResponseRequest.ENDED:
+        view, status = copy.deepcopy(sent[0]), sent[1]
     for patch in hub.recent_patches(request_id):
         if patch["base"] == view["revision"]:
             apply_patch(view, patch)
     return view, status
+
+
+def behind(request_id: str, view: dict[str, Any], status: str) -> bool:
+    """The request runs elsewhere and this process heard patches newer than `view` (the committed
+    view, with the patches heard that chain onto it): they do not chain, so the view is behind until
+    its runner commits or sends its live view here (`Hub.ask_commit`). A tab moved here by a restart meets this: its first
+    patches heard start past the last checkpoint."""
+    return status not in ResponseRequest.ENDED and get_hub().heard_revision(request_id) > view["revision"]
 
 
 def _committed(request_id: str) -> tuple[dict[str, Any], str]:

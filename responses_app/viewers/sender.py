@@ -31,7 +31,7 @@ from ..ops import metrics
 from ..relay.hub import get_hub
 from ..streaming.wire import PROTOCOL
 from .cursor import IDLE, RESYNC, Cursor
-from .follow import current_view, ended_elsewhere
+from .follow import behind, current_view, ended_elsewhere
 
 logger = logging.getLogger(__name__)
 
@@ -105,8 +105,14 @@ class Sender:
     async def snapshot(self) -> None:
         """The view as it stands now, then `terminal` if the request has ended."""
         view, status = await current_view(self.request_id, own_copy=False)
-        if self.cursor.stale(view["revision"], status in ResponseRequest.ENDED):
-            get_hub().ask_commit(self.request_id)  # the client holds more than is committed: commit it
+        ended, late = status in ResponseRequest.ENDED, behind(self.request_id, view, status)
+        moved = self.cursor.sent_revision < 0 and self.cursor.holds >= 0 and not ended  # a tab moved here
+        stale = self.cursor.stale(view["revision"], ended, late)
+        if stale or late or moved:
+            # The client, or this process, holds more than is committed; or a tab moved here from
+            # another process was likely sent more: the runner commits and sends its live view.
+            get_hub().ask_commit(self.request_id)
+        if stale:
             return
         if self.cursor.snapshot_sent(view["revision"]):
             metrics.VIEWER_RESYNCS.inc()
@@ -114,6 +120,8 @@ class Sender:
         await send({"type": "websocket.send", "text": orjson.dumps({
             "type": "snapshot", "revision": view["revision"], "status": status, "protocol": PROTOCOL,
             "view": view}).decode()})
-        if status in ResponseRequest.ENDED:
+        if ended:
             await send({"type": "websocket.send", "text": orjson.dumps({
                 "type": "terminal", "status": status, "revision": view["revision"]}).decode()})
+        elif late:
+            self.cursor.catch_up()  # newer than the client, older than what is heard here: again soon

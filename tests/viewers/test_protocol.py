@@ -15,7 +15,16 @@ import pytest
 from responses_app.ops.metrics import ARRIVED
 from responses_app.relay.hub import RECENT_PATCHES
 from responses_app.viewers import cursor as protocol
-from responses_app.viewers.cursor import IDLE, OUTBOX_SIZE, RESYNC, RESYNC_MIN_S, SILENCE_S, Cursor
+from responses_app.viewers.cursor import (
+    CATCH_UP_S,
+    CATCH_UPS,
+    IDLE,
+    OUTBOX_SIZE,
+    RESYNC,
+    RESYNC_MIN_S,
+    SILENCE_S,
+    Cursor,
+)
 
 
 class Clock:
@@ -115,7 +124,7 @@ def test_stale_patches_are_not_queued() -> None:
     assert cursor.outbox.qsize() == 1 and cursor.sent_revision == 11
 
 
-def test_a_gap_is_held_for_one_snapshot_at_most_one_a_second() -> None:
+def test_a_gap_is_held_for_one_snapshot_soon_a_few_times_then_at_most_one_a_second() -> None:
     cursor, clock = viewer(10)
     cursor.offer(*patch(13))  # 11 and 12 were lost on the way
     cursor.offer(*patch(14))
@@ -125,13 +134,31 @@ def test_a_gap_is_held_for_one_snapshot_at_most_one_a_second() -> None:
     assert clock.timers[0][0] == clock.now, "the last snapshot was long ago: now"
     clock.advance(0)
     assert queued(cursor) == [RESYNC]
-    assert cursor.snapshot_sent(15) is True, "a snapshot after the first is a resync"
-    cursor.offer(*patch(18))  # another gap right after the snapshot: throttled
-    assert clock.timers[0][0] == clock.now + RESYNC_MIN_S
+    revision = 15
+    for _ in range(CATCH_UPS - 1):  # a gap right after a snapshot: the view sent was behind, soon
+        assert cursor.snapshot_sent(revision) is True, "a snapshot after the first is a resync"
+        revision += 3
+        cursor.offer(*patch(revision))
+        assert clock.timers[-1][0] == clock.now + CATCH_UP_S
+        clock.advance(CATCH_UP_S)
+        assert queued(cursor) == [RESYNC]
+    cursor.snapshot_sent(revision)
+    cursor.offer(*patch(revision + 3))  # past its catch-ups: throttled
+    assert clock.timers[-1][0] == clock.now + RESYNC_MIN_S
     clock.advance(RESYNC_MIN_S / 2)
     assert cursor.outbox.empty()
     clock.advance(RESYNC_MIN_S / 2)
     assert queued(cursor) == [RESYNC]
+
+
+def test_a_client_of_snapshots_only_gets_at_most_one_a_second() -> None:
+    cursor, clock = viewer(10, snapshots_only=True)
+    cursor.offer(*patch(11))
+    clock.advance(0)
+    assert queued(cursor) == [RESYNC]
+    cursor.snapshot_sent(11)
+    cursor.offer(*patch(12))
+    assert clock.timers[-1][0] == clock.now + RESYNC_MIN_S
 
 
 def test_a_resync_due_after_a_snapshot_went_out_is_not_sent() -> None:

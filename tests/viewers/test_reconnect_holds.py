@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import orjson
 import pytest
 from asgiref.sync import sync_to_async
 
@@ -15,7 +16,10 @@ from responses_app import selectors
 from responses_app.relay.hub import get_hub
 from responses_app.relay.stream_runner import StreamRunner
 from responses_app.streaming.wire import decode
-from responses_app.viewers.cursor import CATCH_UP_S, CATCH_UPS, RESYNC_MIN_S
+from responses_app.viewers import follow
+from responses_app.viewers import sender as sender_module
+from responses_app.viewers.cursor import CATCH_UP_S, CATCH_UPS, RESYNC, RESYNC_MIN_S, Cursor
+from responses_app.viewers.sender import Sender
 from tests.relay.helpers import connect, make_request, reload
 from tests.relay.test_takeover import wait_for_status
 from tests.viewers.test_protocol import queued, viewer
@@ -90,3 +94,90 @@ def test_a_view_behind_the_client_is_asked_for_again_soon_then_at_the_usual_pace
     assert queued(cursor) == [], "past the catch-ups: the usual throttle"
     clock.advance(RESYNC_MIN_S - CATCH_UP_S)
     assert queued(cursor) == ["resync"]
+
+
+def test_a_snapshot_no_newer_than_the_client_is_not_sent_while_the_view_here_is_behind() -> None:
+    """A web process that does not run the request sends its committed view; the patches it heard
+    since start past it (`follow.behind`): the same revision again would not move the client on."""
+    cursor, clock = viewer(-1)
+    cursor.holds = 12
+    assert not cursor.stale(12, ended=False), "nothing newer heard: the view is current, it goes"
+    cursor, clock = viewer(-1)
+    cursor.holds = 12
+    assert cursor.stale(12, ended=False, behind=True)
+    assert cursor.sent_revision == 12 and cursor.resync_pending, "asked for again"
+    clock.advance(CATCH_UP_S)
+    assert queued(cursor) == ["resync"], "soon: its runner was asked to commit"
+
+
+class Sent(list[dict[str, Any]]):
+    async def __call__(self, message: dict[str, Any]) -> None:
+        self.append(decode(message["text"]))
+
+
+async def test_a_tab_moved_to_a_process_behind_the_runner_gets_the_newer_view_soon(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tab holds r20, the last checkpoint. The process it moved to heard r25 from the runner
+    elsewhere: r20 again is not sent; the runner is asked to commit and the view is read again
+    after CATCH_UP_S, not after RESYNC_MIN_S."""
+    hub = get_hub()
+    asked: list[str] = []
+    monkeypatch.setattr(hub, "ask_commit", asked.append)
+    committed = iter([({"revision": 20}, "streaming"), ({"revision": 26}, "streaming")])
+
+    async def current_view(request_id: str, *, own_copy: bool = True) -> tuple[dict[str, Any], str]:
+        return next(committed)
+
+    monkeypatch.setattr(sender_module, "current_view", current_view)
+    hub.remember("r1", {"type": "patch", "base": 24, "revision": 25, "ops": []})
+    loop = asyncio.get_running_loop()
+    cursor, sent = Cursor(clock=loop.time, later=loop.call_later, holds=20), Sent()
+    sender = Sender("r1", cursor, sent, close=None)  # type: ignore[arg-type]
+    await sender.snapshot()
+    assert sent == [] and asked == ["r1"] and cursor.sent_revision == 20
+    started = loop.time()
+    assert await asyncio.wait_for(cursor.take(), RESYNC_MIN_S) == RESYNC
+    assert CATCH_UP_S - 0.05 <= loop.time() - started < RESYNC_MIN_S
+    await sender.snapshot()
+    assert [m["revision"] for m in sent] == [26] and asked == ["r1"], "caught up: nothing asked"
+
+
+async def test_a_view_its_runner_sent_here_is_what_viewers_catch_up_from(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Asked (Hub.ask_commit), the runner's process sends its live view: newer than the committed
+    one, it is the base the patches heard since chain onto, and a viewer waiting to catch up takes
+    it at once. Once the request ended, the committed view is the last word."""
+    hub = get_hub()
+    committed = {"status": "streaming"}
+    monkeypatch.setattr(follow, "_committed", lambda request_id: ({"revision": 20, "blocks": []}, committed["status"]))
+    loop = asyncio.get_running_loop()
+    cursor = Cursor(clock=loop.time, later=loop.call_later, holds=20)
+    moved = Cursor(clock=loop.time, later=loop.call_later, holds=22)  # its first snapshot was older: skipped
+    ahead = Cursor(clock=loop.time, later=loop.call_later)
+    for viewer in (cursor, moved, ahead):
+        await hub.attach("r1", viewer)
+    try:
+        cursor.snapshot_sent(20)
+        cursor.offer({"type": "patch", "base": 29, "revision": 30, "ops": []}, "30")  # a gap: catch up soon
+        assert cursor.resync_pending and cursor.outbox.empty()
+        assert moved.stale(20, ended=False) and not moved.resync_pending
+        ahead.snapshot_sent(31)
+        hub.remember("r1", {"type": "patch", "base": 30, "revision": 31, "ops": []})
+        hub._view_arrived("r1", orjson.dumps({"revision": 30, "status": "streaming",
+                                              "view": {"revision": 30, "blocks": []}}).decode())
+        assert cursor.outbox.get_nowait() == RESYNC, "at once"
+        assert moved.outbox.get_nowait() == RESYNC, "at once, though it waited for nothing"
+        assert ahead.outbox.empty(), "it holds more"
+        view, status = await follow.current_view("r1")
+        assert (view["revision"], status) == (31, "streaming"), "the view sent, and the patch heard since"
+        assert hub.sent_view("r1")[0]["revision"] == 30, "a copy was patched, not the view kept"  # type: ignore[index]
+        hub._view_arrived("r1", orjson.dumps({"revision": 25, "status": "streaming",
+                                              "view": {"revision": 25, "blocks": []}}).decode())
+        assert hub.sent_view("r1")[0]["revision"] == 30, "an older one is not kept"  # type: ignore[index]
+        hub._view_arrived("r1", "not json")
+        committed["status"] = "completed"
+        view, status = await follow.current_view("r1")
+        assert (view["revision"], status) == (20, "completed")
+    finally:
+        for viewer in (cursor, moved, ahead):
+            hub.detach("r1", viewer)
+    assert hub.sent_view("r1") is None, "kept only while the request has viewers here"
