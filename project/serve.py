@@ -26,6 +26,12 @@ WS_PING_INTERVAL_S = 20.0  # proxies cut a silent websocket after about a minute
 WS_PING_TIMEOUT_S = 30.0
 GRACEFUL_SHUTDOWN_S = 10  # on SIGTERM, the longest a request task gets to end before it is cancelled
 STREAMS_CUT_AFTER_S = 1.0  # ... and a connection still open (a streaming response) before it is cut
+# On SIGTERM the websockets close (1012) this many a second, not all at once: their tabs reconnect to
+# the other web processes as those can take them (a process takes 80-100 a second on two cores:
+# bench/README.md, herd), while the rest are still served here, so none waits behind a herd.
+DRAIN_PER_S = 50
+DRAIN_MAX_S = 4.0  # ... and at most this long: past it, the rest close at once
+DRAIN_TICK_S = 0.05
 # What --reload watches: the project's own code, not the virtualenv beside it (polling every .py
 # file of .venv kept a core busy).
 RELOAD_DIRS = [str(Path(__file__).resolve().parent.parent / name) for name in ("project", "responses_app")]
@@ -80,7 +86,9 @@ def stopping_server(config: uvicorn.Config) -> uvicorn.Server:
     (GRACEFUL_SHUTDOWN_S) while its runners kept streaming. Here the runners served in this process
     hand their streams over first (relay/worker.py `stop_serving`), then connections still open
     after STREAMS_CUT_AFTER_S are cut: the application hears `http.disconnect`, its streaming
-    responses end, and their clients reconnect to a live process."""
+    responses end, and their clients reconnect to a live process.
+
+    Before that, it stops listening and closes its websockets a few at a time (`drain`)."""
     import asyncio
 
     import uvicorn
@@ -93,11 +101,47 @@ def stopping_server(config: uvicorn.Config) -> uvicorn.Server:
                 await stop_serving()
             except Exception:  # the leases run out instead, as after a crash
                 logging.getLogger("responses_app.relay.worker").exception("handing the streams over failed")
+            for server in self.servers:  # no new connection: a tab moved off must not come back here
+                server.close()
+            for sock in sockets or []:
+                sock.close()
+            await self.drain()
             cut = asyncio.get_running_loop().call_later(STREAMS_CUT_AFTER_S, self.cut_connections)
             try:
                 await super().shutdown(sockets)
             finally:
                 cut.cancel()
+
+        async def drain(self) -> None:
+            """Close the websockets (1012, what uvicorn's shutdown sends) DRAIN_PER_S a second, over
+            at most DRAIN_MAX_S."""
+            websockets = [c for c in list(self.server_state.connections)
+                          if type(c).__module__.startswith("uvicorn.protocols.websockets")]
+            if not websockets:
+                return
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            rate = max(DRAIN_PER_S, len(websockets) / DRAIN_MAX_S)
+            closed = 0
+            while closed < len(websockets):
+                due = min(len(websockets), 1 + int((loop.time() - started) * rate))
+                for connection in websockets[closed:due]:
+                    if connection in self.server_state.connections:  # not closed by its client meanwhile
+                        connection.shutdown()
+                closed = due
+                if closed < len(websockets):
+                    await asyncio.sleep(DRAIN_TICK_S)
+            # Gone before uvicorn's own shutdown, which would close each again (websockets refuses a
+            # second close): a transport still flushing to a slow client after a tick is cut.
+            cut_at, aborted = loop.time() + DRAIN_TICK_S, False
+            while any(c in self.server_state.connections for c in websockets) and loop.time() < cut_at + 1:
+                if not aborted and loop.time() >= cut_at:
+                    aborted = True
+                    for connection in websockets:
+                        if connection in self.server_state.connections:
+                            connection.transport.abort()
+                await asyncio.sleep(0.005)
+            logging.getLogger("uvicorn.error").info("closed %d websockets in %.2f s", closed, loop.time() - started)
 
         def cut_connections(self) -> None:
             for connection in list(self.server_state.connections):

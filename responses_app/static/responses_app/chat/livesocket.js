@@ -12,6 +12,11 @@ export const QUIET_MS = 1000;
 export const ANSWER_MS = 2000; // with the tick: a dead socket is told within about 3.5 s
 const CONNECT_MS = 5000; // a handshake that hangs (a half-open network) is given up and tried again
 const TICK_MS = 250;
+// A server that stops (a deploy: 1012 "service restart", or 1001 "going away") closes its open
+// sockets on purpose, a few at a time (project/serve.py), with the other processes ready: the
+// first try goes at once, spread over this much, not after the backoff's 300-500 ms.
+const SOON_MS = 100;
+const STOPPING = new Set([1001, 1012]);
 
 export class LiveSocket {
   constructor(address, { message, state = () => {}, closed = () => true, quietMs = QUIET_MS, answerMs = ANSWER_MS }) {
@@ -71,14 +76,14 @@ export class LiveSocket {
       if (this.done) return;
       this.setLive(false);
       if (this.onClosed(event, openedThis) === false) return;
-      this.retry();
+      this.retry(openedThis && STOPPING.has(event.code));
     };
   }
 
-  retry() {
+  retry(soon = false) {
     if (this.done) return;
     clearTimeout(this.retryTimer);
-    const delay = Math.min(15000, 400 * 2 ** this.attempt) * (0.75 + Math.random() * 0.5);
+    const delay = soon ? Math.random() * SOON_MS : Math.min(15000, 400 * 2 ** this.attempt) * (0.75 + Math.random() * 0.5);
     this.attempt += 1;
     this.retryTimer = setTimeout(() => this.connect(), delay);
   }
