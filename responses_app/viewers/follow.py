@@ -162,9 +162,9 @@ async def current_view(request_id: str, *, own_copy: bool = True) -> tuple[dict[
 
 def behind(request_id: str, view: dict[str, Any], status: str) -> bool:
     """The request runs elsewhere and this process heard patches newer than `view` (the committed
-    view, with the patches heard that chain onto it): they do not chain, so the view is behind until
-    its runner commits or sends its live view here (`Hub.ask_commit`). A tab moved here by a restart meets this: its first
-    patches heard start past the last checkpoint."""
+    view, with the patches heard that chain onto it): they do not chain, so the view is behind
+    until its runner commits or sends its live view here (`Hub.ask_commit`). A tab moved here by
+    a restart meets this: its first patches heard start past the last checkpoint."""
     return status not in ResponseRequest.ENDED and get_hub().heard_revision(request_id) > view["revision"]
 
 

@@ -153,8 +153,8 @@ async def test_a_view_its_runner_sent_here_is_what_viewers_catch_up_from(monkeyp
     cursor = Cursor(clock=loop.time, later=loop.call_later, holds=20)
     moved = Cursor(clock=loop.time, later=loop.call_later, holds=22)  # its first snapshot was older: skipped
     ahead = Cursor(clock=loop.time, later=loop.call_later)
-    for viewer in (cursor, moved, ahead):
-        await hub.attach("r1", viewer)
+    for each in (cursor, moved, ahead):
+        await hub.attach("r1", each)
     try:
         cursor.snapshot_sent(20)
         cursor.offer({"type": "patch", "base": 29, "revision": 30, "ops": []}, "30")  # a gap: catch up soon
@@ -178,6 +178,6 @@ async def test_a_view_its_runner_sent_here_is_what_viewers_catch_up_from(monkeyp
         view, status = await follow.current_view("r1")
         assert (view["revision"], status) == (20, "completed")
     finally:
-        for viewer in (cursor, moved, ahead):
-            hub.detach("r1", viewer)
+        for each in (cursor, moved, ahead):
+            hub.detach("r1", each)
     assert hub.sent_view("r1") is None, "kept only while the request has viewers here"
