@@ -151,16 +151,6 @@ def test_a_gap_is_held_for_one_snapshot_soon_a_few_times_then_at_most_one_a_seco
     assert queued(cursor) == [RESYNC]
 
 
-def test_a_client_of_snapshots_only_gets_at_most_one_a_second() -> None:
-    cursor, clock = viewer(10, snapshots_only=True)
-    cursor.offer(*patch(11))
-    clock.advance(0)
-    assert queued(cursor) == [RESYNC]
-    cursor.snapshot_sent(11)
-    cursor.offer(*patch(12))
-    assert clock.timers[-1][0] == clock.now + RESYNC_MIN_S
-
-
 def test_a_resync_due_after_a_snapshot_went_out_is_not_sent() -> None:
     cursor, clock = viewer(10)
     cursor.offer(*patch(13))
@@ -211,6 +201,8 @@ def test_a_snapshots_only_client_gets_no_patch_and_its_ending_as_a_snapshot() ->
     clock.advance(0)
     assert queued(cursor) == [RESYNC]
     cursor.snapshot_sent(11)
+    cursor.offer(*patch(12))
+    assert clock.timers[-1][0] == clock.now + RESYNC_MIN_S, "at most one a second, never a catch-up's pace"
     cursor.offer({"type": "terminal", "revision": 12, "status": "completed"}, "terminal")
     assert queued(cursor) == [RESYNC], "at once, not throttled: the snapshot of an ended request ends it"
     cursor.snapshot_sent(12)
