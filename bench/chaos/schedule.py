@@ -64,13 +64,15 @@ def build(minutes: float, seed: int, workers: int) -> list[Fault]:
     return sorted(faults, key=lambda f: f.at_s)
 
 
-ONLY = {"kill9": KILL9, "rolling": ROLLING, "redis": REDIS, "postgres": POSTGRES}
+ONLY = {"kill9": KILL9, "rolling": ROLLING, "redis": REDIS, "postgres": POSTGRES, "none": NONE}
 ONLY_EVERY_S = 45.0
 
 
 def only(kind: str, minutes: float, seed: int, workers: int) -> list[Fault]:
     """One kind of fault, every ONLY_EVERY_S from the warm-up to the last half minute: many samples
-    of one fault's pauses in a short run."""
+    of one fault's pauses in a short run. `none`: no fault at all, the baseline of pauses and memory."""
+    if kind == NONE:
+        return []
     rng = random.Random(seed)
     total = minutes * 60
     at, faults = max(WARMUP_MIN_S, WARMUP * total), []

@@ -6,8 +6,13 @@ processes grew to seconds with every process mostly idle (bench/README.md, scale
 
 - a process joins a request's group once, with one inbox channel of its own, while it has viewers
   of that request; the hub hands what arrives to each local viewer (`Hub.deliver`);
-- a process that runs streams batches what it publishes per request and sends one message per
-  request per REMOTE_FLUSH_S (a patch, a heartbeat, a terminal: in order), from one sending task;
+- a process that runs streams batches what it publishes per request and, every REMOTE_FLUSH_S,
+  sends each other process one message with the batches of every request it follows (a patch, a
+  heartbeat, a terminal: in order per request), from one sending task. On Redis it reads the
+  groups' members itself, in one pipelined round trip (`_RedisDirectory`), since a `group_send`
+  per request made each process receive a message per request per interval: at 100 streams that
+  was a third of a web process's CPU and of a worker's (bench/README.md, chaos). Other layers get
+  a `group_send` per request, of the same message;
 - a process whose viewer holds a newer view than the committed one (a tab moved there by a
   restart, which this process was not following) asks the process that runs the request to
   commit a checkpoint now (`ask_commit`), instead of waiting for the next interval's, and to send
@@ -26,9 +31,11 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
+from channels.exceptions import ChannelFull
 from channels.layers import BaseChannelLayer
 
 from .backoff import Backoff
@@ -56,6 +63,7 @@ class Fanout:
                  live_view: Callable[[str], Awaitable[str | None]] | None = None,
                  view_arrived: Callable[[str, str], None] | None = None) -> None:
         self.layer = layer
+        self._directory = _RedisDirectory.of(layer)
         self._deliver = deliver  # (request id, texts) -> the local viewers
         self._commit_asked = commit_asked  # (request id) -> its runner here commits now
         self._live_view = live_view  # (request id) -> its runner's view here, as wire text (None: not here)
@@ -116,19 +124,42 @@ class Fanout:
                     batches, self._outgoing = self._outgoing, {}
                     stamps, self._arrived = self._arrived, {}
                     self._taken += 1
-                    for request_id, texts in batches.items():
-                        try:
-                            await self.layer.group_send(group_name(request_id), {
-                                "type": "relay.batch", "request_id": request_id, "origin": self.inbox or "",
-                                "texts": texts, "arrived": stamps.get(request_id)})
-                            self.counters["sent"] += 1
-                        except Exception:  # best effort: viewers converge by heartbeat and resync
-                            self.counters["send_failures"] += 1
-                            logger.warning("group_send for %s failed", request_id, exc_info=True)
+                    await self._send_round(batches, stamps)
                     self._sent += 1
                 self._advance()
         finally:
             self._advance()  # a drain waiting on a sender that ended (cancelled) returns
+
+    async def _send_round(self, batches: dict[str, list[str]], stamps: dict[str, tuple[int, float]]) -> None:
+        items = {request_id: [request_id, texts, stamps.get(request_id)] for request_id, texts in batches.items()}
+        try:
+            members = await self._directory.members([group_name(r) for r in items]) if self._directory else None
+        except Exception:  # Redis away: the per-request sends fail (and are counted) the same way
+            logger.info("reading the groups' members failed", exc_info=True)
+            members = None
+        if members is None:
+            for request_id, item in items.items():
+                await self._send(self.layer.group_send, group_name(request_id), [item])
+            return
+        by_inbox: dict[str, list[list[Any]]] = {}
+        for request_id, item in items.items():
+            for inbox in members.get(group_name(request_id), ()):
+                if inbox != self.inbox:  # this process's own viewers had it directly
+                    by_inbox.setdefault(inbox, []).append(item)
+        for inbox, its in by_inbox.items():
+            await self._send(self.layer.send, inbox, its)
+
+    async def _send(self, send: Callable[[str, dict[str, Any]], Awaitable[None]], to: str,
+                    items: list[list[Any]]) -> None:
+        try:
+            await send(to, {"type": "relay.batches", "origin": self.inbox or "", "items": items})
+            self.counters["sent"] += 1
+        except ChannelFull:  # a process gone without leaving its groups: its inbox fills, then this
+            self.counters["send_failures"] += 1
+            logger.info("the inbox %s is full", to)
+        except Exception:  # best effort: viewers converge by heartbeat and resync
+            self.counters["send_failures"] += 1
+            logger.warning("sending the batches to %s failed", to, exc_info=True)
 
     def _advance(self) -> None:
         """Wake whoever waits for a round (`drain`); the next wait is for the next one (an event
@@ -206,11 +237,19 @@ class Fanout:
                 if request_id in self.joined and self._view_arrived is not None:
                     self._view_arrived(request_id, str(message.get("text")))
                 continue
-            if message.get("type") != "relay.batch" or message.get("origin") == self.inbox:
+            if message.get("origin") == self.inbox:
                 continue  # this process's own messages reached its viewers directly
-            self.counters["received"] += 1
-            if request_id in self.joined:
-                self._deliver(request_id, list(message.get("texts") or ()), _stamp(message.get("arrived")))
+            if message.get("type") == "relay.batches":
+                self.counters["received"] += 1
+                for item in message.get("items") or ():
+                    self._heard(*item)
+            elif message.get("type") == "relay.batch":  # from a process of the release before
+                self.counters["received"] += 1
+                self._heard(request_id, message.get("texts"), message.get("arrived"))
+
+    def _heard(self, request_id: object, texts: object, arrived: object) -> None:
+        if request_id in self.joined and isinstance(texts, Sequence):
+            self._deliver(str(request_id), list(texts), _stamp(arrived))
 
     async def ask_commit(self, request_id: str) -> bool:
         """Ask the process that runs the request (through its ask group) to commit a checkpoint
@@ -285,3 +324,35 @@ def _stamp(raw: object) -> tuple[int, float] | None:
     if isinstance(raw, Sequence) and len(raw) == 2 and isinstance(raw[0], int) and isinstance(raw[1], float):
         return raw[0], raw[1]
     return None
+
+
+class _RedisDirectory:
+    """The members of many groups of a channels_redis layer, read in one pipelined round trip per
+    Redis host (a `group_send` reads them the same way, one group at a time: its group keys, its
+    shards and its expiry are the layer's own, read here through its attributes)."""
+
+    def __init__(self, layer: Any) -> None:
+        self.layer = layer
+
+    @classmethod
+    def of(cls, layer: BaseChannelLayer) -> _RedisDirectory | None:
+        try:
+            from channels_redis.core import RedisChannelLayer  # type: ignore[import-untyped]
+        except ImportError:  # the in-memory layer only
+            return None
+        return cls(layer) if isinstance(layer, RedisChannelLayer) else None
+
+    async def members(self, groups: list[str]) -> dict[str, list[str]]:
+        layer, shards = self.layer, dict[int, list[str]]()
+        for group in groups:
+            shards.setdefault(layer.consistent_hash(group), []).append(group)
+        since = int(time.time()) - layer.group_expiry  # older members have expired (group_send's rule)
+        out: dict[str, list[str]] = {}
+        for index, names in shards.items():
+            async with layer.connection(index).pipeline(transaction=False) as pipe:
+                for group in names:
+                    pipe.zrangebyscore(layer._group_key(group), f"({since}", "+inf")
+                found = await pipe.execute()
+            for group, channels in zip(names, found, strict=True):
+                out[group] = [c.decode() for c in channels]
+        return out

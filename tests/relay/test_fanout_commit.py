@@ -6,11 +6,13 @@ pause of a tab moved by a rolling restart of the web processes went from 2.4 s t
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import pytest
 from channels.layers import InMemoryChannelLayer
 
 from responses_app.relay.fanout import ASK_EVERY_S, REMOTE_FLUSH_S, Fanout
+from tests.conftest import IN_CI
 
 
 async def until(condition: object, timeout: float = 5.0) -> None:
@@ -128,3 +130,58 @@ async def test_drain_after_a_sender_that_ended_waits_for_the_next_round() -> Non
         assert runs.counters["sent"] == 2
     finally:
         await stop(runs)
+
+
+@pytest.mark.services
+async def test_on_redis_each_process_gets_one_message_a_round_with_what_it_follows() -> None:
+    """Not a message per request per round (a third of a web process's CPU at 100 streams): the
+    members of every group read at once, then one message per process that follows any."""
+    import redis
+    from channels_redis.core import RedisChannelLayer
+
+    try:
+        redis.Redis(host="127.0.0.1", port=6379, socket_timeout=1).ping()
+    except redis.RedisError:
+        if IN_CI:
+            pytest.fail("CI must have Redis on 6379")
+        pytest.skip("no Redis on 6379")
+    prefix = f"fanout-test-{uuid.uuid4().hex[:8]}"
+    layers = [RedisChannelLayer(hosts=["redis://127.0.0.1:6379/0"], prefix=prefix) for _ in range(3)]
+    heard: dict[str, list[tuple[str, list[str]]]] = {"a": [], "b": []}
+    runs = Fanout(layers[0], lambda *_: None, lambda _: None)  # a worker, which has a viewer of r1 too
+    a = Fanout(layers[1], lambda r, texts, _: heard["a"].append((r, texts)))
+    b = Fanout(layers[2], lambda r, texts, _: heard["b"].append((r, texts)))
+    try:
+        for fanout, requests in ((a, ("r1", "r2")), (b, ("r2",)), (runs, ("r1",))):
+            for request_id in requests:
+                await fanout.join(request_id)
+        for request_id in ("r1", "r2", "r3"):
+            runs.publish(request_id, f"{request_id}-0")
+            runs.publish(request_id, f"{request_id}-1")
+        await until(lambda: heard["a"] and heard["b"])
+        await asyncio.sleep(3 * REMOTE_FLUSH_S)
+        assert sorted(heard["a"]) == [("r1", ["r1-0", "r1-1"]), ("r2", ["r2-0", "r2-1"])]
+        assert heard["b"] == [("r2", ["r2-0", "r2-1"])]
+        assert (runs.counters["sent"], a.counters["received"], b.counters["received"]) == (2, 1, 1), \
+            "one message to each other process; none to itself, none for r3 that nobody follows"
+        assert runs.counters["received"] == 0
+    finally:
+        await stop(runs, a, b)
+        for layer in layers:
+            await layer.flush()
+            await layer.close_pools()
+
+
+async def test_a_batch_of_the_release_before_is_still_delivered() -> None:
+    """A rolling deploy runs both releases side by side for a while."""
+    layer = InMemoryChannelLayer()
+    heard: list[tuple[str, list[str]]] = []
+    views = Fanout(layer, lambda r, texts, _: heard.append((r, texts)))
+    try:
+        await views.join("r1")
+        await layer.group_send("relay.r1", {"type": "relay.batch", "request_id": "r1", "origin": "elsewhere",
+                                            "texts": ["p"], "arrived": None})
+        await until(lambda: heard)
+        assert heard == [("r1", ["p"])]
+    finally:
+        await stop(views)

@@ -79,6 +79,9 @@ def test_the_schedule_has_every_kind_of_fault_and_is_seeded() -> None:
     kinds = [f.kind for f in hour]
     assert kinds.count(schedule.ROLLING) == 3 and kinds.count(schedule.KILL9) >= 10, hour
     assert all(f.at_s < 59 * 60 for f in hour)
+    rolling = schedule.only(schedule.ROLLING, 4, seed=3, workers=2)
+    assert {f.kind for f in rolling} == {schedule.ROLLING} and len(rolling) == 5, rolling
+    assert schedule.only(schedule.NONE, 4, seed=3, workers=2) == [], "the baseline: no fault at all"
 
 
 @pytest.mark.services
