@@ -192,8 +192,9 @@ class GuardedConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
         if self.slots is None:
             return  # refused before a slot was taken
         try:
-            if self.watchdog is not None:
-                self.watchdog.cancel()
+            watchdog, self.watchdog = self.watchdog, None  # its cancelled task's traceback holds this consumer
+            if watchdog is not None:
+                watchdog.cancel()
                 if self.session_key:
                     await self.channel_layer.group_discard(session_group(self.session_key), self.channel_name)
                     await self.channel_layer.group_discard(user_group(self.user_id), self.channel_name)

@@ -77,9 +77,10 @@ class RequestConsumer(GuardedConsumer):
 
     async def disconnect(self, code: int) -> None:
         try:
-            if self.sender is not None:
+            sender, self.sender = self.sender, None  # it holds this consumer's `shut`: no cycle left for the GC
+            if sender is not None:
                 get_hub().detach(self.request_id, self.cursor)
-                self.sender.stop()
+                sender.stop()
         finally:
             await super().disconnect(code)
 

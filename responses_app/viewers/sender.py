@@ -60,8 +60,9 @@ class Sender:
         self.task = asyncio.get_running_loop().create_task(self._write())
 
     def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
+        task, self.task = self.task, None  # the cancelled task keeps its CancelledError, whose frames hold this
+        if task is not None:
+            task.cancel()
 
     async def _write(self) -> None:
         try:
