@@ -208,6 +208,9 @@ class Cluster:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("RELAY_", "DATABASE_", "REDIS_"))}
         env.update({"DJANGO_ENV": "development", "DATABASE_URL": database, "REDIS_URL": redis, "OPENAI_BASE_URL": "",
                     "OPENAI_API_KEY": "", "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO",
+                    # as in production: under DEBUG each thread's connection keeps its last 9,000
+                    # queries, and every process grew by ~6 MB a minute (bench/README.md, chaos)
+                    "DEBUG": "false",
                     # one load user drives every stream: the per-user limits would refuse it
                     "RELAY_MAX_CONCURRENT_PER_USER": "1000000", "RELAY_SUBMIT_RATE": "1000000/s",
                     "RELAY_MAX_SOCKETS_PER_USER": "1000000"})
