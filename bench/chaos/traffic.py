@@ -279,6 +279,7 @@ class Traffic(Load):
                 if not applied:
                     viewer.resyncs += 1
                     awaiting = True
+                    viewer.step(f"asked: patch r{message['base']}->r{message['revision']} on r{viewer.revision}")
                     await ws.send('{"type":"snapshot"}')
                     continue
                 previous, viewer.revision = viewer.revision, message["revision"]
@@ -289,11 +290,13 @@ class Traffic(Load):
             elif kind == "terminal":
                 viewer.terminal = message
                 wanted = max(wanted, int(message.get("revision", -1)))
+                viewer.step(f"terminal r{message.get('revision')}")
             elif kind == "ping" and isinstance(message.get("revision"), int):
                 wanted = max(wanted, message["revision"])
             if wanted > viewer.revision and not awaiting:
                 viewer.resyncs += 1
                 awaiting = True
+                viewer.step(f"asked: r{wanted} heard on r{viewer.revision}")
                 await ws.send('{"type":"snapshot"}')
             if viewer.terminal is not None and viewer.revision >= wanted and not awaiting:
                 with contextlib.suppress(Exception):
