@@ -13,6 +13,13 @@ processes grew to seconds with every process mostly idle (bench/README.md, scale
   per request made each process receive a message per request per interval: at 100 streams that
   was a third of a web process's CPU and of a worker's (bench/README.md, chaos). Other layers get
   a `group_send` per request, of the same message;
+- a message can be lost on the way (seen about once in 7 minutes at 100 streams; likely
+  channels_redis dropping one that a cancelled receive, a closing socket's, had popped from
+  Redis), so on Redis each carries its number in the sequence from that sender to that process
+  and the requests of the one before, and every message is followed by another within
+  REMOTE_FLUSH_S (an empty one if need be): a process that sees a number skipped resyncs the
+  viewers of the requests it may have held (`missed`) at once. Until then, a request whose last
+  patches and `terminal` were lost waited SILENCE_S (20 s);
 - a process whose viewer holds a newer view than the committed one (a tab moved there by a
   restart, which this process was not following) asks the process that runs the request to
   commit a checkpoint now (`ask_commit`), instead of waiting for the next interval's, and to send
@@ -46,6 +53,7 @@ REMOTE_FLUSH_S = 0.1  # what other processes' viewers wait at most, on top of th
 JOIN_TIMEOUT_S = 3.0
 ASK_EVERY_S = 0.5  # a process asks a request's runner to commit at most this often
 REJOIN_S = 10.0  # memberships renewed this often: a Redis that restarted unnoticed forgot them
+MAX_SENDERS = 256  # the senders whose message numbers a process keeps (each restart is a new one)
 
 
 def group_name(request_id: str) -> str:
@@ -61,13 +69,20 @@ class Fanout:
                  deliver: Callable[[str, list[str], tuple[int, float] | None], None],
                  commit_asked: Callable[[str], None] | None = None,
                  live_view: Callable[[str], Awaitable[str | None]] | None = None,
-                 view_arrived: Callable[[str, str], None] | None = None) -> None:
+                 view_arrived: Callable[[str, str], None] | None = None,
+                 missed: Callable[[list[str]], None] | None = None) -> None:
         self.layer = layer
         self._directory = _RedisDirectory.of(layer)
         self._deliver = deliver  # (request id, texts) -> the local viewers
         self._commit_asked = commit_asked  # (request id) -> its runner here commits now
         self._live_view = live_view  # (request id) -> its runner's view here, as wire text (None: not here)
         self._view_arrived = view_arrived  # (request id, that text) -> what this process's viewers catch up from
+        self._missed = missed  # (request ids) -> their viewers here resync: messages of theirs were lost
+        self._numbers: dict[str, int] = {}  # per inbox sent to: the last message's number
+        self._before: dict[str, list[str]] = {}  # per inbox sent to: the requests of the last message
+        self._trailing: set[str] = set()  # the inboxes sent to in the last round, which hear once more
+        self._heard: dict[str, int] = {}  # per sender heard from: its last message's number
+        self._origins: dict[str, str] = {}  # per request followed here: the sender last heard for it
         self.inbox: str | None = None
         self._asked_at: dict[str, float] = {}
         self.serving: set[str] = set()  # the requests whose ask group this process is in (its runners')
@@ -81,7 +96,7 @@ class Fanout:
         self._sending = asyncio.Lock()  # held while a round is sent (`paused`)
         self._taken = self._sent = 0  # rounds that took the queued batches, and rounds sent
         self._progress = asyncio.Event()  # set (and replaced) as each round is sent (`drain`)
-        self.counters = {"sent": 0, "received": 0, "send_failures": 0, "reconnects": 0}
+        self.counters = {"sent": 0, "received": 0, "send_failures": 0, "reconnects": 0, "lost": 0}
 
     # --- sending ------------------------------------------------------------------------------
 
@@ -118,7 +133,7 @@ class Fanout:
             except Exception:  # the layer is away: the batches go without one
                 logger.info("no inbox for commit requests yet", exc_info=True)
         try:
-            while self._outgoing:
+            while self._outgoing or self._trailing:
                 await asyncio.sleep(REMOTE_FLUSH_S)
                 async with self._sending:
                     batches, self._outgoing = self._outgoing, {}
@@ -138,21 +153,29 @@ class Fanout:
             logger.info("reading the groups' members failed", exc_info=True)
             members = None
         if members is None:
+            for inbox in self._numbers:  # whatever this round carried is likely lost: the next tells
+                self._numbers[inbox] += 1
+                self._before[inbox] = list(items)
             for request_id, item in items.items():
-                await self._send(self.layer.group_send, group_name(request_id), [item])
+                await self._send(self.layer.group_send, group_name(request_id), {"items": [item]})
             return
         by_inbox: dict[str, list[list[Any]]] = {}
         for request_id, item in items.items():
             for inbox in members.get(group_name(request_id), ()):
                 if inbox != self.inbox:  # this process's own viewers had it directly
                     by_inbox.setdefault(inbox, []).append(item)
+        for inbox in self._trailing - by_inbox.keys():
+            by_inbox[inbox] = []  # one more after the last: a lost last message is noticed too
+        self._trailing = {inbox for inbox, its in by_inbox.items() if its}
         for inbox, its in by_inbox.items():
-            await self._send(self.layer.send, inbox, its)
+            number = self._numbers[inbox] = self._numbers.get(inbox, 0) + 1
+            before, self._before[inbox] = self._before.get(inbox, []), [item[0] for item in its]
+            await self._send(self.layer.send, inbox, {"items": its, "number": number, "before": before})
 
     async def _send(self, send: Callable[[str, dict[str, Any]], Awaitable[None]], to: str,
-                    items: list[list[Any]]) -> None:
+                    message: dict[str, Any]) -> None:
         try:
-            await send(to, {"type": "relay.batches", "origin": self.inbox or "", "items": items})
+            await send(to, {"type": "relay.batches", "origin": self.inbox or "", **message})
             self.counters["sent"] += 1
         except ChannelFull:  # a process gone without leaving its groups: its inbox fills, then this
             self.counters["send_failures"] += 1
@@ -187,6 +210,7 @@ class Fanout:
             return
         self.joined.discard(request_id)
         self._asked_at.pop(request_id, None)
+        self._origins.pop(request_id, None)
         if self.inbox is not None:
             try:
                 async with asyncio.timeout(JOIN_TIMEOUT_S):
@@ -239,17 +263,41 @@ class Fanout:
                 continue
             if message.get("origin") == self.inbox:
                 continue  # this process's own messages reached its viewers directly
+            origin = str(message.get("origin") or "")
             if message.get("type") == "relay.batches":
                 self.counters["received"] += 1
+                self._count(origin, message.get("number"), message.get("before"))
                 for item in message.get("items") or ():
-                    self._heard(*item)
+                    self._hear(origin, *item)
             elif message.get("type") == "relay.batch":  # from a process of the release before
                 self.counters["received"] += 1
-                self._heard(request_id, message.get("texts"), message.get("arrived"))
+                self._hear(origin, request_id, message.get("texts"), message.get("arrived"))
 
-    def _heard(self, request_id: object, texts: object, arrived: object) -> None:
+    def _hear(self, origin: str, request_id: object, texts: object, arrived: object) -> None:
         if request_id in self.joined and isinstance(texts, Sequence):
+            self._origins[str(request_id)] = origin
             self._deliver(str(request_id), list(texts), _stamp(arrived))
+
+    def _count(self, origin: str, number: object, before: object) -> None:
+        """A message's number from its sender: one skipped was lost on the way, and the viewers of
+        the requests it held (`before` names them when only one was) resync now."""
+        if not isinstance(number, int):
+            return
+        last = self._heard.pop(origin, None)
+        self._heard[origin] = number  # the most recently heard last, so the oldest goes first
+        if len(self._heard) > MAX_SENDERS:
+            del self._heard[next(iter(self._heard))]
+        if last is None or number <= last + 1:
+            return
+        self.counters["lost"] += number - last - 1
+        if number == last + 2 and isinstance(before, list):
+            requests = [r for r in before if r in self.joined]
+        else:  # more than one: any request last heard from that sender
+            requests = [r for r, o in self._origins.items() if o == origin and r in self.joined]
+        logger.warning("%d message(s) from %s were lost on the way here: %d request(s) resync",
+                       number - last - 1, origin, len(requests))
+        if requests and self._missed is not None:
+            self._missed(requests)
 
     async def ask_commit(self, request_id: str) -> bool:
         """Ask the process that runs the request (through its ask group) to commit a checkpoint

@@ -54,8 +54,8 @@ class Hub:
         layer = get_channel_layer()
         spans_processes = layer is not None and not isinstance(layer, InMemoryChannelLayer)
         self._views: dict[str, tuple[dict[str, Any], str]] = {}  # per request with viewers here: a live view sent
-        self.fanout = Fanout(layer, self.deliver, self._commit_asked, self._live_view, self._view_arrived) \
-            if app_settings.GROUP_FANOUT and spans_processes else None
+        self.fanout = Fanout(layer, self.deliver, self._commit_asked, self._live_view, self._view_arrived,
+                             self._missed) if app_settings.GROUP_FANOUT and spans_processes else None
 
     # --- runners ------------------------------------------------------------------------------
 
@@ -179,6 +179,13 @@ class Hub:
             self._views[request_id] = (view, status)
             for viewer in tuple(self.viewers[request_id]):
                 viewer.hurry(view["revision"])
+
+    def _missed(self, request_ids: list[str]) -> None:
+        """Messages of these requests were lost on their way here (Fanout counts them): their
+        viewers resync now, so one whose `terminal` was among them ends at once."""
+        for request_id in request_ids:
+            for viewer in tuple(self.viewers.get(request_id, ())):
+                viewer.missed()
 
     def sent_view(self, request_id: str) -> tuple[dict[str, Any], str] | None:
         """The newest live view its runner elsewhere sent here (read it, do not change it)."""

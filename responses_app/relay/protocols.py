@@ -47,3 +47,6 @@ class Viewer(Protocol):
 
     def hurry(self, revision: int) -> None:
         """A view at `revision` reached this process: a viewer whose client holds less takes it now."""
+
+    def missed(self) -> None:
+        """Messages of its request were lost on their way to this process: a snapshot now."""

@@ -169,6 +169,13 @@ class Cursor:
         if revision > max(self.sent_revision, self.holds) >= 0 and not self.snapshots_only:
             self.resync_now()
 
+    def missed(self) -> None:
+        """Messages of the request were lost on their way to this process (relay/fanout.py): a
+        snapshot now, which brings the end of a request whose `terminal` was among them, instead
+        of after SILENCE_S. Before the first snapshot there is nothing to do: it is yet to come."""
+        if self.sent_revision >= 0:
+            self.resync_now()
+
     def resync_now(self) -> None:
         """A snapshot next: one RESYNC in the outbox, however often it is asked for."""
         self.resync_pending = True

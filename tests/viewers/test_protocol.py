@@ -318,3 +318,15 @@ def test_silence_s_is_read_when_used(monkeypatch: pytest.MonkeyPatch) -> None:
     cursor.watch_silence()
     clock.advance(0.5)
     assert queued(cursor) == [IDLE]
+
+
+def test_messages_lost_on_the_way_bring_a_snapshot_now() -> None:
+    """The fan-out saw a message of the request lost (relay/fanout.py): its terminal may have been
+    in it, so a snapshot now rather than after SILENCE_S; none before the first, which is to come."""
+    cursor, _ = viewer(4)
+    cursor.missed()
+    cursor.missed()
+    assert queued(cursor) == [RESYNC], "one, however often it is said"
+    first, _ = viewer(-1)
+    first.missed()
+    assert first.outbox.empty()
