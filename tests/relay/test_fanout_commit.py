@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from channels.layers import InMemoryChannelLayer
@@ -79,6 +81,27 @@ async def stop(*fanouts: Fanout) -> None:
                 task.cancel()
 
 
+@pytest.fixture
+async def layers() -> AsyncIterator[list[Any]]:
+    """Three channels_redis layers on the shared Redis, one process's each, under a prefix of
+    their own (what they leave is flushed)."""
+    import redis
+    from channels_redis.core import RedisChannelLayer  # type: ignore[import-untyped]
+
+    try:
+        redis.Redis(host="127.0.0.1", port=6379, socket_timeout=1).ping()
+    except redis.RedisError:
+        if IN_CI:
+            pytest.fail("CI must have Redis on 6379")
+        pytest.skip("no Redis on 6379")  # the services lane, which CI runs, has it
+    prefix = f"fanout-test-{uuid.uuid4().hex[:8]}"
+    made = [RedisChannelLayer(hosts=["redis://127.0.0.1:6379/0"], prefix=prefix) for _ in range(3)]
+    yield made
+    for layer in made:
+        await layer.flush()
+        await layer.close_pools()
+
+
 async def test_drain_waits_for_what_is_queued_not_for_what_comes_after() -> None:
     """A stopping worker announces each stream once its last patches were sent: a runner still
     busy ending (a tool round) that goes on publishing does not hold every other hand-off."""
@@ -133,20 +156,9 @@ async def test_drain_after_a_sender_that_ended_waits_for_the_next_round() -> Non
 
 
 @pytest.mark.services
-async def test_on_redis_each_process_gets_one_message_a_round_with_what_it_follows() -> None:
+async def test_on_redis_each_process_gets_one_message_a_round_with_what_it_follows(layers: list[Any]) -> None:
     """Not a message per request per round (a third of a web process's CPU at 100 streams): the
     members of every group read at once, then one message per process that follows any."""
-    import redis
-    from channels_redis.core import RedisChannelLayer
-
-    try:
-        redis.Redis(host="127.0.0.1", port=6379, socket_timeout=1).ping()
-    except redis.RedisError:
-        if IN_CI:
-            pytest.fail("CI must have Redis on 6379")
-        pytest.skip("no Redis on 6379")
-    prefix = f"fanout-test-{uuid.uuid4().hex[:8]}"
-    layers = [RedisChannelLayer(hosts=["redis://127.0.0.1:6379/0"], prefix=prefix) for _ in range(3)]
     heard: dict[str, list[tuple[str, list[str]]]] = {"a": [], "b": []}
     runs = Fanout(layers[0], lambda *_: None, lambda _: None)  # a worker, which has a viewer of r1 too
     a = Fanout(layers[1], lambda r, texts, _: heard["a"].append((r, texts)))
@@ -168,27 +180,13 @@ async def test_on_redis_each_process_gets_one_message_a_round_with_what_it_follo
         assert runs.counters["received"] == 0
     finally:
         await stop(runs, a, b)
-        for layer in layers:
-            await layer.flush()
-            await layer.close_pools()
 
 
 @pytest.mark.services
-async def test_a_lost_message_is_noticed_at_once_and_its_requests_resync() -> None:
+async def test_a_lost_message_is_noticed_at_once_and_its_requests_resync(layers: list[Any]) -> None:
     """A message lost between processes (seen in the chaos runs): a request whose last patches and
     terminal it held waited 20 s of silence. Each message is numbered and followed by another
     (an empty one after the last): the next tells which requests the lost one held."""
-    import redis
-    from channels_redis.core import RedisChannelLayer
-
-    try:
-        redis.Redis(host="127.0.0.1", port=6379, socket_timeout=1).ping()
-    except redis.RedisError:
-        if IN_CI:
-            pytest.fail("CI must have Redis on 6379")
-        pytest.skip("no Redis on 6379")
-    prefix = f"fanout-test-{uuid.uuid4().hex[:8]}"
-    layers = [RedisChannelLayer(hosts=["redis://127.0.0.1:6379/0"], prefix=prefix) for _ in range(2)]
     heard: list[str] = []
     missed: list[list[str]] = []
     runs = Fanout(layers[0], lambda *_: None, lambda _: None)
@@ -218,9 +216,6 @@ async def test_a_lost_message_is_noticed_at_once_and_its_requests_resync() -> No
         assert runs._sender is not None and runs._sender.done(), "then nothing more until the next patch"
     finally:
         await stop(runs, views)
-        for layer in layers:
-            await layer.flush()
-            await layer.close_pools()
 
 
 async def test_a_batch_of_the_release_before_is_still_delivered() -> None:
