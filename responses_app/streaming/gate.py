@@ -282,6 +282,7 @@ class SafetyGate(WindowKeeper):
         field.length = len(value)
         field.open = ""
         field.opened_at = None
+        self._open_since.pop((field.view_id, field.field), None)  # a rewrite leaving nothing open
         if self.mode == PROGRESSIVE:
             field.shown, field.shown_text = field.length, value if field.field != "text" else ""
         else:

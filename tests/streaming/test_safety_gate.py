@@ -259,6 +259,21 @@ def test_a_long_answer_keeps_few_windows_and_a_late_rewrite_still_works(mode: st
     assert text_of(gate) == final
 
 
+@pytest.mark.parametrize("mode", ["buffered", "progressive"])
+def test_a_rewrite_that_leaves_nothing_open_leaves_no_window_timer(mode: str) -> None:
+    """The open text's timer went with it: a stale one had `next_deadline` in the past for good,
+    and the relay's timer for the gate fired on every turn of the event loop."""
+    gate = SafetyGate(mode, interval=0.1)
+    gate.push([added(), ["append", "o0-c0", "Hello there. More"]], now=0.0)
+    (window,) = gate.take_windows()
+    gate.verdict(window.id, False)
+    assert gate.next_deadline() == pytest.approx(0.1), "' More' is open"
+    gate.push([["set", "o0-c0", {"text": "Hello there. "}]], now=0.05)  # the deltas went one too far
+    assert gate.next_deadline() is None and gate.judged
+    gate.tick(1.0)
+    assert gate.take_windows() == [] and text_of(gate) == "Hello there. "
+
+
 def test_buffered_adds_a_text_block_only_with_its_first_passed_text() -> None:
     gate = SafetyGate("buffered")
     public: dict[str, Any] = {"revision": 0, "meta": {}, "blocks": []}
