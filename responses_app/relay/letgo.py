@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 
 
 class LettingGo(Endings):
-    __slots__ = ()
+    __slots__ = ("_hand_off_when_created",)  # its process stops: let go once the upstream confirms it
     request_id: str
     log_context: logcontext.RequestContext | None
     _task: asyncio.Task[None] | None
@@ -40,12 +40,23 @@ class LettingGo(Endings):
             self._task.cancel()
 
     def hand_off(self, *, now: bool = False) -> bool:
-        """Its process stops: stop reading (`now`: whatever it does), commit, release (False: ending)."""
+        """Its process stops: stop reading (`now`: whatever it does), commit, release (False: ending).
+        A request the upstream has not confirmed yet (no `response.created`) is let go the moment it
+        is (`created`), not before: a runner taking over a request with no response id cannot know
+        whether it ran, and ends it `unknown` rather than send it twice."""
         if self._task is None or self.stopped is not None or not (now or self._reader is not None):
             return False
+        if not now and not self.transcript.response_id:
+            self._hand_off_when_created = True
+            return True
         self._stop(Ending.HANDED_OFF, cancel=False)
         (self._reader or self._task).cancel()
         return True
+
+    def created(self) -> None:
+        """The upstream confirmed the request and its id is stored: a hand-off waiting for it goes on."""
+        if self._hand_off_when_created:
+            self.hand_off(now=True)
 
     def commit_asked(self) -> bool:
         """Another process's viewer holds a newer view than the committed one (a tab moved there

@@ -85,6 +85,7 @@ class StreamRunner(LettingGo):
         self._response_id_saved: str | None = None
         self._last_bytes = self._loop.time()
         self._reader: asyncio.Task[SegmentResult] | None = None
+        self._hand_off_when_created = False
         self.stopped: Stopped | None = None  # why the relay stops the request itself, if it does
         self._error: tuple[str, str] | None = None
         self._counters = {"retries": 0, "disconnects": 0}
@@ -122,11 +123,10 @@ class StreamRunner(LettingGo):
         try:
             # One pooled client per provider: the request's own, also after a takeover (or a test's).
             upstream = self._upstream_factory() if self._upstream_factory else self.hub.upstream(request.provider)
-            segments = await db(selectors.segment_count)(request_id=self.uuid)
-            self.span = tracing.start(request_id=self.request_id, model=request.model,
-                                      takeover=bool(request.response_id or segments))
-            await self._guard(request, recovering=bool(request.response_id or segments))
-            if request.response_id or segments:
+            recovering = bool(request.response_id or await db(selectors.segment_count)(request_id=self.uuid))
+            self.span = tracing.start(request_id=self.request_id, model=request.model, takeover=recovering)
+            await self._guard(request, recovering=recovering)
+            if recovering:
                 status = await self._recover(upstream, request)
             elif (blocked := await precheck(request)) is not None:
                 self._error, status = blocked, v.FAILED  # RELAY_SAFETY_PRECHECK flagged it: nothing is sent
@@ -154,10 +154,7 @@ class StreamRunner(LettingGo):
             self.hub.writer.forget(self.uuid)
             self.hub.leases.discard(self)
             self.delivery.close()
-            if self._upstream_factory:
-                await upstream.aclose()
-            else:
-                await self.hub.release_upstream(self)
+            await (upstream.aclose() if self._upstream_factory else self.hub.release_upstream(self))
             self.finished.set()
 
     async def _guard(self, request: RunRequest, *, recovering: bool) -> None:
@@ -419,6 +416,7 @@ class StreamRunner(LettingGo):
                                                        at=timezone.now())
             self.count_write(2)
             self.span.response_created(response_id)
+            self.created()
         if step.first_text:
             self.span.first_token()
             await self._mark_first("first_text_at")

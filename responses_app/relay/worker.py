@@ -33,6 +33,7 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+from datetime import datetime
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -61,6 +62,11 @@ WATCH_WINDOW_S = 60  # ... among those created this recently (older ones are the
 NOTIFY_START = "relay_start"  # PostgreSQL notification channels
 NOTIFY_CANCEL = "relay_cancel"
 HANDOFF_WAIT_S = 5.0  # a stopping process: how long its runners get to commit and let go
+# ... and how fast they let go: HANDOFF_PER_S a second, at most HANDOFF_SPREAD_S for all. The process
+# that takes them over then starts each as it comes, not all at once, and those not let go yet flow
+# here meanwhile.
+HANDOFF_PER_S = 25.0
+HANDOFF_SPREAD_S = 2.0
 BUSY_GRACE_S = 5.0  # ... and one busy ending (a tool round, its outcome) to end before it is handed off
 
 
@@ -107,8 +113,9 @@ async def _sweep_forever() -> None:
     while True:
         wait = SWEEP_S
         try:
+            swept_at = timezone.now()
             await sweep()
-            wait = await next_sweep_in()
+            wait = await next_sweep_in(since=swept_at)
         except asyncio.CancelledError:
             raise
         except Exception:  # the database or the layer is away: the next sweep tries again
@@ -116,12 +123,13 @@ async def _sweep_forever() -> None:
         await asyncio.sleep(wait)
 
 
-async def next_sweep_in() -> float:
+async def next_sweep_in(*, since: datetime | None = None) -> float:
     """Seconds to the next sweep: SWEEP_S, or just after the earliest lease runs out when that is
     sooner. A live runner renews its lease long before (keepers.LEASE_RENEW_S), so a lease that
     nears its end is most often a dead runner's: it is taken over as it ends, not up to a sweep
-    later (a kill -9's pause was the lease plus up to SWEEP_S)."""
-    expiry = await database_sync_to_async(selectors.next_lease_expiry)()
+    later (a kill -9's pause was the lease plus up to SWEEP_S). A lease that ran out after `since`
+    (the last sweep's start, which did not see it expired) makes the next sweep due at once."""
+    expiry = await database_sync_to_async(selectors.next_lease_expiry)(now=since)
     if expiry is None:
         return SWEEP_S
     due = (expiry - timezone.now()).total_seconds() + SWEEP_AFTER_EXPIRY_S
@@ -157,10 +165,10 @@ async def hand_off() -> int:
     """The process is stopping, and takes nothing new (`serve` was cancelled first): each runner
     here stops reading, commits what it applied and releases its lease, and the other runner
     processes are told at once (as a submitted request is: the channel layer, else NOTIFY), so one
-    of them resumes each stream within a second, after its last applied sequence number. A runner
-    busy otherwise (a tool round, writing its outcome) gets BUSY_GRACE_S to end first. With no
-    other runner process alive, the next one to start takes the released leases over at once (its
-    first sweep). The number of streams handed over."""
+    of them resumes each stream within a second, after its last applied sequence number. They let
+    go HANDOFF_PER_S a second (above). A runner busy otherwise (a tool round, writing its outcome)
+    gets BUSY_GRACE_S to end first. With no other runner process alive, the next one to start takes
+    the released leases over at once (its first sweep). The number of streams handed over."""
     hub = get_hub()
     started = hub.loop.time()
     # The layer's connections are closed first: a receive cancelled with `serve` can leave its
@@ -170,9 +178,18 @@ async def hand_off() -> int:
         with contextlib.suppress(Exception):
             async with hub.fanout.paused() if hub.fanout is not None else contextlib.nullcontext():
                 await close_pools()
-    handed = [request_id for request_id, runner in list(hub.runners.items()) if runner.hand_off()]
+    handed: list[str] = []
+    announcing: list[asyncio.Future[None]] = []
+    runners = list(hub.runners.items())
+    rate = max(HANDOFF_PER_S, len(runners) / HANDOFF_SPREAD_S)
+    for i, (request_id, each) in enumerate(runners):
+        if (delay := started + i / rate - hub.loop.time()) > 0:
+            await asyncio.sleep(delay)
+        if hub.runners.get(request_id) is each and each.hand_off():
+            handed.append(request_id)
+            announcing.append(asyncio.ensure_future(_announce_when_done(hub, request_id)))
     busy = [request_id for request_id in hub.runners if request_id not in frozenset(handed)]
-    announced = asyncio.gather(*(_announce_when_done(hub, request_id) for request_id in handed))
+    announced = asyncio.gather(*announcing)
     if busy and (tasks := _tasks_of(hub, busy)):
         await asyncio.wait(tasks, timeout=BUSY_GRACE_S)
         late = [request_id for request_id in busy
@@ -202,13 +219,16 @@ def _tasks_of(hub: Hub, request_ids: list[str]) -> set[asyncio.Task[Any]]:
 
 
 async def _announce_when_done(hub: Hub, request_id: str) -> None:
-    """Once the runner let the request go, a runner elsewhere takes it now."""
+    """Once the runner let the request go, a runner elsewhere takes it now. One still waiting for
+    the upstream to confirm its request (`hand_off`) after HANDOFF_WAIT_S stops all the same."""
     if tasks := _tasks_of(hub, [request_id]):
-        await asyncio.wait(tasks, timeout=HANDOFF_WAIT_S)
+        _, running = await asyncio.wait(tasks, timeout=HANDOFF_WAIT_S)
+        if running and (runner := hub.runners.get(request_id)) is not None and runner.hand_off(now=True):
+            await asyncio.wait(running, timeout=HANDOFF_WAIT_S)
     try:
         if hub.fanout is not None:
             await hub.fanout.drain()
-        if _layer_spans_processes():
+        if layer_spans_processes():
             layer = get_channel_layer()
             assert layer is not None
             await layer.send(RUNNER_CHANNEL, {"type": "relay.start", "request_id": request_id})
@@ -254,7 +274,8 @@ async def cancel_request(request_id: str) -> None:
 
 # --- starts from any process ----------------------------------------------------------------------
 
-def _layer_spans_processes() -> bool:
+def layer_spans_processes() -> bool:
+    """Whether the channel layer reaches other processes (Redis), not this one's memory only."""
     layer = get_channel_layer()
     return layer is not None and not isinstance(layer, InMemoryChannelLayer)
 
@@ -271,7 +292,7 @@ def notify_cancel(request_id: str) -> None:
 
 
 def _notify(message_type: str, pg_channel: str, request_id: str) -> None:
-    if _layer_spans_processes():
+    if layer_spans_processes():
         layer = get_channel_layer()
         assert layer is not None
         async_to_sync(layer.send)(RUNNER_CHANNEL, {"type": message_type, "request_id": request_id})
@@ -283,7 +304,7 @@ def _notify(message_type: str, pg_channel: str, request_id: str) -> None:
 
 async def _listen_forever() -> None:
     """Take what `notify_start`/`notify_cancel` announce, unless the channel layer carries it."""
-    if _layer_spans_processes():
+    if layer_spans_processes():
         return
     if connection.vendor == "postgresql":
         await _listen_postgresql()

@@ -73,3 +73,33 @@ async def test_a_stream_handed_over_goes_on_from_its_last_applied_event(owner: A
     assert after[0]["type"] == "patch" and after[0]["base"] == committed, \
         "its patches go on from the revision the viewer holds: no resync (and no wait for one)"
     assert saved.duplicates == 0 and saved.gaps == 0
+
+
+async def test_a_stream_handed_over_before_the_upstream_confirmed_it_waits_for_its_id(owner: Any,
+                                                                                     simulator_url: str) -> None:
+    """Stopped between the POST and `response.created` (here the simulator's first byte comes 1.5 s
+    late), a runner would leave a request the next one cannot know ran: that one ends it
+    `unknown` rather than send it twice. So it lets go only once the id is stored, and the next
+    runner resumes it to `completed`."""
+    request = await make_request(owner, "sim-long", {"sim.tokens": "60", "sim.tokens_per_s": "60",
+                                                     "sim.first_byte_delay_ms": "1500"}, background=True)
+    hub = get_hub()
+    first = StreamRunner(str(request.pk), hub)
+    task = spawn(hub, first)
+    async with asyncio.timeout(10):
+        while first._reader is None:  # the POST is on its way
+            await asyncio.sleep(0.01)
+    assert first.hand_off(), "taken: it is let go as soon as it can be"
+    await asyncio.sleep(0.5)
+    assert not task.done(), "not before the upstream confirmed the request"
+    await asyncio.wait_for(task, 10)
+    handed = await reload(request)
+    assert handed.response_id and handed.status == "streaming" and handed.runner_token is None
+
+    second = StreamRunner(str(request.pk), hub)
+    await asyncio.wait_for(spawn(hub, second), 30)
+    saved = await wait_for_status(request, {"completed", "failed", "unknown", "error", "incomplete"}, timeout=10)
+    assert saved.status == "completed", (saved.status, saved.error_code)
+    kinds = await sync_to_async(lambda: list(Segment.objects.filter(request=saved).order_by("index")
+                                             .values_list("kind", flat=True)))()
+    assert kinds == ["initial", "resume"]
