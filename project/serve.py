@@ -32,6 +32,10 @@ STREAMS_CUT_AFTER_S = 1.0  # ... and a connection still open (a streaming respon
 DRAIN_PER_S = 50
 DRAIN_MAX_S = 4.0  # ... and at most this long: past it, the rest close at once
 DRAIN_TICK_S = 0.05
+# Before that, each socket's client is asked to move (viewers/guard.py `move_sockets`), as fast and
+# within as long: it opens a new socket elsewhere and closes this one once the new one speaks. What
+# has not moved MOVE_WAIT_S after the last ask is closed as above.
+MOVE_WAIT_S = 5.0
 # What --reload watches: the project's own code, not the virtualenv beside it (polling every .py
 # file of .venv kept a core busy).
 RELOAD_DIRS = [str(Path(__file__).resolve().parent.parent / name) for name in ("project", "responses_app")]
@@ -88,7 +92,8 @@ def stopping_server(config: uvicorn.Config) -> uvicorn.Server:
     after STREAMS_CUT_AFTER_S are cut: the application hears `http.disconnect`, its streaming
     responses end, and their clients reconnect to a live process.
 
-    Before that, it stops listening and closes its websockets a few at a time (`drain`)."""
+    Before that, it stops listening, asks its websockets' clients to move to another process
+    (`move_sockets`), and closes those still open a few at a time (`drain`)."""
     import asyncio
 
     import uvicorn
@@ -96,6 +101,7 @@ def stopping_server(config: uvicorn.Config) -> uvicorn.Server:
     class StoppingServer(uvicorn.Server):
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
             from responses_app.relay.worker import stop_serving
+            from responses_app.viewers.guard import move_sockets
 
             try:
                 await stop_serving()
@@ -105,6 +111,10 @@ def stopping_server(config: uvicorn.Config) -> uvicorn.Server:
                 server.close()
             for sock in sockets or []:
                 sock.close()
+            try:
+                await move_sockets(per_s=DRAIN_PER_S, spread_s=DRAIN_MAX_S, wait_s=MOVE_WAIT_S)
+            except Exception:  # they are closed below all the same
+                logging.getLogger("uvicorn.error").exception("asking the sockets to move failed")
             await self.drain()
             cut = asyncio.get_running_loop().call_later(STREAMS_CUT_AFTER_S, self.cut_connections)
             try:

@@ -77,6 +77,8 @@ RETRIES = Counter("relay_retries", "Upstream segments started again: resumes, HT
 CANCELS = Counter("relay_cancels", "Stops written (one per request, however many tabs press it).")
 VIEWER_CONNECTIONS = Counter("relay_viewer_connections", "Websocket viewers that connected to a request.")
 VIEWER_RESYNCS = Counter("relay_viewer_resyncs", "Snapshots sent to a viewer after its first (gaps, overflows).")
+FANOUT_LOST = Counter("relay_fanout_lost_messages", "Fan-out messages from another process noticed lost on the "
+                                                    "way (their requests' viewers resynced).")
 SAFETY_VERDICTS = Counter("relay_safety_verdicts", "Safety policy verdicts.", ["mode", "result"])
 
 # In several processes: live* gauges add up (or take the worst of) the processes that are alive.

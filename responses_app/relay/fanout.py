@@ -45,6 +45,7 @@ from typing import Any
 from channels.exceptions import ChannelFull
 from channels.layers import BaseChannelLayer
 
+from ..ops.metrics import FANOUT_LOST
 from .backoff import Backoff
 
 logger = logging.getLogger(__name__)
@@ -290,6 +291,7 @@ class Fanout:
         if last is None or number <= last + 1:
             return
         self.counters["lost"] += number - last - 1
+        FANOUT_LOST.inc(number - last - 1)
         if number == last + 2 and isinstance(before, list):
             requests = [r for r in before if r in self.joined]
         else:  # more than one: any request last heard from that sender

@@ -24,11 +24,14 @@ routing.py; who may open which socket is each consumer's own (4403, 4404).
   is closed 1007 by the server before it reaches a consumer). A well-formed object of a type the
   socket does not know is answered `{"type": "error", "message": ...}` and the socket stays open:
   a newer client may send what this server does not know yet. `ping` is answered `pong` on both.
+- **A stopping server** asks each socket's client to move (`move_sockets`: `{"type": "moving"}`)
+  before it closes what is left with 1012: the client opens a new socket elsewhere first.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import time
@@ -41,13 +44,14 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model, load_backend
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
 from .. import limits
 from ..conf import app_settings
 from ..relay.dbthreads import ws_call, ws_db
+from ..relay.worker import layer_spans_processes
 from ..shares import CLOSE_REVOKED, share_group
 from ..wsthreads import PooledConsumerMixin
 
@@ -62,7 +66,9 @@ CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
 CLOSE_TOO_MANY = 4429
+CLOSE_TRY_AGAIN = 1013  # a service the socket needs is down (Redis, the database): reconnect with backoff
 PONG = '{"type":"pong"}'
+MOVING = '{"type":"moving"}'  # a stopping server asks the client to move: `move_sockets`
 
 
 def session_group(session_key: str) -> str:
@@ -135,6 +141,53 @@ def session_expiry_left(session_key: str, store: Any = None) -> float | None:
     return float(store.get_expiry_age())
 
 
+def service_down(exc: BaseException) -> bool:
+    """Whether an error says a service is unreachable (Redis, the database), not that code is wrong."""
+    return isinstance(exc, (ConnectionRefusedError, OperationalError, InterfaceError)) or \
+        type(exc).__module__.startswith("redis")
+
+
+def client_gone(exc: BaseException) -> bool:
+    """Whether an error says the client went away mid-send (uvicorn's ClientDisconnected is an OSError)."""
+    return isinstance(exc, OSError) and not isinstance(exc, ConnectionRefusedError)
+
+
+_open: set[GuardedConsumer] = set()  # this process's accepted sockets, for `move_sockets`
+
+
+async def move_sockets(*, per_s: float, spread_s: float, wait_s: float) -> tuple[int, int]:
+    """A stopping web process's first step, once it stopped listening: ask each open socket's client
+    to move. A client that knows `moving` (livesocket.js) opens a new socket, which reaches another
+    process, switches to it at its first message and closes this one (make before break), so its
+    text goes on with no pause; meanwhile this socket serves it as before. The notices go `per_s`
+    a second (at most `spread_s` for all: the other processes take the new sockets as they come),
+    then this waits up to `wait_s` after the last for the sockets to close. Returns (asked, still
+    open): what is left (a tab loaded before `moving`, or one whose new socket failed) is the
+    caller's to close, with 1012. With the in-memory layer no other process could serve a tab:
+    nothing is asked."""
+    sockets = [c for c in _open if not c.closing]
+    if not sockets or not layer_spans_processes():
+        return 0, len(sockets)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    rate = max(per_s, len(sockets) / spread_s)
+    asks = []
+    for i, consumer in enumerate(sockets):
+        due = started + i / rate
+        if (delay := due - loop.time()) > 0:
+            await asyncio.sleep(delay)
+        if consumer in _open and not consumer.closing:  # each its own task: a slow reader holds no other
+            asks.append(loop.create_task(consumer.send(text_data=MOVING)))
+    failed = sum(isinstance(r, BaseException) for r in await asyncio.gather(*asks, return_exceptions=True))
+    deadline = loop.time() + wait_s
+    while any(c in _open for c in sockets) and loop.time() < deadline:
+        await asyncio.sleep(0.02)
+    left = sum(c in _open for c in sockets)
+    logger.info("asked %d sockets to move (%d could not be asked): %d moved in %.2f s", len(sockets), failed,
+                len(sockets) - left, loop.time() - started)
+    return len(sockets), left
+
+
 class GuardedConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
     """A websocket consumer with the rules above. A subclass decides who may open it, then calls
     `admit` (which accepts the socket or closes it), handles its messages in `handle` and calls
@@ -142,12 +195,42 @@ class GuardedConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
     may still see what it opened (asked for share links)."""
 
     closing = False
+    accepted = False
     share: str | None = None
     user_id: Any = None
     session_key: str | None = None
     slots: limits.SocketSlots | None = None
     budget: limits.FrameBudget | None = None
     watchdog: asyncio.Task[None] | None = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """A socket whose channel layer or database fails under it (Redis or PostgreSQL restarting)
+        is closed 1013, try again later, with one warning line: not an HTTP 500 and a traceback
+        per connect while the service is down. The page reconnects with its backoff. A client gone
+        mid-send (it timed out its handshake, or moved) is let go quietly; either way what the
+        socket joined and took is released."""
+        try:
+            await super().__call__(scope, receive, send)
+        except Exception as exc:
+            down, gone = service_down(exc), client_gone(exc)
+            if not (down or gone):
+                raise
+            if down:
+                logger.warning("a websocket of %s closed 1013: %s: %s", scope.get("path", "?"),
+                               type(exc).__name__, str(exc)[:200])
+            with contextlib.suppress(Exception):  # what it joined and took, as far as can be
+                await self.disconnect(CLOSE_TRY_AGAIN if down else 1006)
+            if down:
+                with contextlib.suppress(Exception):
+                    if not self.accepted:
+                        await send({"type": "websocket.accept"})
+                    await send({"type": "websocket.close", "code": CLOSE_TRY_AGAIN})
+        finally:
+            _open.discard(self)  # whatever ended it
+
+    async def accept(self, subprotocol: str | None = None, headers: Any = None) -> None:
+        await super().accept(subprotocol, headers)
+        self.accepted = True
 
     async def refuse(self, code: int) -> None:
         """Accept, then close: a close before the handshake reaches browsers as a bare 1006, and
@@ -173,6 +256,7 @@ class GuardedConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
         self.budget = limits.FrameBudget(rate=app_settings.WS_FRAME_RATE, burst=app_settings.WS_FRAME_BURST,
                                          now=time.monotonic())
         await self.accept()
+        _open.add(self)
         if self.session_key:
             await self.channel_layer.group_add(session_group(self.session_key), self.channel_name)
             await self.channel_layer.group_add(user_group(user.pk), self.channel_name)
@@ -189,6 +273,7 @@ class GuardedConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
         return True
 
     async def disconnect(self, code: int) -> None:
+        _open.discard(self)
         if self.slots is None:
             return  # refused before a slot was taken
         try:

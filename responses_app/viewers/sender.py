@@ -70,7 +70,10 @@ class Sender:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # often the client went away mid-send: no traceback for that
-            logger.warning("the sender of a viewer of %s failed (%r); closing its socket", self.request_id, exc)
+            # A client gone (uvicorn's ClientDisconnected is an OSError) is no news: a tab that moved
+            # to another process closes its old socket while patches are on their way to it.
+            logger.log(logging.DEBUG if isinstance(exc, OSError) else logging.WARNING,
+                       "the sender of a viewer of %s failed (%r); closing its socket", self.request_id, exc)
             with contextlib.suppress(Exception):
                 await self.close(CLOSE_SENDER_FAILED)
 

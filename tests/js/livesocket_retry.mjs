@@ -1,5 +1,5 @@
 // The first retry of the browser's livesocket.js after each kind of close, for
-// tests/web/test_livesocket_retry.py. Usage: node livesocket_retry.mjs > RESULT.json
+// tests/web/test_livesocket.py. Usage: node livesocket_retry.mjs > RESULT.json
 // A fake WebSocket and timers: each case opens a socket (or not), closes it with a code, and
 // reports the delay the socket asked setTimeout for before connecting again.
 const base = new URL("../../responses_app/static/responses_app/chat/", import.meta.url);

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from channels.layers import InMemoryChannelLayer
+from prometheus_client import REGISTRY
 
 from responses_app.relay.fanout import ASK_EVERY_S, REMOTE_FLUSH_S, Fanout
 from tests.conftest import IN_CI
@@ -201,6 +202,7 @@ async def test_a_lost_message_is_noticed_at_once_and_its_requests_resync(layers:
         await sent(channel, message)
 
     layers[0].send = loses_one  # type: ignore[method-assign]
+    lost_before = lost_count()
     try:
         for request_id in ("r1", "r2", "r3"):
             await views.join(request_id)
@@ -210,6 +212,7 @@ async def test_a_lost_message_is_noticed_at_once_and_its_requests_resync(layers:
         await until(lambda: missed, timeout=1.0)
         assert missed == [["r2"]], "the one request the lost message held resyncs, the others go on"
         assert views.counters["lost"] == 1 and heard == ["r1-patch"]
+        assert lost_count() == lost_before + 1, "and on /metrics"
         assert dropped and dropped[0]["items"] == [["r2", ["r2-terminal"], None]]
         await asyncio.sleep(3 * REMOTE_FLUSH_S)
         assert runs.counters["sent"] == 3, "r1's, r2's (lost), and one empty message after the last"
@@ -231,3 +234,7 @@ async def test_a_batch_of_the_release_before_is_still_delivered() -> None:
         assert heard == [("r1", ["p"])]
     finally:
         await stop(views)
+
+
+def lost_count() -> float:
+    return REGISTRY.get_sample_value("relay_fanout_lost_messages_total") or 0.0

@@ -18,6 +18,7 @@ from django.test import AsyncClient
 
 from responses_app.models import ResponseRequest
 from responses_app.ops import metrics
+from responses_app.relay.hub import get_hub
 from tests.metrics_helpers import Samples, delta, parse, total, value
 from tests.relay.helpers import Watcher, connect, make_request
 from tests.relay.test_runner_faults import fixture_events, mock_upstream, run_runner, run_to_end
@@ -68,12 +69,23 @@ def database() -> dict[str, Any]:
 
 
 async def gauge_settles(name: str, expected: float) -> None:
-    async with asyncio.timeout(10):
-        while value(await scrape(), name) != expected:
+    try:
+        async with asyncio.timeout(10):
+            while value(await scrape(), name) != expected:
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        raise AssertionError(f"{name} stayed at {value(await scrape(), name)}, not {expected}") from None
+
+
+async def no_runner_left() -> None:
+    """A runner an earlier test let run on ends during this one: the gauges' baseline waits for it."""
+    async with asyncio.timeout(30):
+        while get_hub().leases.runners:
             await asyncio.sleep(0.05)
 
 
 async def test_metrics_after_a_fault_matrix_match_the_database(owner: Any) -> None:
+    await no_runner_left()
     before = await scrape()
     in_flight, viewers = value(before, "relay_streams_in_flight"), value(before, "relay_viewers")
     blocks = fixture_events("sim-text.sse")[:8]

@@ -166,7 +166,7 @@ async def test_rounds_are_gathered_and_a_waiting_runner_hurries_the_next(owner: 
     futures = []
     for n in range(2, 6):
         futures.append(writer.submit(request.id, state(n, {"n": n}), batch(f"data: {n}\n\n".encode(), n)))
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0)  # a loop turn each: 20 ms sleeps outran the 0.5 s gather on CI
     await asyncio.wait_for(asyncio.gather(*futures), 10)
     assert calls[0] == 2 and writer.rounds == 2
     # A runner waiting for its rows (its terminal checkpoint, backpressure) does not wait for the gather.

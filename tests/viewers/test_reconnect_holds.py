@@ -47,12 +47,19 @@ async def test_a_reconnecting_tab_is_never_sent_an_older_view(owner: Any) -> Non
             messages.append(decode(await moved.receive_from(timeout=20)))
     await task
     saved = await wait_for_status(request, {"completed", "failed", "unknown", "error", "incomplete"}, timeout=10)
-    await moved.disconnect()
     assert saved.status == "completed"
     shown = [m["revision"] for m in messages if m["type"] in ("patch", "snapshot")]
     assert shown and min(shown) >= holds, f"a view older than the tab's r{holds}: {shown[:3]}"
     final = await sync_to_async(selectors.view_latest)(request=await reload(request))
-    assert messages[-1]["revision"] == final["revision"] == max(shown), "it ends on the committed view"
+    assert messages[-1]["revision"] == final["revision"], "the terminal names the committed view"
+    if max(shown) < final["revision"]:  # patches were cut (a slow machine): as a client must, it asks
+        await moved.send_to(text_data='{"type":"snapshot"}')
+        async with asyncio.timeout(20):
+            while messages[-1]["type"] != "snapshot":
+                messages.append(decode(await moved.receive_from(timeout=20)))
+        shown.append(messages[-1]["revision"])
+    await moved.disconnect()
+    assert max(shown) == final["revision"], "it ends on the committed view"
 
 
 def test_a_first_snapshot_older_than_the_client_is_not_sent() -> None:

@@ -7,6 +7,13 @@
 // that delivers messages is never pinged. `state(live)` tells every change, `message(data)` each
 // message; `closed(event, opened)` may return false to stop reconnecting (4403: not allowed).
 // A socket that only needs to catch up sooner or later (the conversation's) pings less often.
+//
+// A server about to stop asks first, {"type":"moving"} (viewers/guard.py `move_sockets`): a new
+// socket is opened beside this one (it reaches another process: the stopping one no longer
+// listens), and takes over at its first message, which both of the app's sockets send at once
+// (a snapshot, the turns); the old one is closed then. Until that, the old one goes on, so a
+// deploy pauses nothing. A new socket that fails or stays silent is dropped: the old one's close
+// (1012) then reconnects as below.
 
 export const QUIET_MS = 1000;
 export const ANSWER_MS = 2000; // with the tick: a dead socket is told within about 3.5 s
@@ -17,6 +24,7 @@ const TICK_MS = 250;
 // first try goes at once, spread over this much, not after the backoff's 300-500 ms.
 const SOON_MS = 100;
 const STOPPING = new Set([1001, 1012]);
+const MOVING = '{"type":"moving"}';
 
 export class LiveSocket {
   constructor(address, { message, state = () => {}, closed = () => true, quietMs = QUIET_MS, answerMs = ANSWER_MS }) {
@@ -27,6 +35,7 @@ export class LiveSocket {
     this.quietMs = quietMs;
     this.answerMs = answerMs;
     this.ws = null;
+    this.next = null; // the socket opened to move to, until its first message
     this.attempt = 0;
     this.opened = false; // ever opened
     this.done = false;
@@ -46,17 +55,25 @@ export class LiveSocket {
   connect() {
     if (this.done) return;
     clearTimeout(this.retryTimer);
-    let ws;
-    try {
-      ws = new WebSocket(this.address());
-    } catch {
+    const ws = this.open();
+    if (!ws) {
       this.retry();
       return;
     }
     this.ws = ws;
     this.connectAt = Date.now();
+  }
+
+  open() {
+    let ws;
+    try {
+      ws = new WebSocket(this.address());
+    } catch {
+      return null;
+    }
     let openedThis = false;
     ws.onopen = () => {
+      if (ws === this.next) openedThis = true;
       if (ws !== this.ws) return;
       openedThis = this.opened = true;
       this.attempt = 0;
@@ -65,19 +82,67 @@ export class LiveSocket {
       this.setLive(true);
     };
     ws.onmessage = (event) => {
+      if (ws === this.next) this.takeOver(ws);
       if (ws !== this.ws) return;
       this.lastMessageAt = Date.now();
       this.pingAt = 0;
-      this.onMessage(event.data);
+      if (event.data === MOVING) this.move();
+      else this.onMessage(event.data);
     };
     ws.onclose = (event) => {
+      if (ws === this.next) { this.next = null; return; } // the old socket goes on
       if (ws !== this.ws) return;
       this.ws = null;
       if (this.done) return;
+      const goOn = this.onClosed(event, openedThis) !== false;
+      if (goOn && this.next) {
+        this.adoptNext(); // closed before the new one spoke: it is the socket now
+        return;
+      }
+      this.dropNext();
       this.setLive(false);
-      if (this.onClosed(event, openedThis) === false) return;
-      this.retry(openedThis && STOPPING.has(event.code));
+      if (goOn) this.retry(openedThis && STOPPING.has(event.code));
     };
+    return ws;
+  }
+
+  // The server is stopping: a socket elsewhere, beside this one until it speaks.
+  move() {
+    if (this.done || this.next) return;
+    this.next = this.open();
+    this.nextAt = Date.now();
+  }
+
+  takeOver(ws) {
+    const old = this.ws;
+    this.next = null;
+    this.ws = ws;
+    this.opened = true;
+    this.attempt = 0;
+    this.pingAt = 0;
+    this.setLive(true);
+    if (old) { try { old.close(1000); } catch { /* already closed */ } }
+  }
+
+  adoptNext() {
+    const next = this.next;
+    this.next = null;
+    this.ws = next;
+    this.connectAt = this.nextAt;
+    if (next.readyState !== WebSocket.OPEN) {
+      this.setLive(false); // live again when it opens
+      return;
+    }
+    this.opened = true;
+    this.attempt = 0;
+    this.lastMessageAt = Date.now();
+    this.pingAt = 0;
+  }
+
+  dropNext() {
+    const next = this.next;
+    this.next = null;
+    if (next) { try { next.close(); } catch { /* never opened */ } }
   }
 
   retry(soon = false) {
@@ -91,6 +156,7 @@ export class LiveSocket {
   // A new connection now (the network is back, or this one is dead).
   reconnectNow() {
     if (this.done) return;
+    this.dropNext();
     const old = this.ws;
     this.ws = null;
     if (old) { try { old.close(); } catch { /* already closed */ } }
@@ -114,6 +180,7 @@ export class LiveSocket {
   beat() {
     if (this.done || !this.ws) return;
     const now = Date.now();
+    if (this.next && now - this.nextAt > CONNECT_MS) this.dropNext(); // silent: the old one's close decides
     if (this.ws.readyState === WebSocket.CONNECTING && now - this.connectAt > CONNECT_MS) {
       const stuck = this.ws;
       this.ws = null;
@@ -138,6 +205,7 @@ export class LiveSocket {
     this.done = true;
     clearTimeout(this.retryTimer);
     clearInterval(this.timer);
+    this.dropNext();
     const ws = this.ws;
     this.ws = null;
     if (ws) { try { ws.close(1000); } catch { /* already closed */ } }
