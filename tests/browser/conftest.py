@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.servers import stop
+from tests.servers import migrate, stop
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -109,7 +109,7 @@ def serve(tmp: Path, **extra_env: str) -> Iterator[RelayServer]:
         "PYTHONUNBUFFERED": "1",
         **extra_env,
     }
-    _manage(env, "migrate", "--noinput")
+    migrate(env)
     creation = "; ".join(
         f"User.objects.create_user({name!r}, password={PASSWORD!r}, is_staff={staff})" for name, staff in USERS.items())
     _manage(env, "shell", "-c", f"from django.contrib.auth import get_user_model; User = get_user_model(); {creation}")
@@ -142,7 +142,11 @@ def browser() -> Iterator[Any]:
     # Module scope: Playwright's sync API keeps an event loop running in this thread while it is
     # open, which would break every later test that calls asyncio.run().
     require_chromium()
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
+
+    # An assertion waits as long as an action does: its own 5 s default fails tests on a CI lane
+    # whose two cores are shared with two other lanes.
+    expect.set_options(timeout=30_000)
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)

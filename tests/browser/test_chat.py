@@ -200,7 +200,9 @@ def test_analytics_counts_one_request_across_tabs_reloads_and_resubmits(
     before = {name: stat(name) for name in ("requests", "connections", "reconnects")}
     alice = sessions("alice")
     page = alice.page()
-    request_id = submit_first_prompt(page, "Count me once", metadata={**PACE, "sim.tokens": "120"})
+    # Ten seconds of answer: the second tab and the reload open their sockets while it runs (a
+    # finished turn opens none), on a loaded machine too.
+    request_id = submit_first_prompt(page, "Count me once", metadata={**PACE, "sim.tokens": "600"})
     key = page.evaluate("() => document.querySelector('input[name=client_request_id]').value")
     wait_for_text(page, request_id, 5)
     other = alice.page()

@@ -53,7 +53,8 @@ def test_a_rich_answer_streams_whole_rows_and_finishes_with_every_construct(sess
     assert all(len(cells) == 3 for f in frames for cells in f["rows"]), "a frame showed a row short of cells"
     for before, after in zip(frames, frames[1:], strict=False):  # a row, once shown, never changes
         assert after["rows"][:len(before["rows"])] == before["rows"], (before["rows"], after["rows"])
-    assert {2, 3, 4} <= set(counts), f"the table grew row by row: {sorted(set(counts))}"
+    # Row by row: several counts between none and all of them (a frame may miss one on a busy machine).
+    assert len({c for c in counts if 0 < c < max(counts)}) >= 2, f"the table grew row by row: {sorted(set(counts))}"
     for f in frames:
         assert "|" not in f["prose"] and "[ ]" not in f["prose"] and "[x]" not in f["prose"], f["prose"][-200:]
     boxes = [f["boxes"] for f in frames]

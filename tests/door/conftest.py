@@ -16,7 +16,7 @@ import uvicorn
 from responses_app.simulator.auth import DEV_API_KEY
 from tests.door.harness import CAP, PATHS, PHRASE, PROPERTIES, ROOT, SETUP, TURNS, Door, Recorder
 from tests.host.test_security_production import serve
-from tests.servers import free_port, stop
+from tests.servers import free_port, migrate, stop
 
 
 @pytest.fixture(scope="package")
@@ -49,8 +49,7 @@ def door(tmp_path_factory: pytest.TempPathFactory, upstream: tuple[Recorder, str
            "RELAY_MAX_OUTPUT_TOKENS": str(CAP), "RELAY_SAFETY_PRECHECK": "true", "RELAY_SAFETY_RULES": PHRASE,
            "RELAY_MAX_CONCURRENT_PER_USER": "3", "RELAY_SUBMIT_RATE": "2/d", "RELAY_FLUSH_INTERVAL_MS": "20",
            "PYTHONUNBUFFERED": "1"}
-    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env, check=True,
-                   capture_output=True, timeout=120)
+    migrate(env)
     shell = subprocess.run([sys.executable, "manage.py", "shell", "-c", SETUP % {
         "properties": PROPERTIES, "paths": PATHS, "turns": TURNS}], cwd=ROOT, env=env, check=True,
         capture_output=True, text=True, timeout=180)

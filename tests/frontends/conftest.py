@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from tests.node import node_or_skip
-from tests.servers import free_port, stop
+from tests.servers import free_port, migrate, stop
 
 ROOT = Path(__file__).resolve().parents[2]
 JS = Path(__file__).resolve().parent / "js"  # the AI SDK's own chat client, driven by node
@@ -94,7 +94,7 @@ def relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Relay]:
         "REDIS_URL": "",
         "PYTHONUNBUFFERED": "1",
     }
-    _manage(env, "migrate", "--noinput")
+    migrate(env)
     creation = "; ".join(f"User.objects.create_user({name!r}, password='pw')" for name in TOKENS)
     _manage(env, "shell", "-c", f"from django.contrib.auth import get_user_model; User = get_user_model(); {creation}")
     log_path = tmp / "server.log"

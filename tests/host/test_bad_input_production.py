@@ -15,7 +15,7 @@ import pytest
 import websockets
 
 from tests.host.test_security_production import HOST, manage, production_env, serve
-from tests.servers import stop
+from tests.servers import migrate, stop
 
 TOKEN = "alice-" + secrets.token_hex(24)
 
@@ -42,7 +42,7 @@ print(conversation.pk, request.pk, session.session_key)
 def prod(tmp_path_factory: pytest.TempPathFactory, simulator_url: str) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("production-input")
     env = {k: v for k, v in production_env(tmp, simulator_url, RELAY_API_TOKENS=f"alice={TOKEN}").items() if v != ""}
-    manage(env, "migrate", "--noinput")
+    migrate(env)
     manage(env, "collectstatic", "--noinput")
     conversation, request, session = manage(env, "shell", "-c", SETUP).stdout.split()[-3:]
     proc, url = serve(env, tmp / "server.log", headers={"Host": HOST, "X-Forwarded-Proto": "https"})

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.servers import ROOT, free_port, stop
+from tests.servers import ROOT, free_port, migrate, stop
 
 PASSWORD = "pw"
 
@@ -80,11 +80,10 @@ def submit_and_wait(client: httpx.Client, payload: dict[str, Any], timeout_s: fl
 def database(tmp_path: Path) -> Iterator[tuple[dict[str, str], Path]]:
     db_path = tmp_path / "db.sqlite3"
     env = server_env(db_path)
-    for args in (["migrate", "--noinput"],
-                 ["shell", "-c", "from django.contrib.auth import get_user_model; "
-                                 f"get_user_model().objects.create_user('alice', password={PASSWORD!r})"]):
-        subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True, capture_output=True,
-                       timeout=120)
+    migrate(env)
+    subprocess.run([sys.executable, "manage.py", "shell", "-c", "from django.contrib.auth import get_user_model; "
+                    f"get_user_model().objects.create_user('alice', password={PASSWORD!r})"],
+                   cwd=ROOT, env=env, check=True, capture_output=True, timeout=120)
     yield env, db_path
 
 

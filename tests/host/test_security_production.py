@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from responses_app.simulator.auth import DEV_API_KEY
-from tests.servers import stop
+from tests.servers import migrate, stop
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = "relay.test"
@@ -84,7 +84,7 @@ def production_env(tmp: Path, simulator_url: str, **extra: str) -> dict[str, str
 def prod(tmp_path_factory: pytest.TempPathFactory, simulator_url: str) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("production")
     env = {k: v for k, v in production_env(tmp, simulator_url).items() if v != ""}
-    manage(env, "migrate", "--noinput")
+    migrate(env)
     manage(env, "collectstatic", "--noinput")
     proc, url = serve(env, tmp / "server.log", headers={"Host": HOST, "X-Forwarded-Proto": "https"})
     try:
