@@ -276,7 +276,7 @@ class Cluster:
         server = self.servers[name]
         with contextlib.suppress(ProcessLookupError):
             os.killpg(server.pid, sig)
-        server.proc.wait(timeout=10)
+        server.proc.wait(timeout=30)
 
     # --- looking at it ---------------------------------------------------------------------------
 

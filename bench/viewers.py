@@ -39,9 +39,9 @@ SILENCE_S = 50.0  # the server pings every 20 s when idle: this much silence is 
 CONNECT_S = 5.0  # a handshake that hangs is given up and tried again, as chat.js does (livesocket.js CONNECT_MS)
 
 
-def holds(view: dict[str, Any] | None, revision: int) -> str:
+def holds(viewer: Viewer) -> str:
     """The reconnect's `revision`: what the viewer shows (the server never sends it an older view)."""
-    return f"&revision={revision}" if view is not None and revision >= 0 else ""
+    return f"&revision={viewer.shown}" if viewer.shown >= 0 else ""
 
 
 @dataclass
@@ -57,7 +57,13 @@ class Viewer:
     lags: list[float] = field(default_factory=list)  # ms
     last_text_at: float = 0.0  # wall clock of the newest patch that appended text
     max_text_gap_s: float = 0.0  # the longest wait between two patches that appended text
+    max_text_gap_end: float = 0.0  # wall clock of the patch that ended it
     error: str = ""
+
+    @property
+    def shown(self) -> int:
+        """The revision it shows, -1 before its first view."""
+        return self.revision if self.view is not None else -1
 
 
 @dataclass
@@ -148,7 +154,7 @@ class Load:
         headers = {"Cookie": f"sessionid={self.session}"}
         while time.time() < self.deadline:
             query = "&reconnect=1" if viewer.reconnects or viewer.view is not None else ""
-            query += holds(viewer.view, viewer.revision) if query else ""
+            query += holds(viewer) if query else ""
             try:
                 async with connect(url + query, origin=Origin(f"http://127.0.0.1:{viewer.port}"),
                                    additional_headers=headers, compression=None, proxy=None, open_timeout=CONNECT_S,
@@ -198,8 +204,8 @@ class Load:
                 if stamps:
                     viewer.lags.append((now - max(stamps)) * 1000)
                 if texts:
-                    if viewer.last_text_at:
-                        viewer.max_text_gap_s = max(viewer.max_text_gap_s, now - viewer.last_text_at)
+                    if viewer.last_text_at and now - viewer.last_text_at > viewer.max_text_gap_s:
+                        viewer.max_text_gap_s, viewer.max_text_gap_end = now - viewer.last_text_at, now
                     viewer.last_text_at = now
             elif kind == "terminal":
                 viewer.terminal = message

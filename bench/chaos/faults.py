@@ -71,10 +71,14 @@ class Injector:
                       flush=True)
 
     def rolling(self, fault: s.Fault) -> list[Window]:
-        """Every worker, then every web process, one at a time: a window each (its kind says which)."""
-        windows = []
+        """Every worker, then every web process, one at a time: a window each (its kind says which).
+        Each waits for the one before to be serving and its window's tail to pass (as a deploy's
+        `minReadySeconds` would), so no pause is counted under two of them."""
+        windows: list[Window] = []
         for kind in ("worker", "web"):
             for server in sorted(self.cluster.of_kind(kind), key=lambda x: x.name):
+                if windows:
+                    time.sleep(max(0.0, windows[-1].end - time.time()))
                 window = Window(s.ROLLING_WORKER if kind == "worker" else s.ROLLING_WEB, time.time(), 0.0,
                                 server.name)
                 (self._restart_worker if kind == "worker" else self._restart_web)(server.name, window)

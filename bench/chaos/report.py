@@ -233,7 +233,7 @@ def markdown(r: Result) -> str:
     out += [f"- injector error: {e}" for e in r.injector_errors]
     reconnects = sum(v.reconnects for v in viewers)
     out += ["", f"Viewers reconnected {reconnects} times and asked for {sum(v.resyncs for v in viewers)} "
-            "snapshots.", "", "## CPU", "", *cpu_table(r), "",
+            f"snapshots.{moves(viewers)}", "", "## CPU", "", *cpu_table(r), "",
             "## Memory (after warm-up) and connections", "", *memory_table(r), "",
             *connections_table(r), "", "RSS over time (MB), PostgreSQL connections and Redis clients:", "",
             *timeline(r), "", "## Durability settings in force", "",
@@ -242,6 +242,21 @@ def markdown(r: Result) -> str:
             f"{r.counted.get('analytics_total')}), the run {r.counted.get('ours_by_status')}; tool calls "
             f"{r.tools}.", ""]
     return "\n".join(out)
+
+
+def moves(viewers: list[ChaosViewer]) -> str:
+    """How the viewers asked to move by a stopping web process fared (bench/chaos/moving.py)."""
+    steps = [what for v in viewers for _, what in v.trail]
+    if not (asked := steps.count("asked to move")):
+        return ""
+    failed = Counter(what.removeprefix("new socket failed: ").split(":")[0] for what in steps
+                     if what.startswith("new socket failed"))
+    closed = steps.count("old socket closed while moving")
+    examples = [(t, v) for v in viewers for t, what in v.trail if what.startswith("new socket failed")][:3]
+    return (f" Asked to move by a stopping web process {asked} times: moved "
+            f"{sum(what.startswith('moved to') for what in steps)}, the old socket closed first {closed}, "
+            f"the new one failed {sum(failed.values())} ({', '.join(f'{k} {n}' for k, n in failed.items()) or '-'})."
+            + "".join(f"\n- a failed move on :{v.port}:{trail(v, t - 3, t + 2)}" for t, v in examples))
 
 
 def summary(r: Result, report: str = "results/chaos.md") -> str:

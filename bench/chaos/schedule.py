@@ -66,11 +66,13 @@ def build(minutes: float, seed: int, workers: int) -> list[Fault]:
 
 ONLY = {"kill9": KILL9, "rolling": ROLLING, "redis": REDIS, "postgres": POSTGRES, "none": NONE}
 ONLY_EVERY_S = 45.0
+ROLLING_EVERY_S = 120.0  # a rolling restart of four processes takes about 40 s under load: room after it
 
 
 def only(kind: str, minutes: float, seed: int, workers: int) -> list[Fault]:
-    """One kind of fault, every ONLY_EVERY_S from the warm-up to the last half minute: many samples
-    of one fault's pauses in a short run. `none`: no fault at all, the baseline of pauses and memory."""
+    """One kind of fault, every ONLY_EVERY_S (a rolling restart every ROLLING_EVERY_S) from the
+    warm-up to the last half minute: many samples of one fault's pauses in a short run. `none`: no
+    fault at all, the baseline of pauses and memory."""
     if kind == NONE:
         return []
     rng = random.Random(seed)
@@ -78,7 +80,7 @@ def only(kind: str, minutes: float, seed: int, workers: int) -> list[Fault]:
     at, faults = max(WARMUP_MIN_S, WARMUP * total), []
     while at < total - 30:
         faults.append(Fault(round(at, 1), kind, f"worker-{rng.randrange(workers) + 1}" if kind == KILL9 else ""))
-        at += ONLY_EVERY_S
+        at += ROLLING_EVERY_S if kind == ROLLING else ONLY_EVERY_S
     return faults
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 
 from bench.chaos import schedule as s
+from bench.chaos.moving import MovingSocket, close_quietly
 from bench.cluster import Cluster
 from bench.viewers import CONNECT_S, SILENCE_S, Load, Viewer, holds, plain_text
 from responses_app.simulator.auth import DEV_API_KEY
@@ -57,6 +58,7 @@ class ChaosViewer(Viewer):
     regressions: list[str] = field(default_factory=list)
     first_text_at: float = 0.0
     trail: list[tuple[float, str]] = field(default_factory=list)  # (wall clock, what): its connections' steps
+    floor: int = -1  # what the server knows this socket's client holds (no older snapshot promised)
 
     def step(self, what: str) -> None:
         self.trail.append((time.time(), what))
@@ -192,21 +194,50 @@ class Traffic(Load):
         from websockets.typing import Origin
 
         headers = {"Cookie": f"sessionid={self.session}"}
+
+        def opening(port: int) -> Any:
+            url = f"ws://127.0.0.1:{port}/ws/requests/{viewer.request_id}/?v={PROTOCOL}"
+            query = "&reconnect=1" if viewer.reconnects or viewer.view is not None else ""
+            query += holds(viewer) if query else ""
+            viewer.step(f"connecting to :{port}")
+            return connect(url + query, origin=Origin(f"http://127.0.0.1:{port}"), additional_headers=headers,
+                           compression=None, proxy=None, open_timeout=CONNECT_S, ping_interval=None)
+
+        async def move() -> tuple[Any, Any, Any]:
+            """The new socket of a move, to the next web process, its first message, and a function
+            that makes it the viewer's (called when the switch is made, not before: a move done but
+            not switched to leaves the viewer where it was)."""
+            slot = self.ports.index(viewer.port) + 1  # the process after the one it is on
+            port = self.ports[slot % len(self.ports)]
+            floor = viewer.shown  # what it tells the new socket it holds
+            ws = await opening(port)
+            viewer.step("new socket open")
+            try:
+                async with asyncio.timeout(CONNECT_S):
+                    first = await ws.recv()
+            except BaseException:
+                await close_quietly(ws)
+                raise
+
+            def switched() -> None:
+                viewer.slot, viewer.port, viewer.floor = slot, port, floor
+
+            return ws, first, switched
+
         while time.time() < deadline:
             viewer.port = self.ports[viewer.slot % len(self.ports)]
-            url = f"ws://127.0.0.1:{viewer.port}/ws/requests/{viewer.request_id}/?v={PROTOCOL}"
-            query = "&reconnect=1" if viewer.reconnects or viewer.view is not None else ""
-            query += holds(viewer.view, viewer.revision) if query else ""
-            viewer.step(f"connecting to :{viewer.port}")
+            viewer.floor = viewer.shown
             try:
-                async with connect(url + query, origin=Origin(f"http://127.0.0.1:{viewer.port}"),
-                                   additional_headers=headers, compression=None, proxy=None, open_timeout=CONNECT_S,
-                                   ping_interval=None) as ws:
+                async with opening(viewer.port) as ws:
                     viewer.step("open")
-                    if await self._follow(viewer, ws, deadline):
-                        viewer.error = ""
-                        return
-                    viewer.step(f"closed {ws.close_code}")
+                    line = MovingSocket(ws, move, viewer)
+                    try:
+                        if await self._follow(viewer, line, deadline):
+                            viewer.error = ""
+                            return
+                    finally:
+                        await line.close()
+                    viewer.step(f"closed {line.close_code}")
             except Exception as exc:
                 viewer.error = f"{type(exc).__name__}: {exc}"[:200]
                 viewer.step(viewer.error[:80])
@@ -252,13 +283,15 @@ class Traffic(Load):
                 return False
             message = decode(raw)
             kind = message["type"]
+            sent = message["revision"] if kind in ("snapshot", "patch") else -1
+            floor, viewer.floor = viewer.floor, max(viewer.floor, sent)
             if kind == "snapshot":
                 before = plain_text(viewer.view) if viewer.view is not None else ""
                 previous = viewer.revision
                 if viewer.view is not None and message["revision"] < previous:
-                    # Not applied (chat.js's rule), but the server promised none while the request
-                    # runs: one is a loss all the same.
-                    if message.get("status") not in ENDED:
+                    # Not applied (chat.js's rule), but the server promised none older than what it
+                    # knows the client holds while the request runs: one is a loss all the same.
+                    if message.get("status") not in ENDED and message["revision"] < floor:
                         viewer.regressions.append(f"at {time.time() - self.t0:.1f} s a snapshot at "
                                                   f"r{message['revision']} was sent to a viewer at r{previous}")
                     continue
