@@ -221,7 +221,7 @@ async def test_a_quiet_socket_gets_a_ping_carrying_its_revision_after_silence(
     a ping with the revision the client holds; none while frames flow."""
     from responses_app.viewers import cursor
 
-    monkeypatch.setattr(cursor, "SILENCE_S", 0.4)
+    monkeypatch.setattr(cursor, "SILENCE_S", 0.6)
     request = await make_request(owner, "sim-text", {"sim.stall_at": "8", "sim.stall_ms": "1500"})
     communicator = await connect(owner, request.pk)
     assert (await communicator.connect())[0]
@@ -236,7 +236,9 @@ async def test_a_quiet_socket_gets_a_ping_carrying_its_revision_after_silence(
             assert watcher.view is not None and ping["revision"] == watcher.view["revision"]
         last = now
     assert ping is not None, "a stall of 1.5 s: at least one ping"
-    assert silence >= 0.35, "a ping only after SILENCE_S of silence"
+    # Measured here, where the frame before may be read late (0.31 s of a 0.4 s silence was seen
+    # on a loaded CI lane): a ping sent without the silence would come at once.
+    assert silence >= cursor.SILENCE_S - 0.25, "a ping only after SILENCE_S of silence"
     await communicator.disconnect()
 
 
