@@ -143,8 +143,11 @@ class SafetyChecks:
     async def settle(self) -> None:
         """The stream ended: every open window is judged, and every verdict is in."""
         self._changed(self.transcript.safety_close(), False)
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        # Only the checks still running: one that ended in this turn of the loop leaves the set at
+        # the next turn (its done callback), and gather returns at once, without yielding, when all
+        # it is given are done (Python 3.12): waiting on those spun here forever, the loop frozen.
+        while running := [task for task in self._tasks if not task.done()]:
+            await asyncio.wait(running)
 
     def _release_held(self) -> None:
         if self._held is not None:
