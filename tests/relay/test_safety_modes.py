@@ -4,23 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
-import sys
-import time
-import traceback
 from typing import Any
 
 import httpx
 import pytest
 from asgiref.sync import sync_to_async
 from django.test import Client
-from django.utils import timezone
 
 from responses_app import selectors
 from responses_app.models import Checkpoint, ResponseRequest, SafetyVerdict, ToolCall
-from responses_app.relay import hub as hub_module
 from responses_app.relay import stream_runner as runner_module
-from responses_app.relay.hub import get_hub
 from responses_app.safety.checkers import RulesChecker, Verdict, reset_checker
 from responses_app.streaming.gate import NOTICE_ID
 from tests.relay.helpers import Watcher, connect, make_request, reload
@@ -83,45 +76,6 @@ def use_checker(monkeypatch: pytest.MonkeyPatch, checker: Any) -> Any:
     return checker
 
 
-TRAIL: list[str] = []  # what this test's runners did and the relay logged (CI's first lane: see `stuck`)
-
-
-@pytest.fixture(autouse=True)
-def trail(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """Each runner's start and end (how it ended, where it was) and the relay's log, for `stuck`."""
-    TRAIL.clear()
-    started = time.monotonic()
-
-    def note(line: str) -> None:
-        TRAIL.append(f"{time.monotonic() - started:6.2f} {line}")
-
-    run = runner_module.StreamRunner.run
-
-    async def running(self: Any) -> None:
-        name = f"runner {id(self) & 0xFFFFFF:06x} on loop {id(asyncio.get_running_loop()) & 0xFFFFFF:06x}"
-        note(f"{name} starts")
-        try:
-            await run(self)
-        except BaseException as exc:
-            frames = [f"{f.f_code.co_qualname}:{n}" for f, n in traceback.walk_tb(exc.__traceback__)]
-            note(f"{name} ends {exc!r} stopped {self.stopped} at {frames[-4:]}")
-            raise
-        note(f"{name} returns, stopped {self.stopped}")
-
-    class Keep(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            note(f"{record.levelname} {record.name}: {record.getMessage()[:300]}")
-
-    monkeypatch.setattr(runner_module.StreamRunner, "run", running)
-    keep, relay_log = Keep(logging.INFO), logging.getLogger("responses_app")
-    level = relay_log.level
-    relay_log.addHandler(keep)
-    relay_log.setLevel(logging.INFO)
-    yield TRAIL
-    relay_log.removeHandler(keep)
-    relay_log.setLevel(level)
-
-
 async def watch(user: Any, request: ResponseRequest, tabs: int = 1, timeout: float = 40) -> list[Watcher]:
     communicators = [await connect(user, request.pk) for _ in range(tabs)]
     watchers = []
@@ -129,46 +83,10 @@ async def watch(user: Any, request: ResponseRequest, tabs: int = 1, timeout: flo
         await communicator.connect()
         watchers.append(Watcher(communicator))
     for watcher in watchers:
-        try:
-            await watcher.until_terminal(timeout)
-        except TimeoutError:  # say what the request was doing (CI's first lane saw none in 40 s)
-            saved = await reload(request)
-            raise AssertionError(f"no terminal in {timeout} s: the request is {saved.status}, response "
-                                 f"{saved.response_id!r}, runner {saved.runner_token!r}, lease to "
-                                 f"{saved.lease_expires} (now {timezone.now()}), "
-                                 f"{len(watcher.text())} characters shown; "
-                                 f"{stuck(str(request.pk))}") from None
+        await watcher.until_terminal(timeout)
     for communicator in communicators:
         await communicator.disconnect()
     return watchers
-
-
-def awaiting(task: asyncio.Task[Any]) -> str:
-    """Where a task waits: each coroutine of its await chain."""
-    steps, coro = [], task.get_coro()
-    while coro is not None and (frame := getattr(coro, "cr_frame", None)) is not None:
-        steps.append(f"{frame.f_code.co_qualname}:{frame.f_lineno}")
-        coro = getattr(coro, "cr_await", None)
-    return " > ".join(steps) + (f" > {type(coro).__name__}" if coro is not None else "")
-
-
-def stuck(request_id: str) -> str:
-    """Where the request's runner and its safety checks are (the stall CI saw: no terminal, the
-    runner at the timeout in SafetyChecks.settle), every task of the loop and thread of the
-    process, and what this test's runners did (`trail`)."""
-    hub = get_hub()
-    runner = hub.runners.get(request_id)
-    checks = getattr(runner, "safety", None)
-    tasks = [] if checks is None else [(t.done(), awaiting(t)) for t in checks._tasks]
-    threads = {thread: [f"{f.f_code.co_qualname}:{f.f_lineno}" for f, _ in
-                        traceback.walk_stack(frame)][:4] for thread, frame in sys._current_frames().items()}
-    lines = "\n".join(TRAIL[-60:])
-    return (f"runner {type(runner).__name__}, stopped {getattr(runner, 'stopped', '-')}, checks made "
-            f"{getattr(checks, 'calls', '-')}, check tasks (done, chain) {tasks}\nthe loop's tasks:\n"
-            + "\n".join(awaiting(t) for t in asyncio.all_tasks())
-            + f"\nthreads: {threads}\nother hubs' runners: "
-            f"{[list(h.runners) for h in hub_module._hubs.values() if h is not hub and h.runners]}\n"
-            f"the trail:\n{lines}")
 
 
 @sync_to_async
