@@ -153,6 +153,7 @@ def client_gone(exc: BaseException) -> bool:
 
 
 _open: set[GuardedConsumer] = set()  # this process's accepted sockets, for `move_sockets`
+_moving = False  # the process stops (`move_sockets`): a socket admitted from now on is asked at once
 
 
 async def move_sockets(*, per_s: float, spread_s: float, wait_s: float) -> tuple[int, int]:
@@ -160,14 +161,17 @@ async def move_sockets(*, per_s: float, spread_s: float, wait_s: float) -> tuple
     to move. A client that knows `moving` (livesocket.js) opens a new socket, which reaches another
     process, switches to it at its first message and closes this one (make before break), so its
     text goes on with no pause; meanwhile this socket serves it as before. The notices go `per_s`
-    a second (at most `spread_s` for all: the other processes take the new sockets as they come),
-    then this waits up to `wait_s` after the last for the sockets to close. Returns (asked, still
-    open): what is left (a tab loaded before `moving`, or one whose new socket failed) is the
-    caller's to close, with 1012. With the in-memory layer no other process could serve a tab:
-    nothing is asked."""
+    a second (at most `spread_s` for all: the other processes take the new sockets as they come);
+    a socket whose handshake was under way when the process stopped listening is asked as it is
+    admitted (`admit`). Then this waits up to `wait_s` after the last ask for the sockets to close.
+    Returns (asked, still open): what is left (a tab loaded before `moving`, or one whose new
+    socket failed) is the caller's to close, with 1012. With the in-memory layer no other process
+    could serve a tab: nothing is asked."""
+    global _moving
+    if not layer_spans_processes():
+        return 0, sum(not c.closing for c in _open)
+    _moving = True
     sockets = [c for c in _open if not c.closing]
-    if not sockets or not layer_spans_processes():
-        return 0, len(sockets)
     loop = asyncio.get_running_loop()
     started = loop.time()
     rate = max(per_s, len(sockets) / spread_s)
@@ -180,12 +184,14 @@ async def move_sockets(*, per_s: float, spread_s: float, wait_s: float) -> tuple
             asks.append(loop.create_task(consumer.send(text_data=MOVING)))
     failed = sum(isinstance(r, BaseException) for r in await asyncio.gather(*asks, return_exceptions=True))
     deadline = loop.time() + wait_s
-    while any(c in _open for c in sockets) and loop.time() < deadline:
+    while _open and loop.time() < deadline:  # those admitted meanwhile too
         await asyncio.sleep(0.02)
+    late = len(_open.difference(sockets))
     left = sum(c in _open for c in sockets)
-    logger.info("asked %d sockets to move (%d could not be asked): %d moved in %.2f s", len(sockets), failed,
-                len(sockets) - left, loop.time() - started)
-    return len(sockets), left
+    logger.info("asked %d sockets to move (%d could not be asked): %d moved in %.2f s; %d admitted since, "
+                "asked at once, still open", len(sockets), failed, len(sockets) - left, loop.time() - started,
+                late)
+    return len(sockets), left + late
 
 
 class GuardedConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
@@ -257,6 +263,8 @@ class GuardedConsumer(PooledConsumerMixin, AsyncWebsocketConsumer):
                                          now=time.monotonic())
         await self.accept()
         _open.add(self)
+        if _moving:  # its handshake began as the process stopped listening: it moves on at once
+            await self.send(text_data=MOVING)
         if self.session_key:
             await self.channel_layer.group_add(session_group(self.session_key), self.channel_name)
             await self.channel_layer.group_add(user_group(user.pk), self.channel_name)
