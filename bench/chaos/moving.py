@@ -92,6 +92,20 @@ class MovingSocket:
         await close_quietly(self.ws)
 
 
+async def listening(ports: list[int], first: int, opening: Any) -> tuple[int, Any]:
+    """The slot and open socket of the first web process from slot `first` on that takes the
+    connection, as a load balancer in front of them does: a refused connection (a process stopped
+    or not started yet) goes to the next at once, not after the client's backoff."""
+    for tried in range(len(ports)):
+        slot = first + tried
+        try:
+            return slot, await opening(ports[slot % len(ports)])
+        except ConnectionRefusedError:
+            if tried == len(ports) - 1:
+                raise
+    raise AssertionError("no web process")
+
+
 async def close_quietly(ws: Any) -> None:
     with contextlib.suppress(Exception):
         await ws.close()

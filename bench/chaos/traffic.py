@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 
 from bench.chaos import schedule as s
-from bench.chaos.moving import MovingSocket, close_quietly
+from bench.chaos.moving import MovingSocket, close_quietly, listening
 from bench.cluster import Cluster
 from bench.viewers import CONNECT_S, SILENCE_S, Load, Viewer, holds, plain_text
 from responses_app.simulator.auth import DEV_API_KEY
@@ -207,10 +207,9 @@ class Traffic(Load):
             """The new socket of a move, to the next web process, its first message, and a function
             that makes it the viewer's (called when the switch is made, not before: a move done but
             not switched to leaves the viewer where it was)."""
-            slot = self.ports.index(viewer.port) + 1  # the process after the one it is on
-            port = self.ports[slot % len(self.ports)]
             floor = viewer.shown  # what it tells the new socket it holds
-            ws = await opening(port)
+            slot, ws = await listening(self.ports, self.ports.index(viewer.port) + 1, opening)  # the next process
+            port = self.ports[slot % len(self.ports)]
             viewer.step("new socket open")
             try:
                 async with asyncio.timeout(CONNECT_S):
@@ -225,10 +224,11 @@ class Traffic(Load):
             return ws, first, switched
 
         while time.time() < deadline:
-            viewer.port = self.ports[viewer.slot % len(self.ports)]
             viewer.floor = viewer.shown
             try:
-                async with opening(viewer.port) as ws:
+                viewer.slot, ws = await listening(self.ports, viewer.slot, opening)
+                viewer.port = self.ports[viewer.slot % len(self.ports)]
+                async with ws:
                     viewer.step("open")
                     line = MovingSocket(ws, move, viewer)
                     try:
