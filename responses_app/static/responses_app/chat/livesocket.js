@@ -75,11 +75,8 @@ export class LiveSocket {
     ws.onopen = () => {
       if (ws === this.next) openedThis = true;
       if (ws !== this.ws) return;
-      openedThis = this.opened = true;
-      this.attempt = 0;
-      this.lastMessageAt = Date.now();
-      this.pingAt = 0;
-      this.setLive(true);
+      openedThis = true;
+      this.connected();
     };
     ws.onmessage = (event) => {
       if (ws === this.next) this.takeOver(ws);
@@ -113,14 +110,20 @@ export class LiveSocket {
     this.nextAt = Date.now();
   }
 
+  // The socket is open and speaking: counted as live, its backoff and heartbeat start again.
+  connected() {
+    this.opened = true;
+    this.attempt = 0;
+    this.lastMessageAt = Date.now();
+    this.pingAt = 0;
+    this.setLive(true);
+  }
+
   takeOver(ws) {
     const old = this.ws;
     this.next = null;
     this.ws = ws;
-    this.opened = true;
-    this.attempt = 0;
-    this.pingAt = 0;
-    this.setLive(true);
+    this.connected();
     if (old) { try { old.close(1000); } catch { /* already closed */ } }
   }
 
@@ -133,10 +136,7 @@ export class LiveSocket {
       this.setLive(false); // live again when it opens
       return;
     }
-    this.opened = true;
-    this.attempt = 0;
-    this.lastMessageAt = Date.now();
-    this.pingAt = 0;
+    this.connected();
   }
 
   dropNext() {
